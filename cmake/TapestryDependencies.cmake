@@ -1,0 +1,26 @@
+# Every dependency comes from Debian 12's packages (see run.sh for the list);
+# CUDA, cuBLAS and NCCL are optional and come from /usr/local/cuda.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(Protobuf REQUIRED)  # before ONNX: its targets link protobuf::libprotobuf
+find_package(ONNX REQUIRED)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(Qt6 REQUIRED COMPONENTS Core Gui Widgets Svg Charts Test Network Concurrent)
+pkg_check_modules(GRAPHVIZ REQUIRED IMPORTED_TARGET libcgraph libgvc)
+pkg_check_modules(CBC REQUIRED IMPORTED_TARGET cbc)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+pkg_check_modules(FMT REQUIRED IMPORTED_TARGET fmt)
+
+set(TAPESTRY_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit with cuBLAS and NCCL")
+set(TAPESTRY_HAVE_CUDA OFF)
+if(EXISTS "${TAPESTRY_CUDA_ROOT}/bin/nvcc" AND NOT TAPESTRY_DISABLE_CUDA)
+  set(CMAKE_CUDA_COMPILER "${TAPESTRY_CUDA_ROOT}/bin/nvcc")
+  find_package(CUDAToolkit QUIET PATHS "${TAPESTRY_CUDA_ROOT}")
+  find_library(NCCL_LIBRARY nccl PATHS "${TAPESTRY_CUDA_ROOT}/lib" "${TAPESTRY_CUDA_ROOT}/lib64" NO_DEFAULT_PATH)
+  find_path(NCCL_INCLUDE_DIR nccl.h PATHS "${TAPESTRY_CUDA_ROOT}/include" NO_DEFAULT_PATH)
+  if(CUDAToolkit_FOUND AND NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+    set(TAPESTRY_HAVE_CUDA ON)
+  endif()
+endif()
+message(STATUS "Tapestry: CUDA executor ${TAPESTRY_HAVE_CUDA}")

@@ -1,0 +1,23 @@
+#pragma once
+
+#include "ir/graph.h"
+
+#include <string>
+
+namespace tapestry::io {
+
+// tapestry.model v1 (documented in core/io/README.md). Reading validates the
+// JSON structure and the graph; errors name `input` and the JSON path.
+ir::Graph readModelJson(const std::string &text, const std::string &input);
+ir::Graph readModelJsonFile(const std::string &path);
+
+// Deterministic: the same graph always gives the same bytes, and
+// writeModelJson(readModelJson(writeModelJson(g))) == writeModelJson(g).
+std::string writeModelJson(const ir::Graph &graph);
+
+// Writes to a temporary name beside `path` and renames, so a failed write
+// never leaves a half-written file.
+void writeFileAtomically(const std::string &path, const std::string &contents);
+std::string readFile(const std::string &path);
+
+} // namespace tapestry::io

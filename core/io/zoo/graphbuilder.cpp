@@ -1,0 +1,111 @@
+#include "io/zoo/graphbuilder.h"
+
+namespace tapestry::io::zoo {
+
+GraphBuilder::GraphBuilder(std::string modelName, ir::DType dtype) : m_dtype(dtype)
+{
+    m_graph.name = std::move(modelName);
+}
+
+void GraphBuilder::push(const std::string &scope)
+{
+    m_scope.push_back(scope);
+    m_prefix += scope + "/";
+}
+
+void GraphBuilder::pop()
+{
+    m_prefix.resize(m_prefix.size() - m_scope.back().size() - 1);
+    m_scope.pop_back();
+}
+
+std::string GraphBuilder::scoped(const std::string &leaf) const
+{
+    return m_prefix + leaf;
+}
+
+ir::TensorId GraphBuilder::input(const std::string &name, ir::Shape shape, ir::DType dtype)
+{
+    return m_graph.addTensor(name, std::move(shape), dtype, ir::Role::Input);
+}
+
+ir::TensorId GraphBuilder::parameter(const std::string &leaf, ir::Shape shape)
+{
+    // Parameters take PyTorch's dotted state-dict names: "h.3.attn.c_attn.weight".
+    std::string name;
+    for (const auto &s : m_scope)
+        name += s + ".";
+    return m_graph.addTensor(name + leaf, std::move(shape), m_dtype, ir::Role::Parameter);
+}
+
+std::vector<ir::TensorId> GraphBuilder::opMulti(const std::string &type,
+                                                std::vector<ir::TensorId> inputs,
+                                                std::vector<ir::Shape> shapes,
+                                                ir::Attributes attributes)
+{
+    std::string name = scoped(type);
+    if (m_graph.findOp(name)) {
+        int k = 1;
+        while (m_graph.findOp(name + "_" + std::to_string(k)))
+            ++k;
+        name += "_" + std::to_string(k);
+    }
+    std::vector<ir::TensorId> outputs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        std::string tensorName = name;
+        tensorName += ':';
+        tensorName += std::to_string(i);
+        outputs.push_back(
+            m_graph.addTensor(tensorName, std::move(shapes[i]), m_dtype, ir::Role::Activation));
+    }
+    m_graph.addOp(type, name, std::move(inputs), outputs, std::move(attributes));
+    return outputs;
+}
+
+ir::TensorId GraphBuilder::op(const std::string &type, std::vector<ir::TensorId> inputs,
+                              ir::Shape shape, ir::Attributes attributes)
+{
+    return opMulti(type, std::move(inputs), {std::move(shape)}, std::move(attributes))[0];
+}
+
+ir::TensorId GraphBuilder::matmul(ir::TensorId a, ir::TensorId b)
+{
+    ir::Shape s = shape(a);
+    s.back() = shape(b).back();
+    return op("MatMul", {a, b}, s);
+}
+
+ir::TensorId GraphBuilder::linear(const std::string &module, ir::TensorId x, std::int64_t out,
+                                  bool bias)
+{
+    push(module);
+    const std::int64_t in = shape(x).back();
+    auto w = parameter("weight", {in, out});
+    auto y = matmul(x, w);
+    if (bias) {
+        auto b = parameter("bias", {out});
+        y = op("Add", {y, b}, shape(y));
+    }
+    pop();
+    return y;
+}
+
+ir::TensorId GraphBuilder::reshape(ir::TensorId x, ir::Shape s)
+{
+    return op("Reshape", {x}, s, {{"shape", s}});
+}
+
+ir::TensorId GraphBuilder::transpose(ir::TensorId x, std::vector<std::int64_t> perm)
+{
+    ir::Shape s;
+    for (auto p : perm)
+        s.push_back(shape(x)[static_cast<std::size_t>(p)]);
+    return op("Transpose", {x}, s, {{"perm", perm}});
+}
+
+ir::Graph GraphBuilder::take()
+{
+    return std::move(m_graph);
+}
+
+} // namespace tapestry::io::zoo

@@ -1,0 +1,37 @@
+#pragma once
+
+#include "io/loadoptions.h"
+#include "ir/graph.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tapestry::io::zoo {
+
+// Size knobs of a preset: layers, hidden, heads, kv_heads, ffn, vocab,
+// experts, batch, seq, ... Ordered for deterministic printing.
+using Knobs = std::map<std::string, std::int64_t>;
+
+struct Preset {
+    std::string name;         // "gpt2", "llama3-8b", "mlp"
+    std::string family;       // "gpt", "bert", "t5", "llama", "mixtral", "mlp", "abc"
+    std::string description;  // one line for listings
+    Knobs defaults;           // every knob the preset takes, with its default
+};
+
+const std::vector<Preset> &presets();
+const Preset *findPreset(const std::string &name);
+
+// Builds "NAME[?knob=value&...]" (without the "zoo:" prefix). options.batch
+// and options.seq override the batch and seq knobs. Unknown presets and knobs,
+// and knob values that do not make a model (heads not dividing hidden, ...),
+// throw TapestryError naming the spec.
+ir::Graph build(const std::string &spec, const LoadOptions &options = {});
+
+// Builds a family's graph from complete knobs (the preset's defaults merged
+// with the user's overrides). `name` becomes the graph's name.
+ir::Graph buildFamily(const std::string &family, const std::string &name, const Knobs &knobs);
+
+} // namespace tapestry::io::zoo

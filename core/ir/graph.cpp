@@ -1,0 +1,232 @@
+#include "ir/graph.h"
+
+#include <array>
+#include <queue>
+
+namespace tapestry::ir {
+
+namespace {
+constexpr std::array<std::pair<DType, std::string_view>, 9> kDTypes{{
+    {DType::F32, "float32"},
+    {DType::F16, "float16"},
+    {DType::BF16, "bfloat16"},
+    {DType::F64, "float64"},
+    {DType::I64, "int64"},
+    {DType::I32, "int32"},
+    {DType::I8, "int8"},
+    {DType::U8, "uint8"},
+    {DType::Bool, "bool"},
+}};
+constexpr std::array<std::pair<Role, std::string_view>, 4> kRoles{{
+    {Role::Parameter, "parameter"},
+    {Role::Input, "input"},
+    {Role::Activation, "activation"},
+    {Role::Output, "output"},
+}};
+} // namespace
+
+std::string_view toString(DType dtype)
+{
+    for (auto [d, s] : kDTypes)
+        if (d == dtype)
+            return s;
+    return "float32";
+}
+
+std::optional<DType> dtypeFromString(std::string_view s)
+{
+    for (auto [d, name] : kDTypes)
+        if (name == s)
+            return d;
+    return std::nullopt;
+}
+
+std::int64_t byteSize(DType dtype)
+{
+    switch (dtype) {
+    case DType::F64:
+    case DType::I64:
+        return 8;
+    case DType::F32:
+    case DType::I32:
+        return 4;
+    case DType::F16:
+    case DType::BF16:
+        return 2;
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool:
+        return 1;
+    }
+    return 4;
+}
+
+std::string_view toString(Role role)
+{
+    for (auto [r, s] : kRoles)
+        if (r == role)
+            return s;
+    return "activation";
+}
+
+std::optional<Role> roleFromString(std::string_view s)
+{
+    for (auto [r, name] : kRoles)
+        if (name == s)
+            return r;
+    return std::nullopt;
+}
+
+std::int64_t Tensor::elementCount() const
+{
+    std::int64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    return n;
+}
+
+std::vector<std::string> splitName(std::string_view name)
+{
+    std::vector<std::string> parts;
+    std::string current;
+    for (char c : name) {
+        if (c == '/' || c == '.') {
+            if (!current.empty())
+                parts.push_back(std::move(current));
+            current.clear();
+        } else {
+            current.push_back(c);
+        }
+    }
+    if (!current.empty())
+        parts.push_back(std::move(current));
+    return parts;
+}
+
+std::vector<std::string> Op::scope() const
+{
+    auto parts = splitName(name);
+    if (!parts.empty())
+        parts.pop_back();
+    return parts;
+}
+
+TensorId Graph::addTensor(std::string tensorName, Shape shape, DType dtype, Role role)
+{
+    TensorId id(static_cast<std::int32_t>(m_tensors.size()));
+    m_tensorByName.try_emplace(tensorName, id);
+    m_tensors.push_back(Tensor{std::move(tensorName), std::move(shape), dtype, role, {}, {}});
+    return id;
+}
+
+OpId Graph::addOp(std::string type, std::string opName, std::vector<TensorId> inputs,
+                  std::vector<TensorId> outputs, Attributes attributes)
+{
+    OpId id(static_cast<std::int32_t>(m_ops.size()));
+    for (TensorId t : inputs)
+        if (t.valid() && t.index() < m_tensors.size())
+            m_tensors[t.index()].consumers.push_back(id);
+    for (TensorId t : outputs)
+        if (t.valid() && t.index() < m_tensors.size() && !m_tensors[t.index()].producer.valid())
+            m_tensors[t.index()].producer = id;
+    m_opByName.try_emplace(opName, id);
+    m_ops.push_back(Op{std::move(type), std::move(opName), {}, std::move(inputs), std::move(outputs),
+                       std::move(attributes)});
+    return id;
+}
+
+std::optional<TensorId> Graph::findTensor(std::string_view tensorName) const
+{
+    auto it = m_tensorByName.find(std::string(tensorName));
+    if (it == m_tensorByName.end())
+        return std::nullopt;
+    return it->second;
+}
+
+std::optional<OpId> Graph::findOp(std::string_view opName) const
+{
+    auto it = m_opByName.find(std::string(opName));
+    if (it == m_opByName.end())
+        return std::nullopt;
+    return it->second;
+}
+
+std::optional<std::vector<OpId>> Graph::topologicalOrder() const
+{
+    std::vector<int> pending(m_ops.size(), 0);
+    for (std::size_t i = 0; i < m_ops.size(); ++i)
+        for (TensorId t : m_ops[i].inputs)
+            if (t.valid() && t.index() < m_tensors.size() && m_tensors[t.index()].producer.valid())
+                ++pending[i];
+    std::priority_queue<std::int32_t, std::vector<std::int32_t>, std::greater<>> ready;
+    for (std::size_t i = 0; i < m_ops.size(); ++i)
+        if (pending[i] == 0)
+            ready.push(static_cast<std::int32_t>(i));
+    std::vector<OpId> order;
+    order.reserve(m_ops.size());
+    while (!ready.empty()) {
+        OpId id(ready.top());
+        ready.pop();
+        order.push_back(id);
+        for (TensorId t : m_ops[id.index()].outputs) {
+            if (!t.valid() || t.index() >= m_tensors.size() || m_tensors[t.index()].producer != id)
+                continue;
+            for (OpId c : m_tensors[t.index()].consumers)
+                if (--pending[c.index()] == 0)
+                    ready.push(c.value);
+        }
+    }
+    if (order.size() != m_ops.size())
+        return std::nullopt;
+    return order;
+}
+
+std::int64_t Graph::parameterCount() const
+{
+    std::int64_t n = 0;
+    for (const auto &t : m_tensors)
+        if (t.role == Role::Parameter)
+            n += t.elementCount();
+    return n;
+}
+
+std::int64_t Graph::parameterBytes() const
+{
+    std::int64_t n = 0;
+    for (const auto &t : m_tensors)
+        if (t.role == Role::Parameter)
+            n += t.byteCount();
+    return n;
+}
+
+std::vector<TensorId> Graph::tensorsWithRole(Role role) const
+{
+    std::vector<TensorId> ids;
+    for (std::size_t i = 0; i < m_tensors.size(); ++i)
+        if (m_tensors[i].role == role)
+            ids.emplace_back(static_cast<std::int32_t>(i));
+    return ids;
+}
+
+void Graph::relink()
+{
+    m_tensorByName.clear();
+    m_opByName.clear();
+    for (std::size_t i = 0; i < m_tensors.size(); ++i) {
+        m_tensors[i].producer = OpId();
+        m_tensors[i].consumers.clear();
+        m_tensorByName.try_emplace(m_tensors[i].name, TensorId(static_cast<std::int32_t>(i)));
+    }
+    for (std::size_t i = 0; i < m_ops.size(); ++i) {
+        OpId id(static_cast<std::int32_t>(i));
+        m_opByName.try_emplace(m_ops[i].name, id);
+        for (TensorId t : m_ops[i].inputs)
+            if (t.valid() && t.index() < m_tensors.size())
+                m_tensors[t.index()].consumers.push_back(id);
+        for (TensorId t : m_ops[i].outputs)
+            if (t.valid() && t.index() < m_tensors.size() && !m_tensors[t.index()].producer.valid())
+                m_tensors[t.index()].producer = id;
+    }
+}
+
+} // namespace tapestry::ir
