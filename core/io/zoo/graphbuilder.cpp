@@ -45,10 +45,11 @@ std::vector<ir::TensorId> GraphBuilder::opMulti(const std::string &type,
 {
     std::string name = scoped(type);
     if (m_graph.findOp(name)) {
+        const std::string base = name + '_';
         int k = 1;
-        while (m_graph.findOp(name + "_" + std::to_string(k)))
+        while (m_graph.findOp(base + std::to_string(k)))
             ++k;
-        name += "_" + std::to_string(k);
+        name = base + std::to_string(k);
     }
     std::vector<ir::TensorId> outputs;
     for (std::size_t i = 0; i < shapes.size(); ++i) {
