@@ -127,11 +127,6 @@ private:
     std::string m_input;
 };
 
-json attributeToJson(const ir::Attribute &a)
-{
-    return std::visit([](const auto &v) { return json(v); }, a);
-}
-
 } // namespace
 
 ir::Graph readModelJson(const std::string &text, const std::string &input)
@@ -234,39 +229,48 @@ ir::Graph readModelJsonFile(const std::string &path)
 
 std::string writeModelJson(const ir::Graph &graph)
 {
-    json doc = json::object();
-    doc["format"] = kFormat;
-    doc["version"] = kVersion;
-    doc["name"] = graph.name;
-    json tensors = json::array();
-    for (const auto &t : graph.tensors())
-        tensors.push_back({{"name", t.name},
-                           {"shape", t.shape},
-                           {"dtype", std::string(ir::toString(t.dtype))},
-                           {"role", std::string(ir::toString(t.role))}});
-    json ops = json::array();
+    // One tensor and one op per line, keys in a fixed order: files stay short,
+    // diff well and are easy to edit by hand.
+    using ordered = nlohmann::ordered_json;
+    std::string out = "{\n \"format\": \"" + std::string(kFormat) +
+                      "\",\n \"version\": " + std::to_string(kVersion) +
+                      ",\n \"name\": " + ordered(graph.name).dump() + ",\n \"tensors\": [";
+    bool first = true;
+    for (const auto &t : graph.tensors()) {
+        ordered line;
+        line["name"] = t.name;
+        line["shape"] = t.shape;
+        line["dtype"] = std::string(ir::toString(t.dtype));
+        line["role"] = std::string(ir::toString(t.role));
+        out += (first ? "\n  " : ",\n  ") + line.dump();
+        first = false;
+    }
+    out += "\n ],\n \"ops\": [";
+    first = true;
     for (const auto &o : graph.ops()) {
-        json op = {{"name", o.name}, {"type", o.type}};
+        ordered line;
+        line["name"] = o.name;
+        line["type"] = o.type;
         if (!o.domain.empty())
-            op["domain"] = o.domain;
-        json ins = json::array(), outs = json::array();
+            line["domain"] = o.domain;
+        ordered ins = ordered::array(), outs = ordered::array();
         for (auto t : o.inputs)
             ins.push_back(graph.tensor(t).name);
         for (auto t : o.outputs)
             outs.push_back(graph.tensor(t).name);
-        op["inputs"] = std::move(ins);
-        op["outputs"] = std::move(outs);
+        line["inputs"] = std::move(ins);
+        line["outputs"] = std::move(outs);
         if (!o.attributes.empty()) {
-            json attrs = json::object();
+            ordered attrs = ordered::object();
             for (const auto &[k, v] : o.attributes)
-                attrs[k] = attributeToJson(v);
-            op["attributes"] = std::move(attrs);
+                attrs[k] = std::visit([](const auto &value) { return ordered(value); }, v);
+            line["attributes"] = std::move(attrs);
         }
-        ops.push_back(std::move(op));
+        out += (first ? "\n  " : ",\n  ") + line.dump();
+        first = false;
     }
-    doc["tensors"] = std::move(tensors);
-    doc["ops"] = std::move(ops);
-    return doc.dump(1) + "\n";
+    out += "\n ]\n}\n";
+    return out;
 }
 
 void writeFileAtomically(const std::string &path, const std::string &contents)

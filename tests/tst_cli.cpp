@@ -1,0 +1,124 @@
+#include <QProcess>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+namespace {
+
+struct Run {
+    int code = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+Run cli(const QStringList &args)
+{
+    QProcess p;
+    p.start(QStringLiteral(TAPESTRY_CLI), args);
+    p.waitForFinished(120000);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError()};
+}
+
+void writeFile(const QString &path, const QByteArray &bytes)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(bytes);
+}
+
+} // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private slots:
+    void inspectJson()
+    {
+        const Run r = cli({QStringLiteral("inspect"), QStringLiteral("zoo:mlp"), QStringLiteral("--json")});
+        QCOMPARE(r.code, 0);
+        const auto o = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(o.value(QStringLiteral("ops")).toInt(), 3);
+        QCOMPARE(o.value(QStringLiteral("parameters")).toInteger(), 64);
+        QCOMPARE(o.value(QStringLiteral("parameter_bytes")).toInteger(), 256);
+        QCOMPARE(o.value(QStringLiteral("op_types")).toObject().value(QStringLiteral("MatMul")).toInt(), 2);
+        QCOMPARE(o.value(QStringLiteral("scope_depth")).toInt(), 2);
+        QVERIFY(o.contains(QStringLiteral("tensors")));
+    }
+
+    void inspectText()
+    {
+        const Run r = cli({QStringLiteral("inspect"), QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/models/mlp.json")});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("parameters  64"));
+        QVERIFY(r.out.contains("MatMul"));
+    }
+
+    void badInputs_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QByteArray>("fileContents");  // written to FILE when not empty
+        QTest::addColumn<QByteArray>("errorPart");
+        QTest::newRow("truncated json") << QStringList{QStringLiteral("inspect"), QStringLiteral("FILE")}
+                                        << QByteArray("{\"format\": \"tapestry.model\", \"version\": 1, \"tens")
+                                        << QByteArray("not valid JSON");
+        QTest::newRow("missing file") << QStringList{QStringLiteral("inspect"), QStringLiteral("/nonexistent/m.json")}
+                                      << QByteArray() << QByteArray("/nonexistent/m.json: cannot open file");
+        QTest::newRow("unknown preset") << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:gpt9")}
+                                        << QByteArray() << QByteArray("unknown zoo preset 'gpt9'");
+        QTest::newRow("unknown knob") << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:mlp?wings=2")}
+                                      << QByteArray() << QByteArray("unknown knob");
+        QTest::newRow("unknown command") << QStringList{QStringLiteral("frobnicate")} << QByteArray()
+                                         << QByteArray("unknown command 'frobnicate'");
+        QTest::newRow("unknown option") << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:mlp"), QStringLiteral("--fast")}
+                                        << QByteArray() << QByteArray("unknown option '--fast'");
+        QTest::newRow("bad batch") << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:mlp"), QStringLiteral("--batch"), QStringLiteral("eight")}
+                                   << QByteArray() << QByteArray("--batch: expects an integer");
+        QTest::newRow("no model") << QStringList{QStringLiteral("inspect")} << QByteArray() << QByteArray("expected one MODEL");
+        QTest::newRow("no command") << QStringList{} << QByteArray() << QByteArray("usage:");
+    }
+    void badInputs()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QByteArray, fileContents);
+        QFETCH(QByteArray, errorPart);
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("model.json"));
+        if (!fileContents.isEmpty())
+            writeFile(file, fileContents);
+        args.replaceInStrings(QStringLiteral("FILE"), file);
+        const Run r = cli(args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(errorPart), r.err.constData());
+        if (!args.isEmpty())
+            QCOMPARE(r.err.count('\n'), 1);  // one line
+        QVERIFY(r.out.isEmpty());
+    }
+
+    void helpDescribesEveryOption()
+    {
+        const Run top = cli({QStringLiteral("--help")});
+        QCOMPARE(top.code, 0);
+        QVERIFY(top.out.contains("inspect"));
+        const Run r = cli({QStringLiteral("inspect"), QStringLiteral("--help")});
+        QCOMPARE(r.code, 0);
+        for (const char *option : {"--batch", "--seq", "--json", "--help"})
+            QVERIFY2(r.out.contains(option), option);
+    }
+
+    void convertWritesWholeFileOrNothing()
+    {
+        QTemporaryDir dir;
+        const QString out = dir.filePath(QStringLiteral("abc.json"));
+        QCOMPARE(cli({QStringLiteral("convert"), QStringLiteral("zoo:abc"), QStringLiteral("-o"), out}).code, 0);
+        const Run back = cli({QStringLiteral("inspect"), out, QStringLiteral("--json")});
+        QCOMPARE(back.code, 0);
+        QCOMPARE(QJsonDocument::fromJson(back.out).object().value(QStringLiteral("ops")).toInt(), 2);
+        const QString bad = dir.filePath(QStringLiteral("bad.json"));
+        QCOMPARE(cli({QStringLiteral("convert"), QStringLiteral("zoo:nope"), QStringLiteral("-o"), bad}).code, 2);
+        QVERIFY(!QFile::exists(bad));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
