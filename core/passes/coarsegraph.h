@@ -1,0 +1,85 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/ids.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapestry::passes {
+
+struct CoarseNodeTag {};
+struct CoarseEdgeTag {};
+using NodeId = ir::Id<CoarseNodeTag>;
+using EdgeId = ir::Id<CoarseEdgeTag>;
+
+// What a coarse node does, in the words the sharding rules and the GUI use.
+enum class NodeKind {
+    Linear,       // MatMul/Gemm with a weight, plus bias add, activation, reshapes, transposes
+    MatMul,       // MatMul of two activations outside an attention core
+    Conv,         // Conv with its weight and bias
+    Norm,         // LayerNormalization, RMSNorm, BatchNorm, or their ONNX decomposition
+    Attention,    // scores MatMul, scale, mask, softmax, context MatMul
+    Embedding,    // Gather from a parameter table
+    Elementwise,  // residual adds, gating products, other pointwise ops
+    Loss,         // cross-entropy and friends
+    Other,
+};
+
+std::string_view toString(NodeKind kind);
+
+struct CoarseNode {
+    NodeId id;
+    NodeKind kind = NodeKind::Other;
+    std::string name;                      // scope of its anchor op: "transformer/h.3/attn/c_attn"
+    ir::OpId anchor;                       // the op that defines the node (the MatMul, the Softmax)
+    std::vector<ir::OpId> ops;             // members, in the graph's topological order
+    std::vector<ir::TensorId> inputs;      // activations and graph inputs read from outside the node
+    std::vector<ir::TensorId> parameters;  // parameter tensors its ops read
+    std::vector<ir::TensorId> outputs;     // written here, read by another node or a graph output
+    std::vector<EdgeId> inEdges;
+    std::vector<EdgeId> outEdges;
+};
+
+// One tensor flowing from the node that writes it to one node that reads it.
+// Graph inputs and parameters have no producing node and so no edge; they are
+// listed in the reading node's inputs and parameters.
+struct CoarseEdge {
+    EdgeId id;
+    NodeId from;
+    NodeId to;
+    ir::TensorId tensor;
+    ir::Shape shape;
+};
+
+// Ops grouped into nodes that serve one function. Every op of the graph is in
+// exactly one node. The op graph is not held: stages pass the ir::Graph and
+// the CoarseGraph side by side and address both by id.
+class CoarseGraph {
+public:
+    // Adds a node of `ops` (none of them in another node yet).
+    NodeId addNode(NodeKind kind, std::string name, ir::OpId anchor, std::vector<ir::OpId> ops);
+    // Orders each node's ops topologically and derives boundary tensors and
+    // edges from the op graph. Call once, after the last addNode.
+    void connect(const ir::Graph &graph);
+
+    std::size_t nodeCount() const { return m_nodes.size(); }
+    std::size_t edgeCount() const { return m_edges.size(); }
+    const CoarseNode &node(NodeId id) const { return m_nodes[id.index()]; }
+    const CoarseEdge &edge(EdgeId id) const { return m_edges[id.index()]; }
+    const std::vector<CoarseNode> &nodes() const { return m_nodes; }
+    const std::vector<CoarseEdge> &edges() const { return m_edges; }
+    // The node holding an op; invalid for an op no node holds.
+    NodeId nodeOf(ir::OpId op) const;
+
+    // The nodes in a topological order of the coarse edges (ties by id).
+    std::vector<NodeId> topologicalOrder() const;
+
+private:
+    std::vector<CoarseNode> m_nodes;
+    std::vector<CoarseEdge> m_edges;
+    std::vector<NodeId> m_nodeOfOp;
+};
+
+} // namespace tapestry::passes
