@@ -1,0 +1,587 @@
+#include "passes/prune.h"
+
+#include "ir/scopetree.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+#include <type_traits>
+#include <unordered_map>
+#include <variant>
+
+namespace tapestry::passes {
+
+namespace {
+
+using ir::OpId;
+using ir::TensorId;
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v)
+{
+    // splitmix64 finaliser over the running hash: cheap and well spread.
+    std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+std::uint64_t hashString(const std::string &s)
+{
+    return std::hash<std::string>{}(s);
+}
+
+std::uint64_t hashShape(std::uint64_t h, const ir::Shape &shape)
+{
+    h = mix(h, shape.size());
+    for (auto d : shape)
+        h = mix(h, static_cast<std::uint64_t>(d));
+    return h;
+}
+
+std::uint64_t hashAttribute(std::uint64_t h, const ir::Attribute &a)
+{
+    h = mix(h, a.index());
+    std::visit(
+        [&](const auto &v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::int64_t>) {
+                h = mix(h, static_cast<std::uint64_t>(v));
+            } else if constexpr (std::is_same_v<T, double>) {
+                h = mix(h, std::hash<double>{}(v));
+            } else if constexpr (std::is_same_v<T, std::string>) {
+                h = mix(h, hashString(v));
+            } else {
+                h = mix(h, v.size());
+                for (const auto &x : v) {
+                    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
+                        h = mix(h, hashString(x));
+                    else if constexpr (std::is_same_v<std::decay_t<decltype(x)>, double>)
+                        h = mix(h, std::hash<double>{}(x));
+                    else
+                        h = mix(h, static_cast<std::uint64_t>(x));
+                }
+            }
+        },
+        a);
+    return h;
+}
+
+bool isNumber(const std::string &s)
+{
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+// "layer3" -> "layer", "3" -> "": siblings sharing a stem share a name prefix.
+std::string stemOf(const std::string &s)
+{
+    std::size_t end = s.size();
+    while (end > 0 && std::isdigit(static_cast<unsigned char>(s[end - 1])))
+        --end;
+    return s.substr(0, end);
+}
+
+// The first `components` parts of an op name, with its own separators:
+// ("/transformer/h.3/attn/MatMul", 2) -> "transformer/h.3".
+std::string namePrefix(const std::string &name, std::size_t components)
+{
+    std::size_t begin = std::string::npos, seen = 0;
+    bool inPart = false;
+    for (std::size_t i = 0; i <= name.size(); ++i) {
+        const bool sep = i == name.size() || name[i] == '/' || name[i] == '.';
+        if (!sep && !inPart) {
+            inPart = true;
+            if (begin == std::string::npos)
+                begin = i;
+        } else if (sep && inPart) {
+            inPart = false;
+            if (++seen == components)
+                return name.substr(begin, i - begin);
+        }
+    }
+    return begin == std::string::npos ? name : name.substr(begin);
+}
+
+class Pruner {
+public:
+    Pruner(const ir::Graph &graph, const CoarseGraph &coarse, int minDuplicate)
+        : m_graph(graph), m_coarse(coarse), m_minDuplicate(std::max(1, minDuplicate))
+    {
+        std::vector<OpId> order;
+        if (auto o = graph.topologicalOrder())
+            order = std::move(*o);
+        else
+            for (std::size_t i = 0; i < graph.opCount(); ++i)
+                order.emplace_back(static_cast<std::int32_t>(i));
+        m_rank.assign(graph.opCount(), 0);
+        for (std::size_t i = 0; i < order.size(); ++i)
+            m_rank[order[i].index()] = static_cast<int>(i);
+        m_label.resize(graph.opCount());
+        for (std::size_t i = 0; i < graph.opCount(); ++i)
+            m_label[i] = labelOf(graph.ops()[i]);
+        m_localIndex.assign(graph.opCount(), {-1, 0});
+        m_externalIndex.assign(graph.tensorCount(), {-1, 0});
+    }
+
+    SubgraphClasses run()
+    {
+        SubgraphClasses result;
+        result.minDuplicate = m_minDuplicate;
+        const ir::ScopeTree tree(m_graph);
+        selectScopes(tree.root());
+        mergeEqualClasses();
+        if (!hasRepeats()) {
+            std::vector<Candidate> scoped = std::move(m_candidates);
+            m_candidates.clear();
+            findRepeatedChains();
+            result.fromScopes = !hasRepeats();
+            if (result.fromScopes)
+                m_candidates = std::move(scoped);
+        }
+        return finish(std::move(result));
+    }
+
+private:
+    struct Member {
+        std::string scope;
+        std::vector<OpId> ops;  // sorted by rank
+    };
+    struct Candidate {
+        std::vector<Member> members;
+        std::vector<std::uint64_t> form;
+        std::uint64_t signature = 0;
+    };
+
+    std::uint64_t labelOf(const ir::Op &op) const
+    {
+        std::uint64_t h = mix(hashString(op.type), hashString(op.domain));
+        h = mix(h, op.attributes.size());
+        for (const auto &[key, value] : op.attributes)
+            h = hashAttribute(mix(h, hashString(key)), value);
+        h = mix(h, op.inputs.size());
+        for (TensorId t : op.inputs) {
+            if (!t.valid()) {
+                h = mix(h, 0);
+                continue;
+            }
+            const ir::Tensor &tensor = m_graph.tensor(t);
+            h = mix(h, static_cast<std::uint64_t>(tensor.role == ir::Role::Parameter) + 1);
+            h = mix(hashShape(h, tensor.shape), static_cast<std::uint64_t>(tensor.dtype));
+        }
+        h = mix(h, op.outputs.size());
+        for (TensorId t : op.outputs)
+            if (t.valid())
+                h = mix(hashShape(h, m_graph.tensor(t).shape),
+                        static_cast<std::uint64_t>(m_graph.tensor(t).dtype));
+        return h;
+    }
+
+    // The block written out op by op in topological order: each op's label
+    // and where each of its inputs comes from (an earlier op of the block and
+    // its output slot, the n-th distinct outside tensor, the n-th parameter).
+    // Two blocks are the same structure exactly when their forms are equal,
+    // which is the side-by-side walk; the signature hashes the form.
+    std::vector<std::uint64_t> formOf(const std::vector<OpId> &ops)
+    {
+        ++m_stamp;
+        std::vector<std::uint64_t> form;
+        form.reserve(ops.size() * 4 + 1);
+        form.push_back(ops.size());
+        for (std::size_t i = 0; i < ops.size(); ++i)
+            m_localIndex[ops[i].index()] = {static_cast<int>(i), m_stamp};
+        int externals = 0, parameters = 0;
+        for (OpId op : ops) {
+            const ir::Op &o = m_graph.op(op);
+            form.push_back(m_label[op.index()]);
+            for (TensorId t : o.inputs) {
+                if (!t.valid()) {
+                    form.push_back(0);
+                    continue;
+                }
+                const ir::Tensor &tensor = m_graph.tensor(t);
+                const OpId p = tensor.producer;
+                if (p.valid() && m_localIndex[p.index()].second == m_stamp) {
+                    const auto &outs = m_graph.op(p).outputs;
+                    const auto slot = static_cast<std::uint64_t>(
+                        std::find(outs.begin(), outs.end(), t) - outs.begin());
+                    form.push_back((1ULL << 60) |
+                                   (static_cast<std::uint64_t>(m_localIndex[p.index()].first) << 8) |
+                                   slot);
+                    continue;
+                }
+                auto &ext = m_externalIndex[t.index()];
+                const bool parameter = tensor.role == ir::Role::Parameter;
+                if (ext.second != m_stamp)
+                    ext = {parameter ? parameters++ : externals++, m_stamp};
+                form.push_back(((parameter ? 3ULL : 2ULL) << 60) | static_cast<std::uint64_t>(ext.first));
+            }
+        }
+        return form;
+    }
+
+    static std::uint64_t hashForm(const std::vector<std::uint64_t> &form)
+    {
+        std::uint64_t h = 0;
+        for (auto v : form)
+            h = mix(h, v);
+        return h;
+    }
+
+    void collectOps(const ir::ScopeNode &node, std::vector<OpId> &ops) const
+    {
+        ops.insert(ops.end(), node.ops.begin(), node.ops.end());
+        for (const auto &[_, child] : node.children)
+            collectOps(*child, ops);
+    }
+
+    Member memberOf(const ir::ScopeNode &node) const
+    {
+        Member m;
+        collectOps(node, m.ops);
+        std::sort(m.ops.begin(), m.ops.end(),
+                  [&](OpId a, OpId b) { return m_rank[a.index()] < m_rank[b.index()]; });
+        m.scope = namePrefix(m_graph.op(m.ops.front()).name, static_cast<std::size_t>(node.depth));
+        return m;
+    }
+
+    // Splits members into structures: bucket by signature, verify by form.
+    std::vector<Candidate> partition(std::vector<Member> members)
+    {
+        std::vector<Candidate> parts;
+        std::unordered_map<std::uint64_t, std::vector<std::size_t>> bySignature;
+        for (auto &m : members) {
+            auto form = formOf(m.ops);
+            const auto signature = hashForm(form);
+            auto &bucket = bySignature[signature];
+            bool placed = false;
+            for (std::size_t i : bucket)
+                if (parts[i].form == form) {
+                    parts[i].members.push_back(std::move(m));
+                    placed = true;
+                    break;
+                }
+            if (!placed) {
+                bucket.push_back(parts.size());
+                Candidate c;
+                c.signature = signature;
+                c.form = std::move(form);
+                c.members.push_back(std::move(m));
+                parts.push_back(std::move(c));
+            }
+        }
+        return parts;
+    }
+
+    // Top-down over the scope tree: the first level whose sibling group
+    // repeats takes its whole subtree, so nested repeats stay inside their
+    // layer. Numbered siblings (h.0, h.1, ...) are a stack the model author
+    // declared, so all of their structures become classes, the odd ones too
+    // (a ResNet stage's first block with its downsample); named siblings
+    // (layer1..layer4, conv1/conv2) only when a structure repeats.
+    void selectScopes(const ir::ScopeNode &node)
+    {
+        std::map<std::string, std::vector<const ir::ScopeNode *>> groups;
+        std::map<std::string, bool> numbered;
+        for (const auto &[name, child] : node.children) {
+            const std::string stem = stemOf(name);
+            groups[stem].push_back(child.get());
+            auto it = numbered.try_emplace(stem, true).first;
+            it->second = it->second && isNumber(name);
+        }
+        for (const auto &[stem, children] : groups) {
+            bool selected = false;
+            if (children.size() >= static_cast<std::size_t>(std::max(2, m_minDuplicate))) {
+                std::vector<Member> members;
+                for (const auto *child : children)
+                    members.push_back(memberOf(*child));
+                auto parts = partition(std::move(members));
+                bool repeats = false;
+                for (const auto &p : parts)
+                    repeats = repeats || p.members.size() >= static_cast<std::size_t>(m_minDuplicate);
+                if (repeats || numbered[stem]) {
+                    selected = true;
+                    for (auto &p : parts)
+                        m_candidates.push_back(std::move(p));
+                }
+            }
+            if (!selected)
+                for (const auto *child : children)
+                    selectScopes(*child);
+        }
+    }
+
+    // The same structure found under different parents is one class.
+    void mergeEqualClasses()
+    {
+        std::vector<Candidate> merged;
+        std::unordered_map<std::uint64_t, std::vector<std::size_t>> bySignature;
+        for (auto &c : m_candidates) {
+            auto &bucket = bySignature[c.signature];
+            bool placed = false;
+            for (std::size_t i : bucket)
+                if (merged[i].form == c.form) {
+                    for (auto &m : c.members)
+                        merged[i].members.push_back(std::move(m));
+                    placed = true;
+                    break;
+                }
+            if (!placed) {
+                bucket.push_back(merged.size());
+                merged.push_back(std::move(c));
+            }
+        }
+        m_candidates = std::move(merged);
+    }
+
+    bool hasRepeats() const
+    {
+        for (const auto &c : m_candidates)
+            if (c.members.size() >= static_cast<std::size_t>(std::max(2, m_minDuplicate)))
+                return true;
+        return false;
+    }
+
+    // Without names: order the coarse nodes by depth from the inputs (copies
+    // of a layer then sit in consecutive, identical runs), label each by its
+    // structure, and find the period that covers the most of the sequence.
+    void findRepeatedChains()
+    {
+        const std::size_t n = m_coarse.nodeCount();
+        const auto order = m_coarse.topologicalOrder();
+        std::vector<int> level(n, 0);
+        for (NodeId id : order)
+            for (EdgeId e : m_coarse.node(id).outEdges) {
+                const auto to = m_coarse.edge(e).to.index();
+                level[to] = std::max(level[to], level[id.index()] + 1);
+            }
+        std::vector<std::uint64_t> nodeLabel(n);
+        for (std::size_t i = 0; i < n; ++i)
+            nodeLabel[i] = mix(hashForm(formOf(m_coarse.nodes()[i].ops)),
+                               static_cast<std::uint64_t>(m_coarse.nodes()[i].kind));
+        std::vector<std::size_t> seq;
+        for (std::size_t i = 0; i < n; ++i)
+            if (!m_coarse.nodes()[i].ops.empty())
+                seq.push_back(i);
+        std::sort(seq.begin(), seq.end(), [&](std::size_t a, std::size_t b) {
+            if (level[a] != level[b])
+                return level[a] < level[b];
+            if (nodeLabel[a] != nodeLabel[b])
+                return nodeLabel[a] < nodeLabel[b];
+            return m_rank[m_coarse.nodes()[a].ops.front().index()] <
+                   m_rank[m_coarse.nodes()[b].ops.front().index()];
+        });
+        const std::size_t len = seq.size();
+        std::vector<std::uint64_t> s(len);
+        std::vector<std::size_t> position(n, 0);
+        for (std::size_t i = 0; i < len; ++i) {
+            s[i] = nodeLabel[seq[i]];
+            position[seq[i]] = i;
+        }
+        const std::vector<int> cuts = cutCounts(seq, position);
+        const std::size_t minCopies = static_cast<std::size_t>(std::max(2, m_minDuplicate));
+        std::vector<bool> taken(len, false);
+        for (;;) {
+            auto best = bestRepeat(s, taken, minCopies);
+            if (best.copies < minCopies)
+                break;
+            const std::size_t p = best.period;
+            // Of the rotations that fit, cut where the fewest tensors cross:
+            // between layers only the residual stream does.
+            std::size_t start = best.begin;
+            const std::size_t slack = best.length - best.copies * p;
+            for (std::size_t r = best.begin; r <= best.begin + slack; ++r)
+                if (cuts[r + p] < cuts[start + p])
+                    start = r;
+            std::vector<Member> members;
+            for (std::size_t j = 0; j < best.copies; ++j) {
+                Member m;
+                for (std::size_t i = start + j * p; i < start + (j + 1) * p; ++i) {
+                    const auto &ops = m_coarse.nodes()[seq[i]].ops;
+                    m.ops.insert(m.ops.end(), ops.begin(), ops.end());
+                }
+                std::sort(m.ops.begin(), m.ops.end(),
+                          [&](OpId a, OpId b) { return m_rank[a.index()] < m_rank[b.index()]; });
+                m.scope = m_graph.op(m.ops.front()).name;
+                if (m.ops.size() > 1)
+                    m.scope += "…" + m_graph.op(m.ops.back()).name;
+                members.push_back(std::move(m));
+            }
+            for (std::size_t i = best.begin; i < best.begin + best.length; ++i)
+                taken[i] = true;
+            for (auto &part : partition(std::move(members)))
+                if (part.members.size() >= minCopies)
+                    m_candidates.push_back(std::move(part));
+        }
+    }
+
+    // cuts[b]: distinct tensors made before sequence position b and read at
+    // or after it.
+    std::vector<int> cutCounts(const std::vector<std::size_t> &seq,
+                               const std::vector<std::size_t> &position) const
+    {
+        std::vector<int> diff(seq.size() + 2, 0);
+        std::map<std::int32_t, std::pair<std::size_t, std::size_t>> span;  // tensor -> from, last reader
+        for (const auto &e : m_coarse.edges()) {
+            const auto from = position[e.from.index()], to = position[e.to.index()];
+            auto [it, fresh] = span.try_emplace(e.tensor.value, from, to);
+            if (!fresh)
+                it->second.second = std::max(it->second.second, to);
+        }
+        for (const auto &[_, fromTo] : span)
+            if (fromTo.second > fromTo.first) {
+                ++diff[fromTo.first + 1];
+                --diff[fromTo.second + 1];
+            }
+        std::vector<int> cuts(seq.size() + 1, 0);
+        int running = 0;
+        for (std::size_t b = 0; b <= seq.size(); ++b) {
+            running += diff[b];
+            cuts[b] = running;
+        }
+        return cuts;
+    }
+
+    struct Repeat {
+        std::size_t period = 0, begin = 0, length = 0, copies = 0;
+    };
+
+    // Candidate periods are the commonest gaps between equal labels; each is
+    // checked in one scan for its longest run where s[i] == s[i + period].
+    Repeat bestRepeat(const std::vector<std::uint64_t> &s, const std::vector<bool> &taken,
+                      std::size_t minCopies) const
+    {
+        const std::size_t len = s.size();
+        std::unordered_map<std::uint64_t, std::size_t> last;
+        std::map<std::size_t, std::size_t> gaps;
+        for (std::size_t i = 0; i < len; ++i) {
+            if (taken[i])
+                continue;
+            auto [it, fresh] = last.try_emplace(s[i], i);
+            if (!fresh) {
+                ++gaps[i - it->second];
+                it->second = i;
+            }
+        }
+        std::vector<std::pair<std::size_t, std::size_t>> ranked;  // count, period
+        for (const auto &[gap, count] : gaps)
+            if (count + 1 >= minCopies && gap * minCopies <= len)
+                ranked.emplace_back(count, gap);
+        std::sort(ranked.rbegin(), ranked.rend());
+        if (ranked.size() > 8)
+            ranked.resize(8);
+        Repeat best;
+        for (const auto &[_, p] : ranked) {
+            std::size_t run = 0;
+            for (std::size_t i = 0; i + p <= len; ++i) {
+                const bool match = i + p < len && !taken[i] && !taken[i + p] && s[i] == s[i + p];
+                if (match) {
+                    ++run;
+                    continue;
+                }
+                if (run > 0) {
+                    Repeat r{p, i - run, run + p, (run + p) / p};
+                    const auto covered = r.copies * p, bestCovered = best.copies * best.period;
+                    if (r.copies >= minCopies &&
+                        (covered > bestCovered || (covered == bestCovered && p > best.period)))
+                        best = r;
+                }
+                run = 0;
+            }
+        }
+        return best;
+    }
+
+    SubgraphClasses finish(SubgraphClasses result)
+    {
+        for (auto &c : m_candidates)
+            std::sort(c.members.begin(), c.members.end(), [&](const Member &a, const Member &b) {
+                return m_rank[a.ops.front().index()] < m_rank[b.ops.front().index()];
+            });
+        std::sort(m_candidates.begin(), m_candidates.end(), [&](const Candidate &a, const Candidate &b) {
+            return m_rank[a.members.front().ops.front().index()] <
+                   m_rank[b.members.front().ops.front().index()];
+        });
+        result.classOfOp.assign(m_graph.opCount(), ClassId());
+        std::size_t covered = 0;
+        for (auto &c : m_candidates) {
+            SubgraphClass cls;
+            cls.id = ClassId(static_cast<std::int32_t>(result.classes.size()));
+            cls.signature = c.signature;
+            cls.opsPerInstance = c.members.front().ops.size();
+            const bool repeated = c.members.size() >= static_cast<std::size_t>(std::max(2, m_minDuplicate));
+            for (auto &m : c.members) {
+                for (OpId op : m.ops)
+                    result.classOfOp[op.index()] = cls.id;
+                if (repeated)
+                    covered += m.ops.size();
+                cls.instances.push_back(instanceOf(std::move(m)));
+            }
+            for (TensorId t : cls.instances.front().parameters)
+                cls.parametersPerInstance += m_graph.tensor(t).elementCount();
+            result.classes.push_back(std::move(cls));
+        }
+        result.coverage = m_graph.opCount() == 0
+                              ? 0.0
+                              : static_cast<double>(covered) / static_cast<double>(m_graph.opCount());
+        return result;
+    }
+
+    SubgraphInstance instanceOf(Member m)
+    {
+        ++m_stamp;
+        for (OpId op : m.ops)
+            m_localIndex[op.index()] = {0, m_stamp};
+        auto inside = [&](OpId op) { return op.valid() && m_localIndex[op.index()].second == m_stamp; };
+        SubgraphInstance inst;
+        inst.scope = std::move(m.scope);
+        for (OpId op : m.ops) {
+            const NodeId node = m_coarse.nodeOf(op);
+            if (node.valid() && std::find(inst.nodes.begin(), inst.nodes.end(), node) == inst.nodes.end())
+                inst.nodes.push_back(node);
+            for (TensorId t : m_graph.op(op).inputs) {
+                if (!t.valid() || m_externalIndex[t.index()].second == m_stamp)
+                    continue;
+                const ir::Tensor &tensor = m_graph.tensor(t);
+                if (tensor.role == ir::Role::Parameter) {
+                    m_externalIndex[t.index()] = {0, m_stamp};
+                    inst.parameters.push_back(t);
+                } else if (!inside(tensor.producer)) {
+                    m_externalIndex[t.index()] = {0, m_stamp};
+                    inst.inputs.push_back(t);
+                }
+            }
+            for (TensorId t : m_graph.op(op).outputs) {
+                if (!t.valid())
+                    continue;
+                const ir::Tensor &tensor = m_graph.tensor(t);
+                bool leaves = tensor.role == ir::Role::Output;
+                for (OpId c : tensor.consumers)
+                    leaves = leaves || !inside(c);
+                if (leaves)
+                    inst.outputs.push_back(t);
+            }
+        }
+        inst.ops = std::move(m.ops);
+        return inst;
+    }
+
+    const ir::Graph &m_graph;
+    const CoarseGraph &m_coarse;
+    int m_minDuplicate;
+    std::vector<int> m_rank;
+    std::vector<std::uint64_t> m_label;
+    // Scratch marks reset by bumping m_stamp, so each block costs its size.
+    std::vector<std::pair<int, std::uint32_t>> m_localIndex;
+    std::vector<std::pair<int, std::uint32_t>> m_externalIndex;
+    std::uint32_t m_stamp = 0;
+    std::vector<Candidate> m_candidates;
+};
+
+} // namespace
+
+SubgraphClasses Prune::run(const ir::Graph &graph, const CoarseGraph &coarse) const
+{
+    return Pruner(graph, coarse, m_minDuplicate).run();
+}
+
+} // namespace tapestry::passes

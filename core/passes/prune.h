@@ -1,0 +1,39 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "passes/coarsegraph.h"
+#include "passes/subgraphclasses.h"
+
+#include <string_view>
+
+namespace tapestry::passes {
+
+// TAP's graph pruning (Algorithm 1, PRUNEGRAPH): finds the unique subgraphs
+// a network repeats, so the plan search runs once per class.
+//
+// Scopes are grouped by their longest common name prefix (h.0, h.1, ... under
+// h); a group whose members match structurally (op types, attributes, shapes
+// and internal edges, never names) at least minDuplicate times becomes
+// classes, one per distinct structure among its members. Of nested repeats the
+// outermost level that still repeats wins (a transformer layer, not the
+// experts inside it), the result Algorithm 1 reaches walking depths from deep
+// to shallow and stopping when the count drops below minDuplicate. Where names
+// carry no hierarchy, repeated chains of coarse nodes are found from
+// structure alone.
+//
+// Work beyond reading the graph is linear in its size: every op is hashed
+// once per scope level above it, candidates are bucketed by signature and
+// verified by walking two blocks side by side.
+class Prune {
+public:
+    explicit Prune(int minDuplicate = 2) : m_minDuplicate(minDuplicate) {}
+    static constexpr std::string_view name() { return "prune"; }
+    // An analysis pass: the graphs are left as they are and the classes are
+    // the result.
+    SubgraphClasses run(const ir::Graph &graph, const CoarseGraph &coarse) const;
+
+private:
+    int m_minDuplicate;
+};
+
+} // namespace tapestry::passes

@@ -1,0 +1,320 @@
+#include "io/modelloader.h"
+#include "io/zoo/graphbuilder.h"
+#include "io/zoo/zoo.h"
+#include "passes/coarsen.h"
+
+#include <QtTest>
+
+#include <functional>
+#include <map>
+#include <set>
+
+using namespace tapestry;
+using io::zoo::GraphBuilder;
+
+namespace {
+
+using Builder = std::function<ir::Graph()>;
+
+ir::TensorId layerNorm(GraphBuilder &g, const std::string &module, ir::TensorId x, bool decomposed)
+{
+    g.push(module);
+    const ir::Shape s = g.shape(x);
+    const std::int64_t h = s.back();
+    auto gamma = g.parameter("weight", {h});
+    auto beta = g.parameter("bias", {h});
+    ir::TensorId y;
+    if (decomposed) {
+        // torch.onnx's LayerNorm below opset 17.
+        ir::Shape reduced = s;
+        reduced.back() = 1;
+        const ir::Attributes axes{{"axes", std::vector<std::int64_t>{-1}}};
+        auto mean = g.op("ReduceMean", {x}, reduced, axes);
+        auto centred = g.op("Sub", {x, mean}, s);
+        auto two = g.parameter("two", {});
+        auto squared = g.op("Pow", {centred, two}, s);
+        auto variance = g.op("ReduceMean", {squared}, reduced, axes);
+        auto eps = g.parameter("eps", {});
+        auto shifted = g.op("Add", {variance, eps}, reduced);
+        auto deviation = g.op("Sqrt", {shifted}, reduced);
+        auto normed = g.op("Div", {centred, deviation}, s);
+        y = g.op("Add", {g.op("Mul", {normed, gamma}, s), beta}, s);
+    } else {
+        y = g.op("LayerNormalization", {x, gamma, beta}, s, {{"axis", std::int64_t{-1}}});
+    }
+    g.pop();
+    return y;
+}
+
+// GPT-2 written the way torch.onnx exports it: fused c_attn, Split, head
+// reshapes, scaled and masked scores, Gelu MLP, tied LM head, loss.
+ir::Graph gptLike(int layers, bool decomposedNorm)
+{
+    const std::int64_t b = 2, s = 8, h = 16, heads = 2, d = h / heads, vocab = 50;
+    GraphBuilder g("gpt-like");
+    auto ids = g.input("input_ids", {b, s}, ir::DType::I64);
+    auto pos = g.input("position_ids", {1, s}, ir::DType::I64);
+    auto labels = g.input("labels", {b, s}, ir::DType::I64);
+    auto mask = g.input("attention_mask", {1, 1, s, s}, ir::DType::F32);
+    g.push("transformer");
+    g.push("wte");
+    auto wte = g.parameter("weight", {vocab, h});
+    auto tok = g.op("Gather", {wte, ids}, {b, s, h});
+    g.pop();
+    g.push("wpe");
+    auto wpe = g.parameter("weight", {s, h});
+    auto where = g.op("Gather", {wpe, pos}, {1, s, h});
+    g.pop();
+    auto x = g.op("Add", {tok, where}, {b, s, h});
+    for (int i = 0; i < layers; ++i) {
+        g.push("h." + std::to_string(i));
+        auto a = layerNorm(g, "ln_1", x, decomposedNorm);
+        g.push("attn");
+        auto qkv = g.linear("c_attn", a, 3 * h, true);
+        auto parts = g.opMulti("Split", {qkv}, {{b, s, h}, {b, s, h}, {b, s, h}}, {{"axis", std::int64_t{2}}});
+        auto q = g.transpose(g.reshape(parts[0], {b, s, heads, d}), {0, 2, 1, 3});
+        auto k = g.transpose(g.reshape(parts[1], {b, s, heads, d}), {0, 2, 3, 1});
+        auto v = g.transpose(g.reshape(parts[2], {b, s, heads, d}), {0, 2, 1, 3});
+        auto scores = g.op("MatMul", {q, k}, {b, heads, s, s});
+        auto scale = g.parameter("scale", {});
+        scores = g.op("Mul", {scores, scale}, {b, heads, s, s});
+        scores = g.op("Add", {scores, mask}, {b, heads, s, s});
+        auto probs = g.op("Softmax", {scores}, {b, heads, s, s}, {{"axis", std::int64_t{-1}}});
+        auto context = g.op("MatMul", {probs, v}, {b, heads, s, d});
+        auto merged = g.reshape(g.transpose(context, {0, 2, 1, 3}), {b, s, h});
+        auto o = g.linear("c_proj", merged, h, true);
+        g.pop();
+        x = g.op("Add", {x, o}, {b, s, h});
+        auto m = layerNorm(g, "ln_2", x, decomposedNorm);
+        g.push("mlp");
+        auto u = g.linear("c_fc", m, 4 * h, true);
+        u = g.op("Gelu", {u}, g.shape(u));
+        auto dn = g.linear("c_proj", u, h, true);
+        g.pop();
+        x = g.op("Add", {x, dn}, {b, s, h});
+        g.pop();
+    }
+    x = layerNorm(g, "ln_f", x, decomposedNorm);
+    g.pop();
+    g.push("lm_head");
+    auto logits = g.matmul(x, g.transpose(wte, {1, 0}));
+    g.pop();
+    g.push("loss");
+    auto loss = g.op("SoftmaxCrossEntropyLoss", {logits, labels}, {});
+    g.pop();
+    g.markOutput(loss);
+    return g.take();
+}
+
+void renameOpaque(ir::Graph &graph)
+{
+    for (std::size_t i = 0; i < graph.opCount(); ++i)
+        graph.op(ir::OpId(static_cast<std::int32_t>(i))).name = "node_" + std::to_string(i);
+    graph.relink();
+}
+
+// "attention:2 linear:9 ...": the node kinds of a coarse graph, as text.
+QString kindHistogram(const passes::CoarseGraph &coarse)
+{
+    std::map<std::string, int> kinds;
+    for (const auto &n : coarse.nodes())
+        ++kinds[std::string(passes::toString(n.kind))];
+    QStringList parts;
+    for (const auto &[kind, count] : kinds)
+        parts << QString::fromStdString(kind) + QLatin1Char(':') + QString::number(count);
+    return parts.join(QLatin1Char(' '));
+}
+
+// The op types of the node holding the op named `opName`, in order.
+QString nodeOpTypes(const ir::Graph &graph, const passes::CoarseGraph &coarse, const std::string &opName)
+{
+    auto op = graph.findOp(opName);
+    if (!op)
+        return QStringLiteral("no op ") + QString::fromStdString(opName);
+    QStringList types;
+    for (ir::OpId member : coarse.node(coarse.nodeOf(*op)).ops)
+        types << QString::fromStdString(graph.op(member).type);
+    return types.join(QLatin1Char(' '));
+}
+
+} // namespace
+
+Q_DECLARE_METATYPE(Builder)
+
+class TestCoarsen : public QObject {
+    Q_OBJECT
+
+private slots:
+    void everyOpInOneNode_data()
+    {
+        QTest::addColumn<Builder>("build");
+        QTest::newRow("gpt-like, 3 layers") << Builder([] { return gptLike(3, false); });
+        QTest::newRow("gpt-like, decomposed norms") << Builder([] { return gptLike(2, true); });
+        QTest::newRow("gpt-like, opaque names") << Builder([] {
+            auto g = gptLike(2, true);
+            renameOpaque(g);
+            return g;
+        });
+        QTest::newRow("zoo:mlp") << Builder([] { return io::zoo::build("mlp"); });
+        QTest::newRow("zoo:abc") << Builder([] { return io::zoo::build("abc"); });
+    }
+
+    // Every op sits in exactly one node, every tensor that crosses nodes is an
+    // edge with its shape, and the coarse graph stays acyclic.
+    void everyOpInOneNode()
+    {
+        QFETCH(Builder, build);
+        const auto graph = build();
+        const auto coarse = passes::Coarsen().run(graph);
+        std::vector<int> seen(graph.opCount(), 0);
+        for (const auto &node : coarse.nodes()) {
+            QVERIFY(!node.ops.empty());
+            for (ir::OpId op : node.ops) {
+                ++seen[op.index()];
+                QCOMPARE(coarse.nodeOf(op).value, node.id.value);
+            }
+        }
+        for (std::size_t i = 0; i < seen.size(); ++i)
+            QVERIFY2(seen[i] == 1, graph.ops()[i].name.c_str());
+
+        std::size_t crossing = 0;
+        for (const auto &t : graph.tensors()) {
+            if (!t.producer.valid())
+                continue;
+            std::set<std::int32_t> readers;
+            for (ir::OpId c : t.consumers)
+                if (coarse.nodeOf(c) != coarse.nodeOf(t.producer))
+                    readers.insert(coarse.nodeOf(c).value);
+            crossing += readers.size();
+        }
+        QCOMPARE(coarse.edgeCount(), crossing);
+        for (const auto &e : coarse.edges()) {
+            QCOMPARE(e.shape, graph.tensor(e.tensor).shape);
+            QCOMPARE(coarse.nodeOf(graph.tensor(e.tensor).producer).value, e.from.value);
+        }
+        QCOMPARE(coarse.topologicalOrder().size(), coarse.nodeCount());
+    }
+
+    void kinds_data()
+    {
+        QTest::addColumn<Builder>("build");
+        QTest::addColumn<QString>("kinds");
+        // Per layer: 2 norms, c_attn, attention, c_proj, c_fc(+Gelu), c_proj,
+        // 2 residual adds; around them 2 embeddings, their add, ln_f, lm_head, loss.
+        const QString gpt2 = QStringLiteral("attention:2 elementwise:5 embedding:2 linear:9 loss:1 norm:5");
+        QTest::newRow("gpt-like") << Builder([] { return gptLike(2, false); }) << gpt2;
+        QTest::newRow("gpt-like, decomposed norms") << Builder([] { return gptLike(2, true); }) << gpt2;
+        QTest::newRow("gpt-like, opaque names") << Builder([] {
+            auto g = gptLike(2, true);
+            renameOpaque(g);
+            return g;
+        }) << gpt2;
+        QTest::newRow("zoo:mlp, relu joins fc1") << Builder([] { return io::zoo::build("mlp"); })
+                                                 << QStringLiteral("linear:2");
+        QTest::newRow("zoo:abc") << Builder([] { return io::zoo::build("abc"); })
+                                 << QStringLiteral("linear:2");
+    }
+
+    void kinds()
+    {
+        QFETCH(Builder, build);
+        QFETCH(QString, kinds);
+        const auto graph = build();
+        QCOMPARE(kindHistogram(passes::Coarsen().run(graph)), kinds);
+    }
+
+    void members_data()
+    {
+        QTest::addColumn<bool>("decomposed");
+        QTest::addColumn<QString>("opName");
+        QTest::addColumn<QString>("types");
+        QTest::newRow("linear takes bias, split and head reshapes")
+            << false << QStringLiteral("transformer/h.0/attn/c_attn/MatMul")
+            << QStringLiteral("MatMul Add Split Reshape Transpose Reshape Transpose Reshape Transpose");
+        QTest::newRow("attention core")
+            << false << QStringLiteral("transformer/h.0/attn/Softmax")
+            << QStringLiteral("MatMul Mul Add Softmax MatMul Transpose Reshape");
+        QTest::newRow("mlp linear takes its activation")
+            << false << QStringLiteral("transformer/h.1/mlp/c_fc/MatMul") << QStringLiteral("MatMul Add Gelu");
+        QTest::newRow("layer norm") << false << QStringLiteral("transformer/h.0/ln_1/LayerNormalization")
+                                    << QStringLiteral("LayerNormalization");
+        QTest::newRow("decomposed layer norm")
+            << true << QStringLiteral("transformer/h.0/ln_1/Sqrt")
+            << QStringLiteral("ReduceMean Sub Pow ReduceMean Add Sqrt Div Mul Add");
+        QTest::newRow("residual add stands alone")
+            << true << QStringLiteral("transformer/h.0/Add") << QStringLiteral("Add");
+        QTest::newRow("tied lm head takes the weight transpose")
+            << false << QStringLiteral("lm_head/MatMul") << QStringLiteral("Transpose MatMul");
+        QTest::newRow("embedding") << false << QStringLiteral("transformer/wte/Gather")
+                                   << QStringLiteral("Gather");
+    }
+
+    void members()
+    {
+        QFETCH(bool, decomposed);
+        QFETCH(QString, opName);
+        QFETCH(QString, types);
+        const auto graph = gptLike(2, decomposed);
+        QCOMPARE(nodeOpTypes(graph, passes::Coarsen().run(graph), opName.toStdString()), types);
+    }
+
+    void decomposedRmsNorm()
+    {
+        GraphBuilder g("rms");
+        auto x = g.input("x", {2, 8}, ir::DType::F32);
+        g.push("norm");
+        auto two = g.parameter("two", {});
+        auto sq = g.op("Pow", {x, two}, {2, 8});
+        auto mean = g.op("ReduceMean", {sq}, {2, 1}, {{"axes", std::vector<std::int64_t>{-1}}});
+        auto eps = g.parameter("eps", {});
+        auto root = g.op("Sqrt", {g.op("Add", {mean, eps}, {2, 1})}, {2, 1});
+        auto normed = g.op("Div", {x, root}, {2, 8});
+        auto y = g.op("Mul", {normed, g.parameter("weight", {8})}, {2, 8});
+        g.pop();
+        auto z = g.linear("proj", y, 4, false);
+        g.markOutput(z);
+        const auto graph = g.take();
+        const auto coarse = passes::Coarsen().run(graph);
+        QCOMPARE(kindHistogram(coarse), QStringLiteral("linear:1 norm:1"));
+        QCOMPARE(nodeOpTypes(graph, coarse, "norm/Pow"), QStringLiteral("Pow ReduceMean Add Sqrt Div Mul"));
+        // The norm hands one tensor, its result, to the projection.
+        QCOMPARE(coarse.edgeCount(), std::size_t(1));
+        QCOMPARE(coarse.edge(passes::EdgeId(0)).shape, (ir::Shape{2, 8}));
+    }
+
+    // A plain mean (pooling) is not a norm: it needs the square root.
+    void meanIsNotNorm()
+    {
+        GraphBuilder g("pool");
+        auto x = g.input("x", {2, 8, 4}, ir::DType::F32);
+        auto m = g.op("ReduceMean", {x}, {2, 1, 4}, {{"axes", std::vector<std::int64_t>{1}}});
+        auto y = g.linear("head", g.reshape(m, {2, 4}), 3, true);
+        g.markOutput(y);
+        const auto graph = g.take();
+        QCOMPARE(kindHistogram(passes::Coarsen().run(graph)), QStringLiteral("elementwise:1 linear:1"));
+    }
+
+    // Boundary tensors: what a node reads from outside and hands on.
+    void boundaries()
+    {
+        const auto graph = gptLike(1, false);
+        const auto coarse = passes::Coarsen().run(graph);
+        const auto &attn = coarse.node(coarse.nodeOf(*graph.findOp("transformer/h.0/attn/Softmax")));
+        QVERIFY(attn.kind == passes::NodeKind::Attention);
+        QCOMPARE(attn.name, std::string("transformer/h.0/attn"));
+        QStringList inputs;
+        for (ir::TensorId t : attn.inputs)
+            inputs << QString::fromStdString(graph.tensor(t).name);
+        QCOMPARE(inputs.join(QLatin1Char(' ')),
+                 QStringLiteral("transformer/h.0/attn/Transpose:0 transformer/h.0/attn/Transpose_1:0 "
+                                "attention_mask transformer/h.0/attn/Transpose_2:0"));
+        QCOMPARE(attn.parameters.size(), std::size_t(1));
+        QCOMPARE(attn.outputs.size(), std::size_t(1));
+        QCOMPARE(graph.tensor(attn.outputs[0]).shape, (ir::Shape{2, 8, 16}));
+        QCOMPARE(attn.inEdges.size(), std::size_t(3));
+        QCOMPARE(attn.outEdges.size(), std::size_t(1));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCoarsen)
+#include "tst_coarsen.moc"

@@ -1,0 +1,284 @@
+#include "io/modelloader.h"
+#include "io/zoo/graphbuilder.h"
+#include "io/zoo/zoo.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
+
+#include <QtTest>
+
+#include <functional>
+
+using namespace tapestry;
+using io::zoo::GraphBuilder;
+
+namespace {
+
+using Builder = std::function<ir::Graph()>;
+
+struct GptOptions {
+    int layers = 2;
+    bool crossAttention = false;  // decoder layers reading an encoder memory
+    bool lastWithoutCross = false;
+    int experts = 0;              // Mixtral-style experts nested in each layer
+};
+
+ir::TensorId linear(GraphBuilder &g, const std::string &module, ir::TensorId x, std::int64_t out)
+{
+    return g.linear(module, x, out, true);
+}
+
+ir::TensorId attention(GraphBuilder &g, const std::string &module, ir::TensorId x, ir::TensorId memory,
+                       ir::TensorId mask)
+{
+    const ir::Shape s = g.shape(x);
+    const std::int64_t b = s[0], n = s[1], h = s[2], heads = 2, d = h / heads;
+    g.push(module);
+    auto heads4 = [&](ir::TensorId t, std::vector<std::int64_t> perm) {
+        return g.transpose(g.reshape(t, {b, n, heads, d}), perm);
+    };
+    auto q = heads4(linear(g, "q", x, h), {0, 2, 1, 3});
+    auto k = heads4(linear(g, "k", memory, h), {0, 2, 3, 1});
+    auto v = heads4(linear(g, "v", memory, h), {0, 2, 1, 3});
+    auto scores = g.op("MatMul", {q, k}, {b, heads, n, n});
+    scores = g.op("Add", {scores, mask}, {b, heads, n, n});
+    auto probs = g.op("Softmax", {scores}, {b, heads, n, n}, {{"axis", std::int64_t{-1}}});
+    auto context = g.op("MatMul", {probs, v}, {b, heads, n, d});
+    auto o = linear(g, "o", g.reshape(g.transpose(context, {0, 2, 1, 3}), {b, n, h}), h);
+    g.pop();
+    return o;
+}
+
+ir::TensorId norm(GraphBuilder &g, const std::string &module, ir::TensorId x)
+{
+    g.push(module);
+    auto y = g.op("LayerNormalization", {x, g.parameter("weight", {g.shape(x).back()})}, g.shape(x));
+    g.pop();
+    return y;
+}
+
+// A decoder-only transformer under transformer/h.N, optionally with cross
+// attention and with experts nested in each layer's MLP.
+ir::Graph gptLike(const GptOptions &o)
+{
+    const std::int64_t b = 2, s = 8, h = 16, vocab = 40;
+    GraphBuilder g("gpt-like");
+    auto ids = g.input("input_ids", {b, s}, ir::DType::I64);
+    auto mask = g.input("attention_mask", {1, 1, s, s}, ir::DType::F32);
+    auto memory = g.input("memory", {b, s, h}, ir::DType::F32);
+    g.push("transformer");
+    g.push("wte");
+    auto wte = g.parameter("weight", {vocab, h});
+    auto x = g.op("Gather", {wte, ids}, {b, s, h});
+    g.pop();
+    for (int i = 0; i < o.layers; ++i) {
+        g.push("h." + std::to_string(i));
+        auto a = norm(g, "ln_1", x);
+        x = g.op("Add", {x, attention(g, "attn", a, a, mask)}, {b, s, h});
+        if (o.crossAttention && !(o.lastWithoutCross && i == o.layers - 1))
+            x = g.op("Add", {x, attention(g, "cross", norm(g, "ln_x", x), memory, mask)}, {b, s, h});
+        auto m = norm(g, "ln_2", x);
+        g.push("mlp");
+        ir::TensorId y;
+        if (o.experts > 0) {
+            auto gate = g.op("Softmax", {linear(g, "gate", m, o.experts)}, {b, s, o.experts});
+            for (int e = 0; e < o.experts; ++e) {
+                g.push("experts." + std::to_string(e));
+                auto u = g.op("Silu", {linear(g, "w1", m, 2 * h)}, {b, s, 2 * h});
+                auto out = linear(g, "w2", g.op("Mul", {u, linear(g, "w3", m, 2 * h)}, {b, s, 2 * h}), h);
+                y = e == 0 ? out : g.op("Add", {y, out}, {b, s, h});
+                g.pop();
+            }
+            y = g.op("Mul", {y, g.op("ReduceSum", {gate}, {b, s, 1})}, {b, s, h});
+        } else {
+            y = linear(g, "c_proj", g.op("Gelu", {linear(g, "c_fc", m, 4 * h)}, {b, s, 4 * h}), h);
+        }
+        g.pop();
+        x = g.op("Add", {x, y}, {b, s, h});
+        g.pop();
+    }
+    x = norm(g, "ln_f", x);
+    g.pop();
+    g.push("lm_head");
+    g.markOutput(g.matmul(x, g.transpose(wte, {1, 0})));
+    g.pop();
+    return g.take();
+}
+
+// A ResNet stage layout: layerN.0 downsamples (stride 2, 1x1 shortcut conv)
+// except in the first stage, the other blocks keep the shape.
+ir::Graph resnetLike(std::vector<int> blocks)
+{
+    GraphBuilder g("resnet-like");
+    std::int64_t c = 8, hw = 16;
+    auto x = g.input("x", {1, c, hw, hw}, ir::DType::F32);
+    g.push("conv1");
+    x = g.op("Conv", {x, g.parameter("weight", {c, c, 3, 3})}, {1, c, hw, hw});
+    g.pop();
+    for (std::size_t stage = 0; stage < blocks.size(); ++stage) {
+        const std::string layer = "layer" + std::to_string(stage + 1);
+        g.push(layer);
+        for (int i = 0; i < blocks[stage]; ++i) {
+            const bool down = stage > 0 && i == 0;
+            const std::int64_t out = down ? 2 * c : c, ohw = down ? hw / 2 : hw;
+            g.push(layer + "." + std::to_string(i));
+            auto conv = [&](const std::string &m, ir::TensorId in, std::int64_t ci, std::int64_t k) {
+                g.push(m);
+                auto y = g.op("Conv", {in, g.parameter("weight", {out, ci, k, k})}, {1, out, ohw, ohw});
+                g.pop();
+                return y;
+            };
+            auto y = g.op("Relu", {conv("conv1", x, c, 3)}, {1, out, ohw, ohw});
+            y = conv("conv2", y, out, 3);
+            auto shortcut = x;
+            if (down) {
+                g.push("downsample");
+                g.push("0");
+                shortcut = g.op("Conv", {x, g.parameter("weight", {out, c, 1, 1})}, {1, out, ohw, ohw},
+                                {{"strides", std::vector<std::int64_t>{2, 2}}});
+                g.pop();
+                g.pop();
+            }
+            x = g.op("Relu", {g.op("Add", {y, shortcut}, {1, out, ohw, ohw})}, {1, out, ohw, ohw});
+            g.pop();
+            c = out;
+            hw = ohw;
+        }
+        g.pop();
+    }
+    g.markOutput(x);
+    return g.take();
+}
+
+void renameOpaque(ir::Graph &graph)
+{
+    for (std::size_t i = 0; i < graph.opCount(); ++i)
+        graph.op(ir::OpId(static_cast<std::int32_t>(i))).name = "node_" + std::to_string(i);
+    graph.relink();
+}
+
+passes::SubgraphClasses prune(const ir::Graph &graph, int minDuplicate = 2)
+{
+    return passes::Prune(minDuplicate).run(graph, passes::Coarsen().run(graph));
+}
+
+// "12x41 1x7": instances x ops per instance of each class, in class order.
+QString classSummary(const passes::SubgraphClasses &result)
+{
+    QStringList parts;
+    for (const auto &c : result.classes)
+        parts << QString::number(c.instances.size()) + QLatin1Char('x') + QString::number(c.opsPerInstance);
+    return parts.join(QLatin1Char(' '));
+}
+
+QString instanceScopes(const passes::SubgraphClass &c)
+{
+    QStringList scopes;
+    for (const auto &i : c.instances)
+        scopes << QString::fromStdString(i.scope);
+    return scopes.join(QLatin1Char(' '));
+}
+
+} // namespace
+
+Q_DECLARE_METATYPE(Builder)
+
+class TestPrune : public QObject {
+    Q_OBJECT
+
+private slots:
+    void classes_data()
+    {
+        QTest::addColumn<Builder>("build");
+        QTest::addColumn<int>("minDuplicate");
+        QTest::addColumn<QString>("classes");
+        QTest::addColumn<QString>("firstScopes");
+        QTest::newRow("decoder, 3 layers") << Builder([] { return gptLike({3}); }) << 2
+                                           << QStringLiteral("3x29")
+                                           << QStringLiteral("transformer/h.0 transformer/h.1 transformer/h.2");
+        QTest::newRow("decoder, 12 layers") << Builder([] { return gptLike({12}); }) << 2
+                                            << QStringLiteral("12x29") << QString();
+        QTest::newRow("experts nested in each layer")
+            << Builder([] { return gptLike({4, false, false, 3}); }) << 2 << QStringLiteral("4x55")
+            << QStringLiteral("transformer/h.0 transformer/h.1 transformer/h.2 transformer/h.3");
+        QTest::newRow("last layer without cross attention")
+            << Builder([] { return gptLike({4, true, true, 0}); }) << 2 << QStringLiteral("3x51 1x29")
+            << QStringLiteral("transformer/h.0 transformer/h.1 transformer/h.2");
+        QTest::newRow("fewer layers than min-duplicate")
+            << Builder([] { return gptLike({3}); }) << 4 << QString() << QString();
+        QTest::newRow("resnet stages: first blocks apart")
+            << Builder([] { return resnetLike({2, 3, 3}); }) << 2 << QStringLiteral("2x5 1x6 2x5 1x6 2x5")
+            << QStringLiteral("layer1/layer1.0 layer1/layer1.1");
+    }
+
+    void classes()
+    {
+        QFETCH(Builder, build);
+        QFETCH(int, minDuplicate);
+        QFETCH(QString, classes);
+        QFETCH(QString, firstScopes);
+        const auto result = prune(build(), minDuplicate);
+        QCOMPARE(classSummary(result), classes);
+        if (!firstScopes.isEmpty())
+            QCOMPARE(instanceScopes(result.classes.front()), firstScopes);
+        QVERIFY(result.fromScopes || result.classes.empty());
+    }
+
+    void opaqueNames_data()
+    {
+        QTest::addColumn<Builder>("build");
+        QTest::newRow("decoder, 3 layers") << Builder([] { return gptLike({3}); });
+        QTest::newRow("decoder, 12 layers") << Builder([] { return gptLike({12}); });
+        QTest::newRow("experts nested in each layer") << Builder([] { return gptLike({4, false, false, 3}); });
+    }
+
+    // Renaming every op to node_N leaves the structure: the same classes come
+    // back from structure alone, each layer's ops in one instance.
+    void opaqueNames()
+    {
+        QFETCH(Builder, build);
+        auto graph = build();
+        const auto named = prune(graph);
+        renameOpaque(graph);
+        const auto opaque = prune(graph);
+        QVERIFY(named.fromScopes);
+        QVERIFY(!opaque.fromScopes);
+        QCOMPARE(classSummary(opaque), classSummary(named));
+        QCOMPARE(opaque.coverage, named.coverage);
+        const auto &a = named.classes.front(), &b = opaque.classes.front();
+        for (std::size_t i = 0; i < a.instances.size(); ++i)
+            QCOMPARE(b.instances[i].ops, a.instances[i].ops);
+    }
+
+    // Instances carry what the search stitches along: boundary tensors in and
+    // out, their parameters, their coarse nodes.
+    void instances()
+    {
+        const auto graph = gptLike({3});
+        const auto coarse = passes::Coarsen().run(graph);
+        const auto result = passes::Prune().run(graph, coarse);
+        QCOMPARE(result.classes.size(), std::size_t(1));
+        const auto &cls = result.classes.front();
+        QCOMPARE(cls.representative, std::size_t(0));
+        // Per layer: two norm weights, q/k/v/o, c_fc, c_proj weights and biases.
+        QCOMPARE(cls.parametersPerInstance, std::int64_t(16 + 16 + 4 * (16 * 16 + 16) + 16 * 64 + 64 + 64 * 16 + 16));
+        const auto &mid = cls.instances[1];
+        QStringList in, out;
+        for (auto t : mid.inputs)
+            in << QString::fromStdString(graph.tensor(t).name);
+        for (auto t : mid.outputs)
+            out << QString::fromStdString(graph.tensor(t).name);
+        QCOMPARE(in.join(QLatin1Char(' ')), QStringLiteral("transformer/h.0/Add_1:0 attention_mask"));
+        QCOMPARE(out.join(QLatin1Char(' ')), QStringLiteral("transformer/h.1/Add_1:0"));
+        QCOMPARE(mid.parameters.size(), std::size_t(14));
+        for (auto node : mid.nodes)
+            for (auto op : coarse.node(node).ops)
+                QVERIFY(std::find(mid.ops.begin(), mid.ops.end(), op) != mid.ops.end());
+        for (auto op : mid.ops)
+            QCOMPARE(result.classOfOp[op.index()].value, cls.id.value);
+        // Outside the layers: the embedding, ln_f, lm_head and its weight transpose.
+        QCOMPARE(result.coverage, 87.0 / 91.0);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestPrune)
+#include "tst_prune.moc"
