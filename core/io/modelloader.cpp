@@ -1,5 +1,6 @@
 #include "io/modelloader.h"
 
+#include "io/hfconfig.h"
 #include "io/jsonmodel.h"
 #include "io/zoo/zoo.h"
 #include "ir/error.h"
@@ -25,7 +26,7 @@ ir::Graph loadModel(const std::string &model, const LoadOptions &options)
         graph = zoo::build(model.substr(4), options);
     } else if (endsWith(model, ".json")) {
         const std::string text = readFile(model);
-        graph = readModelJson(text, model);
+        graph = isHfConfig(text) ? readHfConfig(text, model, options) : readModelJson(text, model);
     } else {
         throw TapestryError(Error{model, {}, "unknown model kind (expected zoo:NAME, .json or .onnx)"});
     }

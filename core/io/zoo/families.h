@@ -5,8 +5,22 @@
 namespace tapestry::io::zoo {
 
 // One builder per model family, each in its own file. Knobs are complete
-// (every key of the preset present) and already checked for sense.
+// (every key of the preset present) and positive; each builder rejects
+// combinations that make no model (KnobCheck), naming the knob.
 ir::Graph buildMlp(const std::string &name, const Knobs &knobs);
 ir::Graph buildAbc(const std::string &name, const Knobs &knobs);
+
+// Transformer training graphs (forward pass of a step, loss included), with
+// Hugging Face module names. Knobs: layers, hidden, heads, ffn, vocab,
+// batch, seq, and per family:
+ir::Graph buildGpt2(const std::string &name, const Knobs &knobs);  // + positions; fp32
+ir::Graph buildGpt3(const std::string &name, const Knobs &knobs);  // + positions; bf16
+ir::Graph buildBert(const std::string &name, const Knobs &knobs);  // + positions, type_vocab
+// + decoder_layers, head_dim, target_seq (the decoder's length)
+ir::Graph buildT5(const std::string &name, const Knobs &knobs);
+// + kv_heads, optional tied_embeddings
+ir::Graph buildLlama(const std::string &name, const Knobs &knobs);
+// + kv_heads, experts, top_k, optional tied_embeddings
+ir::Graph buildMixtral(const std::string &name, const Knobs &knobs);
 
 } // namespace tapestry::io::zoo

@@ -46,9 +46,10 @@ std::vector<ir::TensorId> GraphBuilder::opMulti(const std::string &type,
     std::string name = scoped(type);
     if (m_graph.findOp(name)) {
         const std::string base = name + '_';
-        int k = 1;
-        while (m_graph.findOp(base + std::to_string(k)))
+        int &k = m_lastSuffix[name];
+        do
             ++k;
+        while (m_graph.findOp(base + std::to_string(k)));
         name = base + std::to_string(k);
     }
     std::vector<ir::TensorId> outputs;
@@ -102,6 +103,46 @@ ir::TensorId GraphBuilder::transpose(ir::TensorId x, std::vector<std::int64_t> p
     for (auto p : perm)
         s.push_back(shape(x)[static_cast<std::size_t>(p)]);
     return op("Transpose", {x}, s, {{"perm", perm}});
+}
+
+ir::TensorId GraphBuilder::layerNorm(const std::string &module, ir::TensorId x, double epsilon)
+{
+    push(module);
+    const std::int64_t h = shape(x).back();
+    auto w = parameter("weight", {h});
+    auto b = parameter("bias", {h});
+    auto y = op("LayerNormalization", {x, w, b}, shape(x),
+                {{"axis", std::int64_t{-1}}, {"epsilon", epsilon}});
+    pop();
+    return y;
+}
+
+ir::TensorId GraphBuilder::rmsNorm(const std::string &module, ir::TensorId x, double epsilon)
+{
+    push(module);
+    auto w = parameter("weight", {shape(x).back()});
+    auto y = op("RMSNorm", {x, w}, shape(x), {{"axis", std::int64_t{-1}}, {"epsilon", epsilon}});
+    pop();
+    return y;
+}
+
+ir::TensorId GraphBuilder::embedding(const std::string &module, ir::TensorId table, ir::TensorId ids)
+{
+    push(module);
+    ir::Shape s = shape(ids);
+    s.push_back(shape(table).back());
+    auto y = op("Gather", {table, ids}, s, {{"axis", std::int64_t{0}}});
+    pop();
+    return y;
+}
+
+ir::TensorId GraphBuilder::crossEntropyLoss(ir::TensorId logits, ir::TensorId labels)
+{
+    push("loss");
+    auto loss = op("SoftmaxCrossEntropyLoss", {logits, labels}, {},
+                   {{"reduction", std::string("mean")}});
+    pop();
+    return loss;
 }
 
 ir::Graph GraphBuilder::take()

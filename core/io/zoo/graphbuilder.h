@@ -3,6 +3,7 @@
 #include "ir/graph.h"
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace tapestry::io::zoo {
@@ -32,8 +33,19 @@ public:
     ir::TensorId matmul(ir::TensorId a, ir::TensorId b);
     ir::TensorId reshape(ir::TensorId x, ir::Shape shape);
     ir::TensorId transpose(ir::TensorId x, std::vector<std::int64_t> perm);
+    // LayerNormalization with weight and bias (GPT, BERT), or RMSNorm with
+    // weight only (T5, LLaMA), over the last dim, as module `module`.
+    ir::TensorId layerNorm(const std::string &module, ir::TensorId x, double epsilon);
+    ir::TensorId rmsNorm(const std::string &module, ir::TensorId x, double epsilon);
+    // Embedding lookup: Gather(table, ids) in scope `module`.
+    ir::TensorId embedding(const std::string &module, ir::TensorId table, ir::TensorId ids);
+    // A training loss: SoftmaxCrossEntropyLoss(logits, labels), a scalar, in
+    // scope "loss". The caller marks the graph's final loss as its output.
+    ir::TensorId crossEntropyLoss(ir::TensorId logits, ir::TensorId labels);
 
     const ir::Shape &shape(ir::TensorId t) const { return m_graph.tensor(t).shape; }
+    // Ops write activations of the builder's dtype; index outputs (TopK) differ.
+    void setDType(ir::TensorId t, ir::DType dtype) { m_graph.tensor(t).dtype = dtype; }
     void markOutput(ir::TensorId t) { m_graph.tensor(t).role = ir::Role::Output; }
     ir::Graph take();
 
@@ -42,6 +54,10 @@ private:
     ir::DType m_dtype;
     std::vector<std::string> m_scope;
     std::string m_prefix;
+    // Last counter used per op base name, so naming the k-th op of a type in a
+    // scope costs O(1) instead of probing _1.._k (a 1000-layer model has
+    // thousands of ops per top-level scope).
+    std::unordered_map<std::string, int> m_lastSuffix;
 };
 
 } // namespace tapestry::io::zoo

@@ -9,12 +9,56 @@ namespace tapestry::io::zoo {
 
 const std::vector<Preset> &presets()
 {
-    static const std::vector<Preset> kPresets = {
-        {"mlp", "mlp", "two-layer MLP relu(X·A)·B of the sharding tutorials",
-         {{"batch", 8}, {"hidden", 4}, {"ffn", 8}}},
-        {"abc", "abc", "two chained matmuls Y = X·B·C",
-         {{"batch", 8}, {"hidden", 4}, {"ffn", 8}}},
-    };
+    // Sizes as published; batch 8 and seq the model's usual training context.
+    static const std::vector<Preset> kPresets = [] {
+        auto gpt = [](std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t positions) {
+            return Knobs{{"layers", layers}, {"hidden", hidden}, {"heads", heads}, {"ffn", 4 * hidden},
+                         {"vocab", 50257}, {"positions", positions}, {"batch", 8}, {"seq", positions}};
+        };
+        auto bert = [](std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+            return Knobs{{"layers", layers}, {"hidden", hidden}, {"heads", heads}, {"ffn", 4 * hidden},
+                         {"vocab", 30522}, {"positions", 512}, {"type_vocab", 2}, {"batch", 8},
+                         {"seq", 512}};
+        };
+        auto t5 = [](std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t ffn) {
+            return Knobs{{"layers", layers}, {"decoder_layers", layers}, {"hidden", hidden},
+                         {"heads", heads}, {"head_dim", 64}, {"ffn", ffn}, {"vocab", 32128},
+                         {"batch", 8}, {"seq", 512}, {"target_seq", 128}};
+        };
+        auto llama = [](std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t kvHeads,
+                        std::int64_t ffn, std::int64_t vocab, std::int64_t seq) {
+            return Knobs{{"layers", layers}, {"hidden", hidden}, {"heads", heads}, {"kv_heads", kvHeads},
+                         {"ffn", ffn}, {"vocab", vocab}, {"batch", 8}, {"seq", seq}};
+        };
+        Knobs mixtral = llama(32, 4096, 32, 8, 14336, 32000, 4096);
+        mixtral["experts"] = 8;
+        mixtral["top_k"] = 2;
+
+        return std::vector<Preset>{
+            {"mlp", "mlp", "two-layer MLP relu(X·A)·B of the sharding tutorials",
+             {{"batch", 8}, {"hidden", 4}, {"ffn", 8}}},
+            {"abc", "abc", "two chained matmuls Y = X·B·C",
+             {{"batch", 8}, {"hidden", 4}, {"ffn", 8}}},
+            {"gpt2", "gpt2", "GPT-2 small, 124M, fp32", gpt(12, 768, 12, 1024)},
+            {"gpt2-medium", "gpt2", "GPT-2 medium, 355M, fp32", gpt(24, 1024, 16, 1024)},
+            {"gpt2-large", "gpt2", "GPT-2 large, 774M, fp32", gpt(36, 1280, 20, 1024)},
+            {"gpt2-xl", "gpt2", "GPT-2 XL, 1.56B, fp32", gpt(48, 1600, 25, 1024)},
+            {"gpt3-6.7b", "gpt3", "GPT-3 6.7B, bf16", gpt(32, 4096, 32, 2048)},
+            {"gpt3-175b", "gpt3", "GPT-3 175B, bf16", gpt(96, 12288, 96, 2048)},
+            {"bert-base", "bert", "BERT base uncased, pre-training heads, 110M, fp32", bert(12, 768, 12)},
+            {"bert-large", "bert", "BERT large uncased, pre-training heads, 336M, fp32", bert(24, 1024, 16)},
+            {"t5-base", "t5", "T5 v1.0 base encoder-decoder, 223M, fp32", t5(12, 768, 12, 3072)},
+            {"t5-large", "t5", "T5 v1.0 large encoder-decoder, 738M, fp32", t5(24, 1024, 16, 4096)},
+            {"llama2-7b", "llama", "Llama 2 7B, 6.74B, bf16", llama(32, 4096, 32, 32, 11008, 32000, 4096)},
+            {"llama2-70b", "llama", "Llama 2 70B, grouped-query attention, 69.0B, bf16",
+             llama(80, 8192, 64, 8, 28672, 32000, 4096)},
+            {"llama3-8b", "llama", "Llama 3 8B, grouped-query attention, 8.03B, bf16",
+             llama(32, 4096, 32, 8, 14336, 128256, 8192)},
+            {"llama3-70b", "llama", "Llama 3 70B, grouped-query attention, 70.6B, bf16",
+             llama(80, 8192, 64, 8, 28672, 128256, 8192)},
+            {"mixtral-8x7b", "mixtral", "Mixtral 8x7B, 8 experts, top-2 routing, 46.7B, bf16", mixtral},
+        };
+    }();
     return kPresets;
 }
 
@@ -32,6 +76,12 @@ ir::Graph buildFamily(const std::string &family, const std::string &name, const 
         kFamilies = {
             {"mlp", buildMlp},
             {"abc", buildAbc},
+            {"gpt2", buildGpt2},
+            {"gpt3", buildGpt3},
+            {"bert", buildBert},
+            {"t5", buildT5},
+            {"llama", buildLlama},
+            {"mixtral", buildMixtral},
         };
     auto it = kFamilies.find(family);
     if (it == kFamilies.end())
@@ -90,7 +140,14 @@ ir::Graph build(const std::string &spec, const LoadOptions &options)
         knobs["batch"] = *options.batch;
     if (options.seq && knobs.count("seq"))
         knobs["seq"] = *options.seq;
-    return buildFamily(preset->family, name, knobs);
+    try {
+        return buildFamily(preset->family, name, knobs);
+    } catch (const TapestryError &e) {
+        // Builders name the preset; the user typed the whole spec.
+        Error error = e.error();
+        error.input = input;
+        throw TapestryError(std::move(error));
+    }
 }
 
 } // namespace tapestry::io::zoo

@@ -16,7 +16,7 @@ using Knobs = std::map<std::string, std::int64_t>;
 
 struct Preset {
     std::string name;         // "gpt2", "llama3-8b", "mlp"
-    std::string family;       // "gpt", "bert", "t5", "llama", "mixtral", "mlp", "abc"
+    std::string family;       // "gpt2", "gpt3", "bert", "t5", "llama", "mixtral", "mlp", "abc"
     std::string description;  // one line for listings
     Knobs defaults;           // every knob the preset takes, with its default
 };
@@ -30,8 +30,10 @@ const Preset *findPreset(const std::string &name);
 // throw TapestryError naming the spec.
 ir::Graph build(const std::string &spec, const LoadOptions &options = {});
 
-// Builds a family's graph from complete knobs (the preset's defaults merged
-// with the user's overrides). `name` becomes the graph's name.
+// Builds a family's graph from complete, positive knobs (the preset's
+// defaults merged with the user's overrides). `name` becomes the graph's
+// name. Knob values that make no model throw TapestryError with input
+// "zoo:NAME" and the knob as the place.
 ir::Graph buildFamily(const std::string &family, const std::string &name, const Knobs &knobs);
 
 } // namespace tapestry::io::zoo
