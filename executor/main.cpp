@@ -1,48 +1,287 @@
+#include "collectivesselftest.h"
+#include "communicator.h"
+#include "interpreter.h"
+#include "rankmesh.h"
+
 #include "io/modelloader.h"
 #include "ir/error.h"
 
+#include <cblas.h>
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
-#include <cstring>
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
-// tapestry-exec: runs a plan on MPI ranks. This first version loads the model
-// on every rank and reports the world it runs in.
+namespace {
+
+using namespace tapestry;
+
+constexpr const char *kUsage =
+    "usage: mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
+    "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
+    "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
+    "\n"
+    "  --model MODEL       a zoo preset (zoo:gpt2?layers=2), .onnx, .json or config.json\n"
+    "  --batch B, --seq S  bind the batch and sequence dims\n"
+    "  --steps K           train K steps on one rank, the single-process reference;\n"
+    "                      one JSON line per step on stdout (loss, step time, tokens/s,\n"
+    "                      GFLOP/s). A graph without a loss trains on the sum of\n"
+    "                      squares of its outputs.\n"
+    "  --seed S            seed of the parameters and the batch (default 1)\n"
+    "  --optimizer O       sgd (default) or adam\n"
+    "  --lr X              learning rate (default 0.01 for sgd, 0.001 for adam)\n"
+    "  --self-test collectives  check all-reduce, all-gather, reduce-scatter and\n"
+    "                      all-to-all on every axis of --mesh (its size is the rank count)\n"
+    "  --fail-rank R       with --self-test: rank R fails on purpose (the job must end)\n"
+    "\n"
+    "OpenBLAS runs one thread per rank unless OPENBLAS_NUM_THREADS says otherwise.\n"
+    "Exit codes: 0 success, 1 a failed check, 2 bad input or usage.\n";
+
+struct Options {
+    std::string model;
+    io::LoadOptions load;
+    std::optional<std::int64_t> steps;
+    std::uint64_t seed = 1;
+    exec::Optimizer optimizer = exec::Optimizer::Sgd;
+    std::optional<float> learningRate;
+    std::string selfTest;
+    std::string mesh;
+    int failRank = -1;
+    bool help = false;
+};
+
+struct UsageError {
+    std::string message;
+};
+
+std::int64_t parseInt(const std::string &option, const std::string &value, std::int64_t min)
+{
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+        v = std::stoll(value, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    if (value.empty() || used != value.size() || v < min)
+        throw UsageError{option + " expects an integer >= " + std::to_string(min) + ", got '" +
+                         value + "'"};
+    return v;
+}
+
+Options parseOptions(int argc, char **argv)
+{
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc)
+                throw UsageError{arg + " needs a value"};
+            return argv[++i];
+        };
+        if (arg == "--help" || arg == "-h")
+            o.help = true;
+        else if (arg == "--model")
+            o.model = value();
+        else if (arg == "--batch")
+            o.load.batch = parseInt(arg, value(), 1);
+        else if (arg == "--seq")
+            o.load.seq = parseInt(arg, value(), 1);
+        else if (arg == "--steps")
+            o.steps = parseInt(arg, value(), 1);
+        else if (arg == "--seed")
+            o.seed = static_cast<std::uint64_t>(parseInt(arg, value(), 0));
+        else if (arg == "--optimizer") {
+            const std::string v = value();
+            if (v != "sgd" && v != "adam")
+                throw UsageError{"--optimizer expects sgd or adam, got '" + v + "'"};
+            o.optimizer = v == "adam" ? exec::Optimizer::Adam : exec::Optimizer::Sgd;
+        } else if (arg == "--lr") {
+            const std::string v = value();
+            char *end = nullptr;
+            const float lr = std::strtof(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || !(lr > 0.0f))
+                throw UsageError{"--lr expects a positive number, got '" + v + "'"};
+            o.learningRate = lr;
+        } else if (arg == "--self-test") {
+            o.selfTest = value();
+            if (o.selfTest != "collectives")
+                throw UsageError{"--self-test knows 'collectives', got '" + o.selfTest + "'"};
+        } else if (arg == "--mesh")
+            o.mesh = value();
+        else if (arg == "--fail-rank")
+            o.failRank = static_cast<int>(parseInt(arg, value(), 0));
+        else
+            throw UsageError{"unknown option '" + arg + "' (see --help)"};
+    }
+    if (o.help)
+        return o;
+    if (!o.selfTest.empty()) {
+        if (o.mesh.empty())
+            throw UsageError{"--self-test collectives needs --mesh (e.g. 2x2)"};
+        if (!o.model.empty() || o.steps)
+            throw UsageError{"--self-test runs without --model and --steps"};
+    } else {
+        if (o.model.empty())
+            throw UsageError{"--model MODEL is required"};
+        if (o.failRank >= 0)
+            throw UsageError{"--fail-rank only goes with --self-test"};
+        if (!o.mesh.empty())
+            throw UsageError{"--mesh only goes with --self-test until plans run"};
+    }
+    return o;
+}
+
+// The single-process reference loop: JSON lines per step on stdout.
+int train(exec::Interpreter &interpreter, const Options &o, int steps)
+{
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double>(b - a).count();
+    };
+    const double tokens = static_cast<double>(interpreter.tokensPerStep());
+    const double flops = interpreter.flopsPerStep();
+    std::cout << nlohmann::json{
+                     {"event", "start"},
+                     {"model", o.model},
+                     {"objective", interpreter.objective() == exec::Objective::Loss
+                                       ? "loss"
+                                       : "sum_of_squares"},
+                     {"parameters", interpreter.graph().parameterCount()},
+                     {"arena_bytes", interpreter.arenaBytes()},
+                     {"tokens_per_step", interpreter.tokensPerStep()},
+                     {"flops_per_step", flops},
+                     {"seed", o.seed},
+                     {"optimizer", o.optimizer == exec::Optimizer::Adam ? "adam" : "sgd"}}
+                     .dump()
+              << '\n';
+    double total = 0.0;
+    float first = 0.0f, last = 0.0f;
+    for (int s = 1; s <= steps; ++s) {
+        const auto t0 = Clock::now();
+        const float loss = interpreter.forward();
+        const auto t1 = Clock::now();
+        interpreter.backward();
+        const auto t2 = Clock::now();
+        interpreter.update();
+        const auto t3 = Clock::now();
+        const double step = seconds(t0, t3);
+        total += step;
+        if (s == 1)
+            first = loss;
+        last = loss;
+        std::cout << nlohmann::json{{"event", "step"},
+                                    {"step", s},
+                                    {"loss", loss},
+                                    {"step_time_s", step},
+                                    {"forward_s", seconds(t0, t1)},
+                                    {"backward_s", seconds(t1, t2)},
+                                    {"update_s", seconds(t2, t3)},
+                                    {"tokens_per_s", tokens / step},
+                                    {"gflops", flops / step * 1e-9}}
+                         .dump()
+                  << '\n'
+                  << std::flush;
+    }
+    std::cout << nlohmann::json{{"event", "summary"},
+                                {"steps", steps},
+                                {"first_loss", first},
+                                {"last_loss", last},
+                                {"mean_step_time_s", total / steps},
+                                {"tokens_per_s", tokens * steps / total},
+                                {"gflops", flops * steps / total * 1e-9}}
+                     .dump()
+              << '\n';
+    return 0;
+}
+
+} // namespace
+
+// tapestry-exec: runs on MPI ranks. Set-up errors (usage, model, mesh) are
+// the same on every rank: rank 0 reports them and all ranks exit 2. An error
+// while running may hit one rank only; that rank reports it and aborts the
+// whole job, so no other rank waits forever in a collective.
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    std::string model;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--help") == 0) {
-            if (rank == 0)
-                std::cout << "usage: mpirun -np N tapestry-exec --model MODEL\n";
-            MPI_Finalize();
-            return 0;
-        }
-        if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc)
-            model = argv[++i];
-    }
-    int rc = 0;
-    if (model.empty()) {
+    if (!std::getenv("OPENBLAS_NUM_THREADS"))
+        openblas_set_num_threads(1);  // one rank per core: threads would fight over them
+
+    auto setupFailure = [&](const std::string &message) {
         if (rank == 0)
-            std::cerr << "tapestry-exec: --model MODEL is required\n";
-        rc = 2;
-    } else {
-        try {
-            const auto graph = tapestry::io::loadModel(model);
-            if (rank == 0)
-                std::cout << "{\"event\":\"loaded\",\"model\":\"" << model << "\",\"ranks\":" << size
-                          << ",\"ops\":" << graph.opCount() << "}\n";
-        } catch (const tapestry::TapestryError &e) {
-            if (rank == 0)
-                std::cerr << "tapestry-exec: " << e.what() << '\n';
-            rc = 2;
-        }
+            std::cerr << "tapestry-exec: " << message << '\n';
+        MPI_Finalize();
+        return 2;
+    };
+
+    Options o;
+    try {
+        o = parseOptions(argc, argv);
+    } catch (const UsageError &e) {
+        return setupFailure(e.message);
     }
+    if (o.help) {
+        if (rank == 0)
+            std::cout << kUsage;
+        MPI_Finalize();
+        return 0;
+    }
+
+    std::optional<exec::Communicator> world;
+    std::optional<exec::RankMesh> mesh;
+    std::optional<exec::Interpreter> interpreter;
+    try {
+        if (!o.selfTest.empty()) {
+            world.emplace(exec::Communicator::world());
+            mesh.emplace(*world, exec::RankMesh::parseShape(o.mesh));
+        } else {
+            auto graph = io::loadModel(o.model, o.load);
+            if (!o.steps) {
+                if (rank == 0)
+                    std::cout << nlohmann::json{{"event", "loaded"},
+                                                {"model", o.model},
+                                                {"ranks", size},
+                                                {"ops", graph.opCount()}}
+                                     .dump()
+                              << '\n';
+                MPI_Finalize();
+                return 0;
+            }
+            if (size != 1)
+                throw TapestryError(Error{o.model, {}, "--steps without a plan runs the single-process "
+                                                       "reference: start it on 1 rank, not " +
+                                                           std::to_string(size)});
+            exec::InterpreterOptions io;
+            io.seed = o.seed;
+            io.optimizer = o.optimizer;
+            io.learningRate = o.learningRate.value_or(o.optimizer == exec::Optimizer::Adam ? 1e-3f : 1e-2f);
+            interpreter.emplace(std::move(graph), io, o.model);
+        }
+    } catch (const TapestryError &e) {
+        world.reset();
+        mesh.reset();
+        return setupFailure(e.what());
+    }
+
+    int rc = 0;
+    try {
+        if (mesh)
+            rc = exec::runCollectivesSelfTest(*mesh, *world, o.failRank, std::cout) ? 0 : 1;
+        else
+            rc = train(*interpreter, o, static_cast<int>(*o.steps));
+    } catch (const std::exception &e) {
+        std::cerr << "tapestry-exec: rank " << rank << ": " << e.what() << '\n' << std::flush;
+        MPI_Abort(MPI_COMM_WORLD, dynamic_cast<const TapestryError *>(&e) ? 2 : 1);
+    }
+    mesh.reset();
+    world.reset();
     MPI_Finalize();
     return rc;
 }

@@ -1,0 +1,238 @@
+#include "communicator.h"
+
+#include "kernels/strided.h"
+
+#include "ir/error.h"
+#include "ir/validate.h"
+
+#include <utility>
+
+namespace tapestry::exec {
+
+namespace {
+
+constexpr std::int64_t kFloatBytes = sizeof(float);
+
+[[noreturn]] void shapeError(std::string_view collective, const std::string &problem)
+{
+    throw TapestryError(Error{"communicator", std::string(collective), problem});
+}
+
+int mpiCount(std::int64_t n, std::string_view collective)
+{
+    if (n > INT32_MAX)
+        shapeError(collective, "more than 2^31 elements in one call");
+    return static_cast<int>(n);
+}
+
+// The strided view of block j (of p) along `dim` of a contiguous tensor of
+// `shape`, as a copy between it and a contiguous block.
+kernels::StridedBlock blockAlong(const ir::Shape &shape, std::size_t dim, int p,
+                                 std::int64_t &first, int j)
+{
+    kernels::StridedBlock b;
+    b.rank = shape.size();
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        b.shape[i] = shape[i];
+    b.shape[dim] = shape[dim] / p;
+    const kernels::Dims whole = kernels::contiguousStrides(shape);
+    ir::Shape blockShape = shape;
+    blockShape[dim] /= p;
+    b.srcStride = whole;                                  // in the whole tensor
+    b.dstStride = kernels::contiguousStrides(blockShape);  // in the packed block
+    first = j * b.shape[dim] * whole[dim];
+    return b;
+}
+
+// Checks that `whole` is `part` with dim `dim` p times longer.
+void checkBlocks(std::string_view collective, const ir::Shape &part, const ir::Shape &whole,
+                 std::size_t dim, int p)
+{
+    ir::Shape expected = part;
+    if (dim >= expected.size())
+        shapeError(collective, "dim " + std::to_string(dim) + " out of range for " +
+                                   ir::shapeToString(part));
+    expected[dim] *= p;
+    if (expected != whole)
+        shapeError(collective, "shard " + ir::shapeToString(part) + " and whole " +
+                                   ir::shapeToString(whole) + " do not match along dim " +
+                                   std::to_string(dim) + " over " + std::to_string(p) + " ranks");
+}
+
+} // namespace
+
+std::string_view toString(Collective kind)
+{
+    switch (kind) {
+    case Collective::AllReduce:
+        return "all_reduce";
+    case Collective::AllGather:
+        return "all_gather";
+    case Collective::ReduceScatter:
+        return "reduce_scatter";
+    case Collective::AllToAll:
+        return "all_to_all";
+    }
+    return "all_reduce";
+}
+
+Communicator Communicator::world()
+{
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    return Communicator(comm);
+}
+
+Communicator::Communicator(MPI_Comm comm) : m_comm(comm)
+{
+    MPI_Comm_rank(m_comm, &m_rank);
+    MPI_Comm_size(m_comm, &m_size);
+}
+
+Communicator::Communicator(Communicator &&other) noexcept
+    : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)), m_rank(other.m_rank),
+      m_size(other.m_size), m_stats(other.m_stats), m_scratch(std::move(other.m_scratch))
+{
+}
+
+Communicator &Communicator::operator=(Communicator &&other) noexcept
+{
+    if (this != &other) {
+        if (m_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&m_comm);
+        m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
+        m_rank = other.m_rank;
+        m_size = other.m_size;
+        m_stats = other.m_stats;
+        m_scratch = std::move(other.m_scratch);
+    }
+    return *this;
+}
+
+Communicator::~Communicator()
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (m_comm != MPI_COMM_NULL && !finalized)
+        MPI_Comm_free(&m_comm);
+}
+
+Communicator Communicator::split(int color, int key) const
+{
+    MPI_Comm comm;
+    MPI_Comm_split(m_comm, color, key, &comm);
+    return Communicator(comm);
+}
+
+float *Communicator::scratch(std::size_t which, std::int64_t count)
+{
+    auto &buffer = m_scratch[which];
+    if (buffer.size() < static_cast<std::size_t>(count))
+        buffer.resize(static_cast<std::size_t>(count));
+    return buffer.data();
+}
+
+void Communicator::allReduceSum(const TensorView &x)
+{
+    const double t0 = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, x.data, mpiCount(x.size(), "all-reduce"), MPI_FLOAT, MPI_SUM,
+                  m_comm);
+    auto &e = m_stats[Collective::AllReduce];
+    e.seconds += MPI_Wtime() - t0;
+    e.calls += 1;
+    e.bytes += x.size() * kFloatBytes;
+}
+
+void Communicator::allGather(const TensorView &local, const TensorView &full, std::size_t dim)
+{
+    checkBlocks("all-gather", local.shape, full.shape, dim, m_size);
+    const double t0 = MPI_Wtime();
+    const std::int64_t n = local.size();
+    // MPI lays the gathered blocks out one after another (a new leading dim);
+    // a dim other than 0, with more than one row before it, needs them
+    // interleaved back into place.
+    bool contiguous = true;
+    for (std::size_t i = 0; i < dim; ++i)
+        contiguous = contiguous && full.shape[i] == 1;
+    if (contiguous) {
+        MPI_Allgather(local.data, mpiCount(n, "all-gather"), MPI_FLOAT, full.data,
+                      mpiCount(n, "all-gather"), MPI_FLOAT, m_comm);
+    } else {
+        float *packed = scratch(1, n * m_size);
+        MPI_Allgather(local.data, mpiCount(n, "all-gather"), MPI_FLOAT, packed,
+                      mpiCount(n, "all-gather"), MPI_FLOAT, m_comm);
+        std::int64_t first = 0;
+        for (int j = 0; j < m_size; ++j) {
+            kernels::StridedBlock b = blockAlong(full.shape, dim, m_size, first, j);
+            std::swap(b.srcStride, b.dstStride);
+            kernels::stridedCopy(b, full.data + first, packed + j * n, false);
+        }
+    }
+    auto &e = m_stats[Collective::AllGather];
+    e.seconds += MPI_Wtime() - t0;
+    e.calls += 1;
+    e.bytes += full.size() * kFloatBytes;
+}
+
+void Communicator::reduceScatter(const TensorView &full, const TensorView &local, std::size_t dim)
+{
+    checkBlocks("reduce-scatter", local.shape, full.shape, dim, m_size);
+    const double t0 = MPI_Wtime();
+    const std::int64_t n = local.size();
+    bool contiguous = true;
+    for (std::size_t i = 0; i < dim; ++i)
+        contiguous = contiguous && full.shape[i] == 1;
+    const float *send = full.data;
+    if (!contiguous) {
+        float *packed = scratch(0, n * m_size);
+        std::int64_t first = 0;
+        for (int j = 0; j < m_size; ++j) {
+            const kernels::StridedBlock b = blockAlong(full.shape, dim, m_size, first, j);
+            kernels::stridedCopy(b, packed + j * n, full.data + first, false);
+        }
+        send = packed;
+    }
+    MPI_Reduce_scatter_block(send, local.data, mpiCount(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM,
+                             m_comm);
+    auto &e = m_stats[Collective::ReduceScatter];
+    e.seconds += MPI_Wtime() - t0;
+    e.calls += 1;
+    e.bytes += full.size() * kFloatBytes;
+}
+
+void Communicator::allToAll(const TensorView &in, const TensorView &out, std::size_t splitDim,
+                            std::size_t concatDim)
+{
+    if (splitDim >= in.rank() || concatDim >= in.rank() || in.shape[splitDim] % m_size != 0)
+        shapeError("all-to-all", "cannot cut " + ir::shapeToString(in.shape) + " into " +
+                                     std::to_string(m_size) + " blocks along dim " +
+                                     std::to_string(splitDim));
+    ir::Shape expected = in.shape;
+    expected[splitDim] /= m_size;
+    expected[concatDim] *= m_size;
+    if (expected != out.shape)
+        shapeError("all-to-all", "output " + ir::shapeToString(out.shape) + ", expected " +
+                                     ir::shapeToString(expected));
+    const double t0 = MPI_Wtime();
+    const std::int64_t n = in.size() / m_size;
+    float *send = scratch(0, in.size());
+    float *recv = scratch(1, in.size());
+    std::int64_t first = 0;
+    for (int j = 0; j < m_size; ++j) {
+        const kernels::StridedBlock b = blockAlong(in.shape, splitDim, m_size, first, j);
+        kernels::stridedCopy(b, send + j * n, in.data + first, false);
+    }
+    MPI_Alltoall(send, mpiCount(n, "all-to-all"), MPI_FLOAT, recv, mpiCount(n, "all-to-all"),
+                 MPI_FLOAT, m_comm);
+    for (int j = 0; j < m_size; ++j) {
+        kernels::StridedBlock b = blockAlong(out.shape, concatDim, m_size, first, j);
+        std::swap(b.srcStride, b.dstStride);
+        kernels::stridedCopy(b, out.data + first, recv + j * n, false);
+    }
+    auto &e = m_stats[Collective::AllToAll];
+    e.seconds += MPI_Wtime() - t0;
+    e.calls += 1;
+    e.bytes += in.size() * kFloatBytes;
+}
+
+} // namespace tapestry::exec

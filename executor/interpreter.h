@@ -1,0 +1,111 @@
+#pragma once
+
+#include "arena.h"
+#include "kernels/activation.h"
+#include "kernels/optimizer.h"
+#include "tensorview.h"
+
+#include "ir/graph.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapestry::exec {
+
+enum class Optimizer { Sgd, Adam };
+
+struct InterpreterOptions {
+    std::uint64_t seed = 1;
+    Optimizer optimizer = Optimizer::Sgd;
+    float learningRate = 0.01f;
+    kernels::AdamConfig adam;  // its learningRate is replaced by the one above
+};
+
+// What a step minimises. A graph with a loss (scalar outputs, e.g. the zoo's
+// SoftmaxCrossEntropyLoss) trains on the sum of its scalar outputs; a graph
+// without one (the tutorial MLP and ABC models end in a matmul) trains on the
+// sum of squares of all its outputs, Σ y², whose gradient is 2y.
+enum class Objective { Loss, SumOfSquares };
+
+// Runs a whole op-level graph on one process: forward, backward in reverse
+// topological order with gradients accumulated where a tensor has several
+// consumers, and an SGD or Adam update. Parameters and inputs come from the
+// seed (initializer.h); the same batch is used every step. All memory lives
+// in one arena laid out at construction. This is the single-rank reference
+// the plan-driven ranks are checked against.
+class Interpreter {
+public:
+    // Throws TapestryError naming `input` when the graph has ops the
+    // executor cannot run, or nothing to train on.
+    Interpreter(ir::Graph graph, InterpreterOptions options, std::string input = {});
+    Interpreter(const Interpreter &) = delete;
+    Interpreter &operator=(const Interpreter &) = delete;
+
+    float forward();   // returns the objective
+    void backward();   // gradients of the objective for the last forward
+    void update();     // one optimizer step on every parameter
+    float step();      // all three; returns the objective before the update
+
+    Objective objective() const { return m_objective; }
+    const ir::Graph &graph() const { return m_graph; }
+    // A float tensor's value, and its gradient (no data when the objective
+    // does not depend on it). Throws TapestryError for unknown names.
+    TensorView value(std::string_view tensorName) const;
+    TensorView grad(std::string_view tensorName) const;
+
+    // Floating-point operations of one training step, counted on the matmuls
+    // (forward product and each gradient GEMM); the other ops add well under
+    // a percent for transformer shapes.
+    double flopsPerStep() const { return m_flops; }
+    // Tokens in one step: elements of the first integer input (token ids), or
+    // rows (all dims but the last) of the first float input.
+    std::int64_t tokensPerStep() const { return m_tokens; }
+    std::int64_t arenaBytes() const { return m_arena.size() * static_cast<std::int64_t>(sizeof(float)); }
+
+private:
+    enum class Kind {
+        MatMul, Add, Sub, Mul, Div, Relu, Gelu, Silu, Neg, Softmax, LayerNorm, RmsNorm,
+        Reshape, Transpose, Split, Concat, Slice, Expand, Gather, CrossEntropy
+    };
+    // One op, resolved to views into the arena.
+    struct Instr {
+        Kind kind = Kind::Reshape;
+        std::vector<TensorView> in, out, din, dout;  // din[i] has no data when no gradient is wanted
+        IndexView index;                              // Gather's ids, the loss's labels
+        std::vector<TensorView> saved;                // mean/rstd, or per-token lse
+        std::vector<std::int64_t> perm, starts, steps;
+        std::size_t axis = 0;
+        float epsilon = 0.0f;
+        kernels::GeluForm gelu = kernels::GeluForm::Erf;
+        bool backward = false;  // some input needs a gradient
+    };
+    struct Parameter {
+        TensorView value, grad, m, v;
+    };
+
+    void layOut(const std::string &input);
+    void initialise();
+    void runForward(const Instr &op);
+    void runBackward(const Instr &op);
+
+    ir::Graph m_graph;
+    InterpreterOptions m_options;
+    Objective m_objective = Objective::Loss;
+    Arena m_arena;
+    std::vector<std::int64_t> m_indices;  // integer inputs, allocated once
+    std::vector<TensorView> m_values, m_grads;  // per tensor id
+    std::vector<IndexView> m_indexValues;       // per tensor id (integer inputs only)
+    std::vector<std::int64_t> m_indexRange;     // per tensor id: ids lie in [0, range); 0 if not read
+    std::vector<std::int64_t> m_indexOffset;    // per tensor id: offset into m_indices, or −1
+    std::vector<Instr> m_program;               // topological order
+    std::vector<Parameter> m_parameters;
+    std::vector<ir::TensorId> m_objectiveTensors;
+    std::int64_t m_gradBegin = 0, m_gradEnd = 0;  // arena range zeroed before backward
+    std::int64_t m_updates = 0;
+    double m_flops = 0.0;
+    std::int64_t m_tokens = 0;
+};
+
+} // namespace tapestry::exec

@@ -1,0 +1,21 @@
+#pragma once
+
+#include "tensorview.h"
+
+namespace tapestry::exec::kernels {
+
+// out = a · b with numpy matmul semantics: a[..., M, K], b[..., K, N],
+// out[..., M, N], the batch dims broadcast. Both operands have rank >= 2 (the
+// zoo's x[b,s,h]·W[h,o] and q·kᵀ as [b,a,s,d]·[b,a,d,s]). All GEMMs go to
+// OpenBLAS; a weight without batch dims makes the whole product one GEMM.
+void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b);
+
+// da += dout · bᵀ and db += aᵀ · dout, summed over the batch dims an operand
+// was broadcast along. A view without data is skipped (no gradient wanted).
+void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b,
+                    const TensorView &da, const TensorView &db);
+
+// Multiply-adds of the forward product times two.
+double matmulFlops(const TensorView &out, const TensorView &a);
+
+} // namespace tapestry::exec::kernels

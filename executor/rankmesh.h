@@ -1,0 +1,40 @@
+#pragma once
+
+#include "communicator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tapestry::exec {
+
+// The job's ranks laid out on a device mesh, row-major (the last axis varies
+// fastest: on a 4x2 mesh ranks 0 and 1 share row 0), with one communicator
+// per mesh axis: the ranks that differ only in that axis's coordinate, made
+// by MPI_Comm_split with the other coordinates as colour.
+class RankMesh {
+public:
+    // Throws TapestryError when the mesh's device count is not the number of
+    // ranks in `world`.
+    RankMesh(const Communicator &world, std::vector<std::int64_t> shape);
+
+    const std::vector<std::int64_t> &shape() const { return m_shape; }
+    const std::vector<std::int64_t> &coordinates() const { return m_coordinates; }
+    int rank() const { return m_rank; }
+    // The rank at `coordinates` (its index in the world communicator).
+    int rankAt(const std::vector<std::int64_t> &coordinates) const;
+    Communicator &axis(std::size_t a) { return m_axes[a]; }
+    const Communicator &axis(std::size_t a) const { return m_axes[a]; }
+
+    // "4x2" -> {4, 2}; throws TapestryError on anything else.
+    static std::vector<std::int64_t> parseShape(const std::string &text);
+    static std::string shapeToString(const std::vector<std::int64_t> &shape);
+
+private:
+    std::vector<std::int64_t> m_shape;
+    std::vector<std::int64_t> m_coordinates;
+    int m_rank = 0;
+    std::vector<Communicator> m_axes;
+};
+
+} // namespace tapestry::exec

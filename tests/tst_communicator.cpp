@@ -1,0 +1,192 @@
+// The executor's MPI layer, end to end: tapestry-exec's collectives self-test
+// on 2 and 4 ranks (meshes 2, 1x2 and 2x2, one communicator per axis), a rank
+// that fails mid-job ending the whole job quickly, a mesh that does not match
+// the rank count, and the single-process training loop's JSON lines.
+#include <QtTest>
+
+#include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    bool finished = false;
+    qint64 milliseconds = 0;
+    QByteArray out;
+    QByteArray err;
+};
+
+QProcessEnvironment mpiEnvironment()
+{
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
+    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
+    env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
+    return env;
+}
+
+Run run(const QString &program, const QStringList &args, int timeoutMs)
+{
+    QProcess p;
+    p.setProcessEnvironment(mpiEnvironment());
+    QElapsedTimer clock;
+    clock.start();
+    p.start(program, args);
+    Run r;
+    r.finished = p.waitForStarted(10000) && p.waitForFinished(timeoutMs);
+    r.milliseconds = clock.elapsed();
+    if (!r.finished) {
+        p.kill();
+        p.waitForFinished(5000);
+    }
+    r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+Run mpirun(int ranks, const QStringList &execArgs, int timeoutMs = 60000)
+{
+    QStringList args{QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QString::number(ranks),
+                     QStringLiteral(TAPESTRY_EXEC)};
+    args += execArgs;
+    return run(QStringLiteral("mpirun"), args, timeoutMs);
+}
+
+std::vector<QJsonObject> jsonLines(const QByteArray &out)
+{
+    std::vector<QJsonObject> lines;
+    for (const QByteArray &line : out.split('\n'))
+        if (!line.trimmed().isEmpty())
+            lines.push_back(QJsonDocument::fromJson(line).object());
+    return lines;
+}
+
+} // namespace
+
+class TestCommunicator : public QObject {
+    Q_OBJECT
+
+private slots:
+    void collectives_data();
+    void collectives();
+    void failingRankEndsTheJob_data();
+    void failingRankEndsTheJob();
+    void meshMustMatchRanks();
+    void trainingLoopReportsSteps();
+    void refusesUnknownOptions();
+};
+
+void TestCommunicator::collectives_data()
+{
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<QString>("mesh");
+    QTest::newRow("2 ranks, mesh 2") << 2 << "2";
+    QTest::newRow("2 ranks, mesh 1x2") << 2 << "1x2";
+    QTest::newRow("4 ranks, mesh 2x2") << 4 << "2x2";
+}
+
+void TestCommunicator::collectives()
+{
+    QFETCH(int, ranks);
+    QFETCH(QString, mesh);
+    const Run r = mpirun(ranks, {QStringLiteral("--self-test"), QStringLiteral("collectives"),
+                                 QStringLiteral("--mesh"), mesh});
+    QVERIFY2(r.finished, "the self-test hung");
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const auto lines = jsonLines(r.out);
+    const int axes = static_cast<int>(mesh.count(QLatin1Char('x'))) + 1;
+    // Per axis: all-reduce, 2 all-gathers, 2 reduce-scatters, 2 all-to-alls,
+    // the counters; then the summary.
+    QCOMPARE(static_cast<int>(lines.size()), axes * 8 + 1);
+    QStringList kinds;
+    for (const QJsonObject &line : lines) {
+        QVERIFY2(line.value(QLatin1String("ok")).toBool(), QJsonDocument(line).toJson().constData());
+        kinds << line.value(QLatin1String("check")).toString();
+    }
+    for (const char *kind : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "counters"})
+        QVERIFY(kinds.contains(QLatin1String(kind)));
+    const QJsonObject summary = lines.back();
+    QCOMPARE(summary.value(QLatin1String("event")).toString(), QStringLiteral("self_test_summary"));
+    QCOMPARE(summary.value(QLatin1String("ranks")).toInt(), ranks);
+}
+
+void TestCommunicator::failingRankEndsTheJob_data()
+{
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<QString>("mesh");
+    QTest::addColumn<int>("failRank");
+    QTest::newRow("2 ranks, rank 1 fails") << 2 << "2" << 1;
+    QTest::newRow("4 ranks, rank 3 fails") << 4 << "2x2" << 3;
+}
+
+// The other ranks are inside an all-reduce when the failing rank errors: the
+// job must still end, non-zero, within seconds, naming the rank.
+void TestCommunicator::failingRankEndsTheJob()
+{
+    QFETCH(int, ranks);
+    QFETCH(QString, mesh);
+    QFETCH(int, failRank);
+    const Run r = mpirun(ranks,
+                         {QStringLiteral("--self-test"), QStringLiteral("collectives"),
+                          QStringLiteral("--mesh"), mesh, QStringLiteral("--fail-rank"),
+                          QString::number(failRank)},
+                         30000);
+    QVERIFY2(r.finished, "the job hung after a rank failed");
+    QVERIFY(r.exitCode != 0);
+    QVERIFY2(r.milliseconds < 20000, qPrintable(QString::number(r.milliseconds)));
+    QVERIFY2(r.err.contains("tapestry-exec: rank " + QByteArray::number(failRank) + ": "), r.err.constData());
+}
+
+void TestCommunicator::meshMustMatchRanks()
+{
+    const Run r = mpirun(2, {QStringLiteral("--self-test"), QStringLiteral("collectives"),
+                             QStringLiteral("--mesh"), QStringLiteral("2x2")});
+    QVERIFY(r.finished);
+    QVERIFY(r.exitCode != 0);
+    QVERIFY2(r.err.contains("tapestry-exec: --mesh 2x2: the mesh has 4 devices but the job has 2 ranks"),
+             r.err.constData());
+    QVERIFY(r.out.isEmpty());
+}
+
+// The single-process reference: one JSON object per step, the loss falling.
+void TestCommunicator::trainingLoopReportsSteps()
+{
+    const Run r = run(QStringLiteral(TAPESTRY_EXEC),
+                      {QStringLiteral("--model"), QStringLiteral("zoo:mlp"), QStringLiteral("--steps"),
+                       QStringLiteral("4"), QStringLiteral("--seed"), QStringLiteral("9")},
+                      30000);
+    QVERIFY(r.finished);
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const auto lines = jsonLines(r.out);
+    QCOMPARE(static_cast<int>(lines.size()), 1 + 4 + 1);
+    QCOMPARE(lines.front().value(QLatin1String("objective")).toString(), QStringLiteral("sum_of_squares"));
+    double previous = 1e300;
+    for (int s = 1; s <= 4; ++s) {
+        const QJsonObject &step = lines[static_cast<std::size_t>(s)];
+        QCOMPARE(step.value(QLatin1String("step")).toInt(), s);
+        for (const char *key : {"loss", "step_time_s", "tokens_per_s", "gflops"})
+            QVERIFY2(step.value(QLatin1String(key)).toDouble() > 0.0, key);
+        QVERIFY(step.value(QLatin1String("loss")).toDouble() < previous);
+        previous = step.value(QLatin1String("loss")).toDouble();
+    }
+    QCOMPARE(lines.back().value(QLatin1String("event")).toString(), QStringLiteral("summary"));
+}
+
+void TestCommunicator::refusesUnknownOptions()
+{
+    const Run r = run(QStringLiteral(TAPESTRY_EXEC),
+                      {QStringLiteral("--model"), QStringLiteral("zoo:mlp"), QStringLiteral("--stpes"),
+                       QStringLiteral("3")},
+                      30000);
+    QVERIFY(r.finished);
+    QCOMPARE(r.exitCode, 2);
+    QCOMPARE(r.err, QByteArray("tapestry-exec: unknown option '--stpes' (see --help)\n"));
+    QVERIFY(r.out.isEmpty());
+}
+
+QTEST_APPLESS_MAIN(TestCommunicator)
+#include "tst_communicator.moc"

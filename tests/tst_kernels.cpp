@@ -1,0 +1,502 @@
+// Executor kernels and the single-process interpreter: every kernel's
+// backward against central finite differences, training of the teaching
+// models, gradient spot checks on a tiny GPT, deterministic initialisation.
+#include "initializer.h"
+#include "interpreter.h"
+#include "kernels/activation.h"
+#include "kernels/binary.h"
+#include "kernels/crossentropy.h"
+#include "kernels/gather.h"
+#include "kernels/layernorm.h"
+#include "kernels/layout.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/softmax.h"
+
+#include "io/modelloader.h"
+#include "io/zoo/graphbuilder.h"
+#include "ir/error.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+
+using namespace tapestry;
+using namespace tapestry::exec;
+using Views = std::vector<TensorView>;
+
+namespace {
+
+std::int64_t count(const ir::Shape &s)
+{
+    std::int64_t n = 1;
+    for (auto d : s)
+        n *= d;
+    return n;
+}
+
+// A kernel under test: float inputs and outputs of fixed shapes, a forward
+// and a backward (which adds into the input gradients). The objective is
+// Σ w·out for fixed random w, so the backward gets dout = w.
+struct KernelCase {
+    std::vector<ir::Shape> inputs;
+    std::vector<ir::Shape> outputs;
+    std::function<void(const Views &out, const Views &in)> forward;
+    std::function<void(const Views &dout, const Views &in, const Views &out, const Views &din)> backward;
+    bool awayFromZero = false;  // inputs kept off kinks and poles (ReLU at 0, 1/x)
+};
+
+struct Buffers {
+    std::vector<std::vector<float>> data;
+    Views views;
+    explicit Buffers(const std::vector<ir::Shape> &shapes)
+    {
+        for (const auto &s : shapes)
+            data.emplace_back(static_cast<std::size_t>(count(s)), 0.0f);
+        for (std::size_t i = 0; i < shapes.size(); ++i)
+            views.push_back({data[i].data(), shapes[i]});
+    }
+};
+
+// Saved statistics a case's forward writes and its backward reads.
+std::shared_ptr<std::vector<float>> scratch(std::size_t n)
+{
+    return std::make_shared<std::vector<float>>(n, 0.0f);
+}
+
+KernelCase binaryCase(kernels::BinaryOp op, ir::Shape a, ir::Shape b, ir::Shape out)
+{
+    return {{a, b}, {out},
+            [op](const Views &o, const Views &i) { kernels::binaryForward(op, o[0], i[0], i[1]); },
+            [op](const Views &g, const Views &i, const Views &, const Views &d) {
+                kernels::binaryBackward(op, g[0], i[0], i[1], d[0], d[1]);
+            },
+            op == kernels::BinaryOp::Div};
+}
+
+KernelCase matmulCase(ir::Shape a, ir::Shape b, ir::Shape out)
+{
+    return {{a, b}, {out},
+            [](const Views &o, const Views &i) { kernels::matmulForward(o[0], i[0], i[1]); },
+            [](const Views &g, const Views &i, const Views &, const Views &d) {
+                kernels::matmulBackward(g[0], i[0], i[1], d[0], d[1]);
+            }};
+}
+
+std::map<QString, std::function<KernelCase()>> kernelCases()
+{
+    using kernels::BinaryOp;
+    using kernels::GeluForm;
+    std::map<QString, std::function<KernelCase()>> c;
+    c["matmul 2d"] = [] { return matmulCase({3, 4}, {4, 5}, {3, 5}); };
+    c["matmul x[b,s,h]·W[h,o]"] = [] { return matmulCase({2, 3, 4}, {4, 5}, {2, 3, 5}); };
+    c["matmul q·kT [b,a,s,d]x[b,a,d,s]"] = [] {
+        return matmulCase({2, 2, 3, 4}, {2, 2, 4, 3}, {2, 2, 3, 3});
+    };
+    c["matmul broadcast batch"] = [] { return matmulCase({2, 1, 3, 4}, {1, 2, 4, 3}, {2, 2, 3, 3}); };
+    c["matmul shared left operand"] = [] { return matmulCase({3, 4}, {2, 4, 2}, {2, 3, 2}); };
+    c["add same shape"] = [] { return binaryCase(BinaryOp::Add, {2, 3}, {2, 3}, {2, 3}); };
+    c["add bias"] = [] { return binaryCase(BinaryOp::Add, {2, 3, 4}, {4}, {2, 3, 4}); };
+    c["add mask [1,1,s,s]"] = [] {
+        return binaryCase(BinaryOp::Add, {2, 2, 3, 3}, {1, 1, 3, 3}, {2, 2, 3, 3});
+    };
+    c["sub both broadcast"] = [] { return binaryCase(BinaryOp::Sub, {2, 1, 4}, {3, 1}, {2, 3, 4}); };
+    c["mul scalar"] = [] { return binaryCase(BinaryOp::Mul, {2, 3}, {}, {2, 3}); };
+    c["mul rotary [b,a,s,d]x[1,1,s,d]"] = [] {
+        return binaryCase(BinaryOp::Mul, {2, 2, 3, 4}, {1, 1, 3, 4}, {2, 2, 3, 4});
+    };
+    c["div broadcast"] = [] { return binaryCase(BinaryOp::Div, {2, 3}, {2, 1}, {2, 3}); };
+    c["relu"] = [] {
+        return KernelCase{{{3, 4}}, {{3, 4}},
+                          [](const Views &o, const Views &i) { kernels::reluForward(o[0], i[0]); },
+                          [](const Views &g, const Views &i, const Views &, const Views &d) {
+                              kernels::reluBackward(g[0], i[0], d[0]);
+                          },
+                          true};
+    };
+    for (auto form : {GeluForm::Erf, GeluForm::Tanh})
+        c[form == GeluForm::Erf ? "gelu erf" : "gelu tanh"] = [form] {
+            return KernelCase{{{3, 4}}, {{3, 4}},
+                              [form](const Views &o, const Views &i) { kernels::geluForward(form, o[0], i[0]); },
+                              [form](const Views &g, const Views &i, const Views &, const Views &d) {
+                                  kernels::geluBackward(form, g[0], i[0], d[0]);
+                              }};
+        };
+    c["silu"] = [] {
+        return KernelCase{{{3, 4}}, {{3, 4}},
+                          [](const Views &o, const Views &i) { kernels::siluForward(o[0], i[0]); },
+                          [](const Views &g, const Views &i, const Views &, const Views &d) {
+                              kernels::siluBackward(g[0], i[0], d[0]);
+                          }};
+    };
+    c["neg"] = [] {
+        return KernelCase{{{3, 4}}, {{3, 4}},
+                          [](const Views &o, const Views &i) { kernels::negForward(o[0], i[0]); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::negBackward(g[0], d[0]);
+                          }};
+    };
+    c["softmax"] = [] {
+        return KernelCase{{{3, 5}}, {{3, 5}},
+                          [](const Views &o, const Views &i) { kernels::softmaxForward(o[0], i[0]); },
+                          [](const Views &g, const Views &, const Views &o, const Views &d) {
+                              kernels::softmaxBackward(g[0], o[0], d[0]);
+                          }};
+    };
+    c["layernorm"] = [] {
+        auto s = scratch(6);
+        return KernelCase{{{3, 6}, {6}, {6}}, {{3, 6}},
+                          [s](const Views &o, const Views &i) {
+                              kernels::layernormForward(o[0], {s->data(), {3}}, {s->data() + 3, {3}},
+                                                        i[0], i[1], i[2], 1e-5f);
+                          },
+                          [s](const Views &g, const Views &i, const Views &, const Views &d) {
+                              kernels::layernormBackward(g[0], i[0], i[1], {s->data(), {3}},
+                                                         {s->data() + 3, {3}}, d[0], d[1], d[2]);
+                          }};
+    };
+    c["rmsnorm"] = [] {
+        auto s = scratch(3);
+        return KernelCase{{{3, 6}, {6}}, {{3, 6}},
+                          [s](const Views &o, const Views &i) {
+                              kernels::rmsnormForward(o[0], {s->data(), {3}}, i[0], i[1], 1e-6f);
+                          },
+                          [s](const Views &g, const Views &i, const Views &, const Views &d) {
+                              kernels::rmsnormBackward(g[0], i[0], i[1], {s->data(), {3}}, d[0], d[1]);
+                          }};
+    };
+    c["reshape"] = [] {
+        return KernelCase{{{2, 6}}, {{3, 4}},
+                          [](const Views &o, const Views &i) { kernels::reshapeForward(o[0], i[0]); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::reshapeBackward(g[0], d[0]);
+                          }};
+    };
+    c["transpose"] = [] {
+        static const std::vector<std::int64_t> perm{2, 0, 1};
+        return KernelCase{{{2, 3, 4}}, {{4, 2, 3}},
+                          [](const Views &o, const Views &i) { kernels::transposeForward(o[0], i[0], perm); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::transposeBackward(g[0], perm, d[0]);
+                          }};
+    };
+    c["split last axis"] = [] {
+        return KernelCase{{{2, 3, 6}}, {{2, 3, 2}, {2, 3, 4}},
+                          [](const Views &o, const Views &i) { kernels::splitForward(o, i[0], 2); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::splitBackward(g, 2, d[0]);
+                          }};
+    };
+    c["concat"] = [] {
+        return KernelCase{{{2, 2, 3}, {2, 1, 3}}, {{2, 3, 3}},
+                          [](const Views &o, const Views &i) { kernels::concatForward(o[0], i, 1); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::concatBackward(g[0], 1, d);
+                          }};
+    };
+    c["slice with steps"] = [] {
+        // rows 1, 3 of 4; columns 4, 2, 0 of 6
+        static const std::vector<std::int64_t> starts{1, 4}, steps{2, -2};
+        return KernelCase{{{4, 6}}, {{2, 3}},
+                          [](const Views &o, const Views &i) { kernels::sliceForward(o[0], i[0], starts, steps); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::sliceBackward(g[0], starts, steps, d[0]);
+                          }};
+    };
+    c["expand"] = [] {
+        return KernelCase{{{3, 1}}, {{2, 3, 4}},
+                          [](const Views &o, const Views &i) { kernels::expandForward(o[0], i[0]); },
+                          [](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::expandBackward(g[0], d[0]);
+                          }};
+    };
+    c["gather (embedding)"] = [] {
+        static const std::vector<std::int64_t> ids{4, 0, 2, 4, 4, 1};  // repeats scatter-add
+        const IndexView idx{ids.data(), {2, 3}};
+        return KernelCase{{{5, 3}}, {{2, 3, 3}},
+                          [idx](const Views &o, const Views &i) { kernels::gatherForward(o[0], i[0], idx); },
+                          [idx](const Views &g, const Views &, const Views &, const Views &d) {
+                              kernels::gatherBackward(g[0], idx, d[0]);
+                          }};
+    };
+    c["softmax cross-entropy"] = [] {
+        static const std::vector<std::int64_t> labels{0, 4, 2, 2, 1, 3};
+        const IndexView idx{labels.data(), {2, 3}};
+        auto s = scratch(6);
+        return KernelCase{{{2, 3, 5}}, {{}},
+                          [idx, s](const Views &o, const Views &i) {
+                              kernels::crossEntropyForward(o[0], {s->data(), {2, 3}}, i[0], idx);
+                          },
+                          [idx, s](const Views &g, const Views &i, const Views &, const Views &d) {
+                              kernels::crossEntropyBackward(g[0], i[0], idx, {s->data(), {2, 3}}, d[0]);
+                          }};
+    };
+    return c;
+}
+
+} // namespace
+
+class TestKernels : public QObject {
+    Q_OBJECT
+
+private slots:
+    void backwardMatchesFiniteDifferences_data();
+    void backwardMatchesFiniteDifferences();
+    void forwardValues();
+    void trainsTeachingModels_data();
+    void trainsTeachingModels();
+    void interpreterGradientsMatchFiniteDifferences_data();
+    void interpreterGradientsMatchFiniteDifferences();
+    void refusesOpsItCannotRun();
+    void initialisationIsShardable();
+    void initialisationFollowsTheSeed();
+};
+
+void TestKernels::backwardMatchesFiniteDifferences_data()
+{
+    QTest::addColumn<QString>("kernel");
+    for (const auto &[name, make] : kernelCases())
+        QTest::newRow(qPrintable(name)) << name;
+}
+
+void TestKernels::backwardMatchesFiniteDifferences()
+{
+    QFETCH(QString, kernel);
+    const KernelCase kc = kernelCases().at(kernel)();
+    Buffers in(kc.inputs), out(kc.outputs), dout(kc.outputs), din(kc.inputs);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto &v : in.data)
+        for (float &x : v) {
+            x = u(rng);
+            if (kc.awayFromZero)
+                x = std::copysign(0.3f + std::fabs(x), x);
+        }
+    for (auto &v : dout.data)
+        for (float &x : v)
+            x = u(rng);
+    auto objective = [&] {
+        kc.forward(out.views, in.views);
+        double f = 0.0;
+        for (std::size_t k = 0; k < out.data.size(); ++k)
+            for (std::size_t i = 0; i < out.data[k].size(); ++i)
+                f += static_cast<double>(out.data[k][i]) * dout.data[k][i];
+        return f;
+    };
+    objective();
+    kc.backward(dout.views, in.views, out.views, din.views);
+
+    constexpr float eps = 3e-3f;
+    int checked = 0;
+    for (std::size_t k = 0; k < in.data.size(); ++k)
+        for (std::size_t i = 0; i < in.data[k].size(); ++i) {
+            float &x = in.data[k][i];
+            const float saved = x;
+            x = saved + eps;
+            const double plus = objective();
+            x = saved - eps;
+            const double minus = objective();
+            x = saved;
+            const double numeric = (plus - minus) / (2.0 * eps);
+            const double analytic = din.data[k][i];
+            const double tolerance = 2e-3 + 1e-2 * std::max(std::fabs(numeric), std::fabs(analytic));
+            if (std::fabs(numeric - analytic) > tolerance)
+                QFAIL(qPrintable(QStringLiteral("input %1 element %2: backward %3, finite difference %4")
+                                     .arg(k)
+                                     .arg(i)
+                                     .arg(analytic)
+                                     .arg(numeric)));
+            ++checked;
+        }
+    QVERIFY(checked > 0);
+}
+
+// Forward values against hand-computed ones, where a finite-difference check
+// alone would pass a kernel that is wrong consistently in both directions.
+void TestKernels::forwardValues()
+{
+    std::vector<float> a{1, 2, 3, 4, 5, 6}, b{1, 0, 0, 1, 1, 1}, c(4);
+    kernels::matmulForward({c.data(), {2, 2}}, {a.data(), {2, 3}}, {b.data(), {3, 2}});
+    QCOMPARE(c, (std::vector<float>{4, 5, 10, 11}));
+
+    std::vector<float> row{1, 2, 3}, sm(3);
+    kernels::softmaxForward({sm.data(), {1, 3}}, {row.data(), {1, 3}});
+    QVERIFY(std::fabs(sm[2] - 0.66524096f) < 1e-6f);
+
+    std::vector<float> bias{10, 20, 30}, sum(6);
+    kernels::binaryForward(kernels::BinaryOp::Add, {sum.data(), {2, 3}}, {a.data(), {2, 3}},
+                           {bias.data(), {3}});
+    QCOMPARE(sum, (std::vector<float>{11, 22, 33, 14, 25, 36}));
+
+    std::vector<float> t(6);
+    const std::vector<std::int64_t> perm{1, 0};
+    kernels::transposeForward({t.data(), {3, 2}}, {a.data(), {2, 3}}, perm);
+    QCOMPARE(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+
+    std::vector<float> g{0.5f, -0.5f}, ge(2);
+    kernels::geluForward(kernels::GeluForm::Erf, {ge.data(), {2}}, {g.data(), {2}});
+    QVERIFY(std::fabs(ge[0] - 0.34573123f) < 1e-6f && std::fabs(ge[1] + 0.15426877f) < 1e-6f);
+
+    std::vector<float> logits{0, 0, 0, 0}, loss(1), lse(1);
+    const std::vector<std::int64_t> label{2};
+    kernels::crossEntropyForward({loss.data(), {}}, {lse.data(), {1}}, {logits.data(), {1, 4}},
+                                 {label.data(), {1}});
+    QVERIFY(std::fabs(loss[0] - std::log(4.0f)) < 1e-6f);
+}
+
+void TestKernels::trainsTeachingModels_data()
+{
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("optimizer");
+    QTest::addColumn<int>("objective");
+    QTest::newRow("mlp sgd") << "zoo:mlp" << int(Optimizer::Sgd) << int(Objective::SumOfSquares);
+    QTest::newRow("abc sgd") << "zoo:abc" << int(Optimizer::Sgd) << int(Objective::SumOfSquares);
+    QTest::newRow("mlp adam") << "zoo:mlp" << int(Optimizer::Adam) << int(Objective::SumOfSquares);
+    QTest::newRow("tiny gpt2 sgd") << "zoo:gpt2?layers=1&hidden=32&heads=2&vocab=64&seq=8&batch=2&ffn=64"
+                                   << int(Optimizer::Sgd) << int(Objective::Loss);
+}
+
+// A few steps on one fixed batch: the objective must fall at every step.
+void TestKernels::trainsTeachingModels()
+{
+    QFETCH(QString, model);
+    QFETCH(int, optimizer);
+    QFETCH(int, objective);
+    InterpreterOptions options;
+    options.seed = 3;
+    options.optimizer = static_cast<Optimizer>(optimizer);
+    options.learningRate = 1e-2f;
+    Interpreter interpreter(io::loadModel(model.toStdString()), options);
+    QCOMPARE(int(interpreter.objective()), objective);
+    float previous = interpreter.step();
+    const float first = previous;
+    for (int s = 0; s < 4; ++s) {
+        const float loss = interpreter.step();
+        QVERIFY2(loss < previous, qPrintable(QStringLiteral("step %1: %2 after %3").arg(s + 2).arg(loss).arg(previous)));
+        previous = loss;
+    }
+    QVERIFY(std::isfinite(first) && previous < first);
+}
+
+void TestKernels::interpreterGradientsMatchFiniteDifferences_data()
+{
+    QTest::addColumn<QString>("model");
+    QTest::newRow("mlp") << "zoo:mlp";
+    QTest::newRow("gpt2 2 layers") << "zoo:gpt2?layers=2&hidden=64&heads=4&vocab=128&seq=16&batch=2";
+    QTest::newRow("llama 1 layer (rotary, GQA, SwiGLU)")
+        << "zoo:llama3-8b?layers=1&hidden=32&heads=4&kv_heads=2&vocab=64&seq=8&batch=2&ffn=64";
+}
+
+// Spot checks of whole-graph weight gradients: for a few parameters, the
+// elements with the largest gradients against central differences of the
+// objective (float32 end to end, so a loose tolerance and large entries).
+void TestKernels::interpreterGradientsMatchFiniteDifferences()
+{
+    QFETCH(QString, model);
+    Interpreter interpreter(io::loadModel(model.toStdString()), InterpreterOptions{});
+    interpreter.forward();
+    interpreter.backward();
+    int checked = 0;
+    for (const ir::Tensor &t : interpreter.graph().tensors()) {
+        if (t.role != ir::Role::Parameter)
+            continue;
+        const TensorView w = interpreter.value(t.name), g = interpreter.grad(t.name);
+        QVERIFY2(g.data, qPrintable(QString::fromStdString(t.name)));
+        std::vector<float> grad(g.data, g.data + g.size());
+        // The two largest-magnitude entries of this parameter's gradient.
+        std::vector<std::int64_t> order(grad.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = static_cast<std::int64_t>(i);
+        std::partial_sort(order.begin(), order.begin() + std::min<std::size_t>(2, order.size()), order.end(),
+                          [&](auto x, auto y) { return std::fabs(grad[x]) > std::fabs(grad[y]); });
+        for (std::size_t k = 0; k < std::min<std::size_t>(2, order.size()); ++k) {
+            const auto i = order[k];
+            if (std::fabs(grad[i]) < 1e-3f)
+                continue;
+            const float saved = w.data[i];
+            const float eps = std::max(1e-3f, 1e-2f * std::fabs(saved));
+            w.data[i] = saved + eps;
+            const double plus = interpreter.forward();
+            w.data[i] = saved - eps;
+            const double minus = interpreter.forward();
+            w.data[i] = saved;
+            const double numeric = (plus - minus) / (2.0 * eps);
+            QVERIFY2(std::fabs(numeric - grad[i]) <= 2e-3 + 5e-2 * std::fabs(grad[i]),
+                     qPrintable(QStringLiteral("%1[%2]: backward %3, finite difference %4")
+                                    .arg(QString::fromStdString(t.name))
+                                    .arg(i)
+                                    .arg(grad[i])
+                                    .arg(numeric)));
+            ++checked;
+        }
+    }
+    QVERIFY(checked >= 2);
+}
+
+void TestKernels::refusesOpsItCannotRun()
+{
+    io::zoo::GraphBuilder g("refused");
+    auto x = g.input("x", {2, 3}, ir::DType::F32);
+    auto y = g.op("Conv", {x}, {2, 3});
+    auto z = g.op("Conv", {y}, {2, 3});
+    auto s = g.op("Softmax", {z}, {2, 3}, {{"axis", std::int64_t{0}}});
+    g.markOutput(s);
+    try {
+        Interpreter interpreter(g.take(), InterpreterOptions{}, "refused.json");
+        QFAIL("a graph with Conv ran");
+    } catch (const TapestryError &e) {
+        const QString message = QString::fromUtf8(e.what());
+        QVERIFY2(message.startsWith(QLatin1String("refused.json: ")), qPrintable(message));
+        QVERIFY2(message.contains(QLatin1String("Conv (2 ops, first 'Conv'): no kernel")), qPrintable(message));
+        QVERIFY2(message.contains(QLatin1String("Softmax (1 op, first 'Softmax'): axis is not the last")),
+                 qPrintable(message));
+    }
+}
+
+// A shard built on its own equals the slice of the whole tensor.
+void TestKernels::initialisationIsShardable()
+{
+    const ir::Shape full{6, 8};
+    const std::uint64_t key = streamKey(42, "h.0.mlp.c_fc.weight");
+    const InitRule rule{InitKind::Normal, 0.5f};
+    std::vector<float> whole(48), shard(3 * 4);
+    const std::vector<std::int64_t> origin{0, 0}, offset{3, 4};
+    initializeBlock({whole.data(), full}, origin, full, key, rule);
+    initializeBlock({shard.data(), {3, 4}}, offset, full, key, rule);
+    for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 4; ++c)
+            QCOMPARE(shard[static_cast<std::size_t>(r * 4 + c)],
+                     whole[static_cast<std::size_t>((r + 3) * 8 + c + 4)]);
+    double mean = 0.0, square = 0.0;
+    for (float v : whole) {
+        mean += v / 48.0;
+        square += v * v / 48.0;
+    }
+    QVERIFY(std::fabs(mean) < 0.3 && square > 0.1 && square < 0.6);  // N(0, 0.25)
+
+    std::vector<std::int64_t> ids(10), tail(4);
+    const IndexRule tokens{50, false, 5};
+    initializeIndices(ids.data(), 10, 0, key, tokens);
+    initializeIndices(tail.data(), 4, 6, key, tokens);
+    QCOMPARE(std::vector<std::int64_t>(ids.begin() + 6, ids.end()), tail);
+    const IndexRule positions{1024, true, 5};
+    initializeIndices(ids.data(), 10, 0, key, positions);
+    QCOMPARE(ids, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4}));
+}
+
+void TestKernels::initialisationFollowsTheSeed()
+{
+    auto lossFor = [](std::uint64_t seed) {
+        InterpreterOptions options;
+        options.seed = seed;
+        return Interpreter(io::loadModel("zoo:mlp"), options).forward();
+    };
+    QCOMPARE(lossFor(5), lossFor(5));
+    QVERIFY(lossFor(5) != lossFor(6));
+}
+
+QTEST_APPLESS_MAIN(TestKernels)
+#include "tst_kernels.moc"
