@@ -2,6 +2,7 @@
 
 #include "io/hfconfig.h"
 #include "io/jsonmodel.h"
+#include "io/onnx/onnxloader.h"
 #include "io/zoo/zoo.h"
 #include "ir/error.h"
 #include "ir/validate.h"
@@ -24,6 +25,8 @@ ir::Graph loadModel(const std::string &model, const LoadOptions &options)
     ir::Graph graph;
     if (model.rfind("zoo:", 0) == 0) {
         graph = zoo::build(model.substr(4), options);
+    } else if (endsWith(model, ".onnx")) {
+        graph = loadOnnx(model, options);
     } else if (endsWith(model, ".json")) {
         const std::string text = readFile(model);
         graph = isHfConfig(text) ? readHfConfig(text, model, options) : readModelJson(text, model);

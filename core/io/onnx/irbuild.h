@@ -1,0 +1,27 @@
+#pragma once
+
+#include "io/onnx/shapeinference.h"
+#include "ir/graph.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <string>
+#include <unordered_set>
+
+namespace tapestry::io::onnximport {
+
+// Turns the sorted, shape-inferred ONNX graph into the IR: the nodes that
+// computeNodes keeps become ops named by their node names; graph inputs
+// become Input tensors, initializers and Constants read as data become
+// Parameters, graph outputs Outputs. Shape edges are cut and their values
+// kept as attributes where `values` knows them (a Reshape's `shape` is its
+// concrete output shape).
+// Ops without a schema at the model's opset keep their domain ("ai.onnx"
+// for an unknown op of the standard domain), so they show as opaque.
+// Throws TapestryError naming `input` and the tensor whose shape or type
+// cannot be had.
+ir::Graph buildGraph(const ::onnx::ModelProto &model,
+                     const std::unordered_set<std::string> &datalessInitializers,
+                     const KnownValues &values, const std::string &input);
+
+} // namespace tapestry::io::onnximport

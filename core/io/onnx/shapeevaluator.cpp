@@ -1,0 +1,414 @@
+#include "io/onnx/shapeevaluator.h"
+
+#include "io/onnx/tensorvalue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <optional>
+
+namespace tapestry::io::onnximport {
+
+namespace {
+
+// An integer tensor under evaluation.
+struct Ints {
+    std::vector<std::int64_t> dims;
+    std::vector<std::int64_t> v;
+    int type = ::onnx::TensorProto_DataType_INT64;
+};
+
+std::optional<Ints> known(const KnownValues &values, const std::string &name)
+{
+    if (name.empty())
+        return std::nullopt;
+    auto it = values.find(name);
+    if (it == values.end())
+        return std::nullopt;
+    auto v = tensorInts(it->second);
+    if (!v)
+        return std::nullopt;
+    Ints t;
+    t.dims.assign(it->second.dims().begin(), it->second.dims().end());
+    t.v = std::move(*v);
+    t.type = it->second.data_type();
+    return t;
+}
+
+std::optional<std::vector<std::int64_t>> concreteDims(const ::onnx::TypeProto *type)
+{
+    if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape())
+        return std::nullopt;
+    std::vector<std::int64_t> dims;
+    for (const auto &d : type->tensor_type().shape().dim()) {
+        if (!d.has_dim_value() || d.dim_value() < 0)
+            return std::nullopt;
+        dims.push_back(d.dim_value());
+    }
+    return dims;
+}
+
+std::optional<std::int64_t> elementCount(const std::vector<std::int64_t> &dims)
+{
+    std::int64_t n = 1;
+    for (auto d : dims) {
+        if (d < 0 || (d > 0 && n > kMaxEvaluatedElements / d))
+            return std::nullopt;
+        n *= d;
+    }
+    return n;
+}
+
+::onnx::TensorProto toTensor(const Ints &t)
+{
+    ::onnx::TensorProto out;
+    out.set_data_type(t.type);
+    for (auto d : t.dims)
+        out.add_dims(d);
+    for (auto x : t.v) {
+        if (t.type == ::onnx::TensorProto_DataType_INT64)
+            out.add_int64_data(x);
+        else
+            out.add_int32_data(static_cast<std::int32_t>(x));
+    }
+    return out;
+}
+
+std::int64_t intAttribute(const ::onnx::NodeProto &node, const std::string &name, std::int64_t fallback)
+{
+    for (const auto &a : node.attribute())
+        if (a.name() == name && a.type() == ::onnx::AttributeProto_AttributeType_INT)
+            return a.i();
+    return fallback;
+}
+
+const ::onnx::AttributeProto *attribute(const ::onnx::NodeProto &node, const std::string &name)
+{
+    for (const auto &a : node.attribute())
+        if (a.name() == name)
+            return &a;
+    return nullptr;
+}
+
+bool isIntegerType(int type)
+{
+    return type == ::onnx::TensorProto_DataType_INT64 || type == ::onnx::TensorProto_DataType_INT32 ||
+           type == ::onnx::TensorProto_DataType_INT8 || type == ::onnx::TensorProto_DataType_UINT8 ||
+           type == ::onnx::TensorProto_DataType_BOOL;
+}
+
+// Broadcast of two integer tensors of rank <= 1 (shape arithmetic never
+// needs more).
+std::optional<Ints> binary(const Ints &a, const Ints &b,
+                           const std::function<std::optional<std::int64_t>(std::int64_t, std::int64_t)> &f,
+                           int resultType)
+{
+    if (a.dims.size() > 1 || b.dims.size() > 1)
+        return std::nullopt;
+    const std::size_t n = std::max(a.v.size(), b.v.size());
+    if ((a.v.size() != n && a.v.size() != 1) || (b.v.size() != n && b.v.size() != 1))
+        return std::nullopt;
+    Ints out;
+    out.dims = a.dims.size() >= b.dims.size() ? a.dims : b.dims;
+    if (!out.dims.empty())
+        out.dims[0] = static_cast<std::int64_t>(n);
+    out.type = resultType;
+    for (std::size_t i = 0; i < n; ++i) {
+        auto r = f(a.v[a.v.size() == 1 ? 0 : i], b.v[b.v.size() == 1 ? 0 : i]);
+        if (!r)
+            return std::nullopt;
+        out.v.push_back(*r);
+    }
+    return out;
+}
+
+std::optional<std::int64_t> checkedAdd(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return std::nullopt;
+    return r;
+}
+
+std::optional<std::int64_t> checkedSub(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r;
+    if (__builtin_sub_overflow(a, b, &r))
+        return std::nullopt;
+    return r;
+}
+
+std::optional<std::int64_t> checkedMul(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+        return std::nullopt;
+    return r;
+}
+
+std::optional<std::int64_t> checkedDiv(std::int64_t a, std::int64_t b)
+{
+    if (b == 0 || (a == std::numeric_limits<std::int64_t>::min() && b == -1))
+        return std::nullopt;
+    return a / b;
+}
+
+std::optional<Ints> evaluate(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
+                             const std::vector<const ::onnx::TypeProto *> &outputTypes, const KnownValues &values)
+{
+    const std::string &op = node.op_type();
+    auto in = [&](int i) { return i < node.input_size() ? known(values, node.input(i)) : std::nullopt; };
+    auto outDims = [&]() { return outputTypes.empty() ? std::nullopt : concreteDims(outputTypes[0]); };
+
+    if (op == "Shape") {
+        auto dims = inputTypes.empty() ? std::nullopt : concreteDims(inputTypes[0]);
+        if (!dims)
+            return std::nullopt;
+        const auto rank = static_cast<std::int64_t>(dims->size());
+        auto clamp = [&](std::int64_t i) { return std::clamp(i < 0 ? i + rank : i, std::int64_t{0}, rank); };
+        const std::int64_t start = clamp(intAttribute(node, "start", 0));
+        const std::int64_t end = clamp(intAttribute(node, "end", rank));
+        Ints out;
+        for (std::int64_t i = start; i < end; ++i)
+            out.v.push_back((*dims)[static_cast<std::size_t>(i)]);
+        out.dims = {static_cast<std::int64_t>(out.v.size())};
+        return out;
+    }
+    if (op == "Size") {
+        auto dims = inputTypes.empty() ? std::nullopt : concreteDims(inputTypes[0]);
+        if (!dims)
+            return std::nullopt;
+        std::int64_t n = 1;
+        for (auto d : *dims)
+            if (__builtin_mul_overflow(n, d, &n))
+                return std::nullopt;
+        return Ints{{}, {n}};
+    }
+    // Ops that keep the values and change only the dims, which inference
+    // already knows.
+    if (op == "Identity" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten") {
+        auto x = in(0);
+        auto dims = outDims();
+        if (!x || !dims)
+            return std::nullopt;
+        x->dims = *dims;
+        return x;
+    }
+    if (op == "Cast") {
+        auto x = in(0);
+        const int to = static_cast<int>(intAttribute(node, "to", 0));
+        if (!x || !isIntegerType(to) || to == ::onnx::TensorProto_DataType_BOOL)
+            return std::nullopt;
+        x->type = to == ::onnx::TensorProto_DataType_INT64 ? to : ::onnx::TensorProto_DataType_INT32;
+        return x;
+    }
+    if (op == "Gather") {
+        auto data = in(0), idx = in(1);
+        if (!data || !idx || data->dims.size() != 1 || intAttribute(node, "axis", 0) != 0)
+            return std::nullopt;
+        Ints out;
+        out.dims = idx->dims;
+        out.type = data->type;
+        const auto n = static_cast<std::int64_t>(data->v.size());
+        for (auto i : idx->v) {
+            if (i < -n || i >= n)
+                return std::nullopt;
+            out.v.push_back(data->v[static_cast<std::size_t>(i < 0 ? i + n : i)]);
+        }
+        return out;
+    }
+    if (op == "Concat") {
+        Ints out;
+        for (int i = 0; i < node.input_size(); ++i) {
+            auto x = in(i);
+            if (!x || x->dims.size() != 1)
+                return std::nullopt;
+            out.type = x->type;
+            out.v.insert(out.v.end(), x->v.begin(), x->v.end());
+        }
+        out.dims = {static_cast<std::int64_t>(out.v.size())};
+        return out;
+    }
+    using BinaryFn = std::optional<std::int64_t> (*)(std::int64_t, std::int64_t);
+    static const std::vector<std::pair<std::string, BinaryFn>> kArithmetic{
+        {"Add", checkedAdd}, {"Sub", checkedSub}, {"Mul", checkedMul}, {"Div", checkedDiv},
+        {"Max", [](std::int64_t a, std::int64_t b) -> std::optional<std::int64_t> { return std::max(a, b); }},
+        {"Min", [](std::int64_t a, std::int64_t b) -> std::optional<std::int64_t> { return std::min(a, b); }},
+    };
+    for (const auto &[name, fn] : kArithmetic) {
+        if (op != name)
+            continue;
+        auto a = in(0), b = in(1);
+        if (!a || !b || node.input_size() != 2 || a->type == ::onnx::TensorProto_DataType_BOOL)
+            return std::nullopt;
+        return binary(*a, *b, fn, a->type);
+    }
+    static const std::vector<std::pair<std::string, BinaryFn>> kComparisons{
+        {"Equal", [](std::int64_t a, std::int64_t b) -> std::optional<std::int64_t> { return a == b; }},
+        {"Less", [](std::int64_t a, std::int64_t b) -> std::optional<std::int64_t> { return a < b; }},
+        {"Greater", [](std::int64_t a, std::int64_t b) -> std::optional<std::int64_t> { return a > b; }},
+    };
+    for (const auto &[name, fn] : kComparisons) {
+        if (op != name)
+            continue;
+        auto a = in(0), b = in(1);
+        if (!a || !b)
+            return std::nullopt;
+        return binary(*a, *b, fn, ::onnx::TensorProto_DataType_BOOL);
+    }
+    if (op == "Neg" || op == "Abs") {
+        auto x = in(0);
+        if (!x)
+            return std::nullopt;
+        for (auto &e : x->v) {
+            if (e == std::numeric_limits<std::int64_t>::min())
+                return std::nullopt;
+            e = op == "Neg" ? -e : std::abs(e);
+        }
+        return x;
+    }
+    if (op == "Where") {
+        auto c = in(0), a = in(1), b = in(2);
+        if (!c || !a || !b || c->dims.size() > 1 || a->dims != b->dims)
+            return std::nullopt;
+        auto pick = binary(*c, *a, [](std::int64_t, std::int64_t x) -> std::optional<std::int64_t> { return x; },
+                           a->type);
+        if (!pick || (pick->v.size() != b->v.size() && b->v.size() != 1))
+            return std::nullopt;
+        for (std::size_t i = 0; i < pick->v.size(); ++i)
+            if (!c->v[c->v.size() == 1 ? 0 : i])
+                pick->v[i] = b->v[b->v.size() == 1 ? 0 : i];
+        return pick;
+    }
+    if (op == "Slice") {
+        auto data = in(0), starts = in(1), ends = in(2);
+        if (!data || !starts || !ends || data->dims.size() != 1 || starts->v.size() != 1 || ends->v.size() != 1)
+            return std::nullopt;
+        if (node.input_size() > 3 && !node.input(3).empty()) {
+            auto axes = in(3);
+            if (!axes || axes->v.size() != 1 || (axes->v[0] != 0 && axes->v[0] != -1))
+                return std::nullopt;
+        }
+        std::int64_t step = 1;
+        if (node.input_size() > 4 && !node.input(4).empty()) {
+            auto steps = in(4);
+            if (!steps || steps->v.size() != 1 || steps->v[0] == 0)
+                return std::nullopt;
+            step = steps->v[0];
+        }
+        const auto n = static_cast<std::int64_t>(data->v.size());
+        auto norm = [&](std::int64_t i, std::int64_t lo, std::int64_t hi) {
+            return std::clamp(i < 0 ? i + n : i, lo, hi);
+        };
+        Ints out;
+        out.type = data->type;
+        if (step > 0) {
+            for (std::int64_t i = norm(starts->v[0], 0, n), e = norm(ends->v[0], 0, n); i < e; i += step)
+                out.v.push_back(data->v[static_cast<std::size_t>(i)]);
+        } else {
+            for (std::int64_t i = norm(starts->v[0], -1, n - 1), e = norm(ends->v[0], -1, n - 1); i > e; i += step)
+                out.v.push_back(data->v[static_cast<std::size_t>(i)]);
+        }
+        out.dims = {static_cast<std::int64_t>(out.v.size())};
+        return out;
+    }
+    if (op == "Range") {
+        auto start = in(0), limit = in(1), delta = in(2);
+        if (!start || !limit || !delta || start->v.size() != 1 || limit->v.size() != 1 || delta->v.size() != 1 ||
+            delta->v[0] == 0)
+            return std::nullopt;
+        const std::int64_t s = start->v[0], l = limit->v[0], d = delta->v[0];
+        const double count = std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
+        if (count > static_cast<double>(kMaxEvaluatedElements))
+            return std::nullopt;
+        Ints out;
+        out.type = start->type;
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(std::max(0.0, count)); ++i)
+            out.v.push_back(s + i * d);
+        out.dims = {static_cast<std::int64_t>(out.v.size())};
+        return out;
+    }
+    if (op == "ConstantOfShape") {
+        auto shape = in(0);
+        if (!shape || shape->dims.size() != 1 || !elementCount(shape->v))
+            return std::nullopt;
+        Ints out;
+        out.dims = shape->v;
+        std::int64_t fill = 0;
+        if (const auto *value = attribute(node, "value")) {
+            auto v = value->has_t() ? tensorInts(value->t()) : std::nullopt;
+            if (!v || v->size() != 1)
+                return std::nullopt;
+            fill = v->front();
+            out.type = value->t().data_type();
+        } else {
+            // Without a value ConstantOfShape makes float zeros: data, not shape arithmetic.
+            return std::nullopt;
+        }
+        out.v.assign(static_cast<std::size_t>(*elementCount(shape->v)), fill);
+        return out;
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+void evaluateNode(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
+                  const std::vector<const ::onnx::TypeProto *> &outputTypes, KnownValues &values)
+{
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+        return;
+    if (node.op_type() == "Constant") {
+        if (node.output_size() != 1 || node.attribute_size() != 1)
+            return;
+        const auto &a = node.attribute(0);
+        ::onnx::TensorProto t;
+        if (a.name() == "value" && a.has_t()) {
+            const std::vector<std::int64_t> dims(a.t().dims().begin(), a.t().dims().end());
+            if (!elementCount(dims))
+                return;
+            t = a.t();
+        } else if (a.name() == "value_int") {
+            t.set_data_type(::onnx::TensorProto_DataType_INT64);
+            t.add_int64_data(a.i());
+        } else if (a.name() == "value_ints") {
+            t.set_data_type(::onnx::TensorProto_DataType_INT64);
+            t.add_dims(a.ints_size());
+            for (auto i : a.ints())
+                t.add_int64_data(i);
+        } else if (a.name() == "value_float") {
+            t.set_data_type(::onnx::TensorProto_DataType_FLOAT);
+            t.add_float_data(a.f());
+        } else if (a.name() == "value_floats") {
+            t.set_data_type(::onnx::TensorProto_DataType_FLOAT);
+            t.add_dims(a.floats_size());
+            for (auto f : a.floats())
+                t.add_float_data(f);
+        } else {
+            return;
+        }
+        if (tensorValue(t))
+            values.emplace(node.output(0), std::move(t));
+        return;
+    }
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
+        // Also floats: an Identity of a constant is the constant.
+        auto it = values.find(node.input(0));
+        if (it != values.end()) {
+            ::onnx::TensorProto copy = it->second;
+            values.emplace(node.output(0), std::move(copy));
+        }
+        return;
+    }
+    if (node.output_size() != 1 || node.output(0).empty())
+        return;
+    auto result = evaluate(node, inputTypes, outputTypes, values);
+    if (!result || !elementCount(result->dims) ||
+        *elementCount(result->dims) != static_cast<std::int64_t>(result->v.size()))
+        return;
+    values.emplace(node.output(0), toTensor(*result));
+}
+
+} // namespace tapestry::io::onnximport

@@ -1,0 +1,30 @@
+#pragma once
+
+#include "onnx/onnx_pb.h"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tapestry::io::onnximport {
+
+// Tensor values known at load time, by value name: initializers read whole,
+// Constants, and what evaluateNode computed.
+using KnownValues = std::unordered_map<std::string, ::onnx::TensorProto>;
+
+// Tensors larger than this are not evaluated: shape arithmetic works on a
+// handful of integers; anything bigger is data.
+inline constexpr std::int64_t kMaxEvaluatedElements = 4096;
+
+// Computes the outputs of one node when they are small integer tensors that
+// follow from known inputs and from the shapes inference already gave: the
+// Shape -> Gather -> Add/Mul/Div -> Unsqueeze -> Concat arithmetic PyTorch
+// exports to size Reshapes, Slices and Ranges. Their values feed the
+// inference of later nodes (ONNX 1.12 infers a Slice or Range output only
+// from known input data) and become attributes where the loader cuts shape
+// edges. `inputTypes` and `outputTypes` hold the node's inferred types, null
+// where unknown. Integer ops only; floats pass through Constant and Identity.
+void evaluateNode(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
+                  const std::vector<const ::onnx::TypeProto *> &outputTypes, KnownValues &values);
+
+} // namespace tapestry::io::onnximport

@@ -1,0 +1,195 @@
+#include "io/onnx/shapeinference.h"
+
+#include "io/onnx/tensorvalue.h"
+#include "ir/error.h"
+
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <algorithm>
+
+namespace tapestry::io::onnximport {
+
+namespace {
+
+namespace si = ::onnx::shape_inference;
+
+// ONNX error text is multi-line; the user sees one line.
+std::string oneLine(std::string s)
+{
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    while (!s.empty() && s.back() == ' ')
+        s.pop_back();
+    return s;
+}
+
+// Moves initializers without data to the graph inputs, typed by their dims.
+void exposeDatalessInitializers(::onnx::GraphProto &graph, const std::unordered_set<std::string> &dataless)
+{
+    if (dataless.empty())
+        return;
+    std::unordered_set<std::string> inputs;
+    for (const auto &in : graph.input())
+        inputs.insert(in.name());
+    google::protobuf::RepeatedPtrField<::onnx::TensorProto> kept;
+    for (auto &t : *graph.mutable_initializer()) {
+        if (!dataless.count(t.name())) {
+            *kept.Add() = std::move(t);
+            continue;
+        }
+        if (inputs.count(t.name()))
+            continue;
+        auto &in = *graph.add_input();
+        in.set_name(t.name());
+        auto &tensorType = *in.mutable_type()->mutable_tensor_type();
+        tensorType.set_elem_type(t.data_type());
+        auto &shape = *tensorType.mutable_shape();
+        for (auto d : t.dims())
+            shape.add_dim()->set_dim_value(d);
+    }
+    graph.mutable_initializer()->Swap(&kept);
+}
+
+std::string normalDomain(const std::string &domain)
+{
+    return domain == "ai.onnx" ? std::string() : domain;
+}
+
+class Driver {
+public:
+    Driver(::onnx::ModelProto &model, const std::string &input)
+        : m_model(model), m_graph(*model.mutable_graph()), m_input(input)
+    {
+        for (const auto &o : model.opset_import())
+            m_opsets[normalDomain(o.domain())] = static_cast<int>(o.version());
+        for (const auto &f : model.functions())
+            m_functions[f.domain() + ":" + f.name()] = &f;
+        for (auto &vi : *m_graph.mutable_input())
+            m_types.emplace(vi.name(), vi.mutable_type());
+        for (auto &vi : *m_graph.mutable_value_info())
+            m_declared.emplace(vi.name(), &vi);
+        for (auto &vi : *m_graph.mutable_output())
+            m_declared.emplace(vi.name(), &vi);
+        for (const auto &t : m_graph.initializer()) {
+            auto &type = m_initializerTypes[t.name()];
+            type.mutable_tensor_type()->set_elem_type(t.data_type());
+            auto &shape = *type.mutable_tensor_type()->mutable_shape();
+            for (auto d : t.dims())
+                shape.add_dim()->set_dim_value(d);
+            m_types.emplace(t.name(), &type);
+            if (tensorValue(t))
+                m_values.emplace(t.name(), t);
+        }
+        m_symbols.addFromGraph(m_graph);
+    }
+
+    KnownValues run()
+    {
+        si::GraphInferenceContext graphContext(m_types, m_opsets, &m_symbols, m_functions,
+                                               ::onnx::OpSchemaRegistry::Instance(), nullptr,
+                                               static_cast<int>(m_model.ir_version()));
+        for (auto &node : *m_graph.mutable_node()) {
+            try {
+                inferNode(node, graphContext);
+            } catch (const TapestryError &) {
+                throw;
+            } catch (const std::exception &e) {
+                throw TapestryError(Error{m_input, where(node), "shape inference failed: " + oneLine(e.what())});
+            }
+        }
+        return std::move(m_values);
+    }
+
+private:
+    std::string where(const ::onnx::NodeProto &node) const
+    {
+        return "node '" + node.name() + "' (" + node.op_type() + ")";
+    }
+
+    void inferNode(::onnx::NodeProto &node, si::GraphInferenceContext &graphContext)
+    {
+        const std::string domain = normalDomain(node.domain());
+        auto version = m_opsets.find(domain);
+        if (version == m_opsets.end())
+            throw TapestryError(Error{m_input, where(node), "its domain '" + domain + "' has no opset_import"});
+        const auto *schema = ::onnx::OpSchemaRegistry::Schema(node.op_type(), version->second, domain);
+        auto function = m_functions.find(node.domain() + ":" + node.op_type());
+
+        std::vector<const ::onnx::TypeProto *> inputTypes;
+        for (const auto &name : node.input()) {
+            auto it = m_types.find(name);
+            inputTypes.push_back(it == m_types.end() ? nullptr : it->second);
+        }
+
+        std::vector<::onnx::TypeProto> inferred(static_cast<std::size_t>(node.output_size()));
+        if (schema || function != m_functions.end()) {
+            if (schema)
+                schema->Verify(node);
+            std::unordered_map<std::string, const ::onnx::TensorProto *> data;
+            for (const auto &name : node.input())
+                if (auto it = m_values.find(name); it != m_values.end())
+                    data.emplace(name, &it->second);
+            si::InferenceContextImpl ctx(node, m_types, data, {}, nullptr, &graphContext);
+            const ::onnx::ShapeInferenceOptions options(false, 1, false);
+            if (schema && schema->has_type_and_shape_inference_function())
+                schema->GetTypeAndShapeInferenceFunction()(ctx);
+            else if (schema && schema->HasFunction())
+                si::InferShapeForFunctionNode(*schema->GetFunction(), m_opsets, ::onnx::OpSchemaRegistry::Instance(),
+                                              ctx, options, m_functions, &m_symbols, nullptr);
+            else if (!schema)
+                si::InferShapeForFunctionNode(*function->second, m_opsets, ::onnx::OpSchemaRegistry::Instance(), ctx,
+                                              options, m_functions, &m_symbols, nullptr);
+            for (std::size_t i = 0; i < inferred.size(); ++i)
+                inferred[i] = *ctx.getOutputType(i);
+        }
+        // Ops without a schema (custom domains, unknown ops) keep what the
+        // file declares for their outputs.
+
+        std::vector<const ::onnx::TypeProto *> outputTypes;
+        for (int i = 0; i < node.output_size(); ++i) {
+            const std::string &name = node.output(i);
+            const ::onnx::TypeProto &type = inferred[static_cast<std::size_t>(i)];
+            if (name.empty()) {
+                outputTypes.push_back(nullptr);
+                continue;
+            }
+            ::onnx::ValueInfoProto *vi = nullptr;
+            if (auto it = m_declared.find(name); it != m_declared.end()) {
+                vi = it->second;
+                if (type.value_case() != ::onnx::TypeProto::VALUE_NOT_SET)
+                    si::mergeShapesAndTypes(type, vi->mutable_type());
+            } else if (type.value_case() != ::onnx::TypeProto::VALUE_NOT_SET) {
+                vi = m_graph.add_value_info();
+                vi->set_name(name);
+                *vi->mutable_type() = type;
+                m_declared.emplace(name, vi);
+            }
+            if (vi)
+                m_types[name] = vi->mutable_type();
+            outputTypes.push_back(vi ? &vi->type() : nullptr);
+        }
+        evaluateNode(node, inputTypes, outputTypes, m_values);
+    }
+
+    ::onnx::ModelProto &m_model;
+    ::onnx::GraphProto &m_graph;
+    const std::string &m_input;
+    std::unordered_map<std::string, int> m_opsets;
+    si::ModelLocalFunctionsMap m_functions;
+    std::unordered_map<std::string, ::onnx::TypeProto> m_initializerTypes;
+    std::unordered_map<std::string, ::onnx::TypeProto *> m_types;
+    std::unordered_map<std::string, ::onnx::ValueInfoProto *> m_declared;
+    si::SymbolTableImpl m_symbols;
+    KnownValues m_values;
+};
+
+} // namespace
+
+KnownValues inferShapes(::onnx::ModelProto &model, const std::unordered_set<std::string> &datalessInitializers,
+                        const std::string &input)
+{
+    exposeDatalessInitializers(*model.mutable_graph(), datalessInitializers);
+    return Driver(model, input).run();
+}
+
+} // namespace tapestry::io::onnximport

@@ -1,0 +1,589 @@
+#include "io/modelloader.h"
+#include "io/onnx/onnxloader.h"
+#include "ir/error.h"
+#include "ir/validate.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <variant>
+
+using namespace tapestry;
+
+namespace {
+
+const std::string kSamples = std::string(TAPESTRY_SOURCE_DIR) + "/samples/onnx/";
+
+// Protobuf wire format written by hand, so the test builds ONNX files
+// (good, broken and over 2 GB) without linking the ONNX classes.
+class Wire {
+public:
+    Wire &varint(int field, std::uint64_t v)
+    {
+        tag(field, 0);
+        put(v);
+        return *this;
+    }
+    Wire &bytes(int field, const std::string &s)
+    {
+        tag(field, 2);
+        put(s.size());
+        m_s += s;
+        return *this;
+    }
+    Wire &message(int field, const Wire &w) { return bytes(field, w.m_s); }
+    // The header of a length-delimited field whose `size` bytes follow.
+    Wire &header(int field, std::uint64_t size)
+    {
+        tag(field, 2);
+        put(size);
+        return *this;
+    }
+    const std::string &str() const { return m_s; }
+
+private:
+    void tag(int field, int type) { put(static_cast<std::uint64_t>(field) << 3 | static_cast<std::uint64_t>(type)); }
+    void put(std::uint64_t v)
+    {
+        do {
+            m_s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+            v >>= 7;
+        } while (v);
+    }
+    std::string m_s;
+};
+
+constexpr int kFloat = 1, kInt64 = 7;
+using Dim = std::variant<std::int64_t, std::string>;
+
+Wire valueInfo(const std::string &name, int elemType, const std::vector<Dim> &dims)
+{
+    Wire shape;
+    for (const auto &d : dims) {
+        Wire dim;
+        if (const auto *v = std::get_if<std::int64_t>(&d))
+            dim.varint(1, static_cast<std::uint64_t>(*v));
+        else
+            dim.bytes(2, std::get<std::string>(d));
+        shape.message(1, dim);
+    }
+    Wire tensorType;
+    tensorType.varint(1, static_cast<std::uint64_t>(elemType)).message(2, shape);
+    Wire type;
+    type.message(1, tensorType);
+    Wire vi;
+    vi.bytes(1, name).message(2, type);
+    return vi;
+}
+
+Wire node(const std::string &op, const std::string &name, const std::vector<std::string> &inputs,
+          const std::vector<std::string> &outputs, const std::string &domain = {})
+{
+    Wire n;
+    for (const auto &i : inputs)
+        n.bytes(1, i);
+    for (const auto &o : outputs)
+        n.bytes(2, o);
+    n.bytes(3, name).bytes(4, op);
+    if (!domain.empty())
+        n.bytes(7, domain);
+    return n;
+}
+
+// TensorProto header: dims, data type, name (data fields follow separately).
+Wire tensorHeader(const std::string &name, int elemType, const std::vector<std::int64_t> &dims)
+{
+    Wire t;
+    for (auto d : dims)
+        t.varint(1, static_cast<std::uint64_t>(d));
+    t.varint(2, static_cast<std::uint64_t>(elemType)).bytes(8, name);
+    return t;
+}
+
+Wire model(const Wire &graph, int opset = 17, const std::vector<std::pair<std::string, int>> &domains = {})
+{
+    Wire opsetId;
+    opsetId.bytes(1, "").varint(2, static_cast<std::uint64_t>(opset));
+    Wire m;
+    m.varint(1, 8).message(8, opsetId);
+    for (const auto &[domain, version] : domains) {
+        Wire o;
+        o.bytes(1, domain).varint(2, static_cast<std::uint64_t>(version));
+        m.message(8, o);
+    }
+    return m.message(7, graph);
+}
+
+// x[2,3] -> Relu -> y: the smallest valid model, varied by the bad cases.
+Wire reluGraph(const std::string &inputName = "x")
+{
+    Wire g;
+    g.message(1, node("Relu", "act/Relu", {inputName}, {"y"}))
+        .bytes(2, "tiny")
+        .message(11, valueInfo("x", kFloat, {2, 3}))
+        .message(12, valueInfo("y", kFloat, {2, 3}));
+    return g;
+}
+
+void writeBytes(const std::string &path, const std::string &bytes)
+{
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+}
+
+// A MatMul model whose weight W[rows, cols] (float) lies inline in the
+// file. The weight bytes are zeros: written out, or left as a hole of a
+// sparse file when `sparse`, which makes a file over 2 GB cheap to have.
+void writeLargeModel(const std::string &path, std::int64_t rows, std::int64_t cols, bool sparse)
+{
+    const std::uint64_t dataBytes = static_cast<std::uint64_t>(rows * cols * 4);
+    const Wire head = tensorHeader("W", kFloat, {rows, cols});
+    Wire dataHeader;
+    dataHeader.header(9, dataBytes);
+    Wire initializerHeader;
+    initializerHeader.header(5, head.str().size() + dataHeader.str().size() + dataBytes);
+    Wire before;
+    before.message(1, node("MatMul", "proj/MatMul", {"x", "W"}, {"y"})).bytes(2, "large");
+    Wire after;
+    after.message(11, valueInfo("x", kFloat, {"batch", rows})).message(12, valueInfo("y", kFloat, {"batch", cols}));
+    const std::uint64_t graphBytes = before.str().size() + initializerHeader.str().size() + head.str().size() +
+                                     dataHeader.str().size() + dataBytes + after.str().size();
+    Wire opsetId;
+    opsetId.bytes(1, "").varint(2, 17);
+    Wire top;
+    top.varint(1, 8).message(8, opsetId).header(7, graphBytes);
+
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << top.str() << before.str() << initializerHeader.str() << head.str() << dataHeader.str();
+    if (sparse) {
+        out.seekp(static_cast<std::streamoff>(dataBytes), std::ios::cur);
+    } else {
+        const std::string zeros(1 << 20, '\0');
+        for (std::uint64_t left = dataBytes; left > 0;) {
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, zeros.size()));
+            out.write(zeros.data(), static_cast<std::streamsize>(n));
+            left -= n;
+        }
+    }
+    out << after.str();
+}
+
+struct Measured {
+    bool ok = false;
+    long peakKb = 0;
+    double seconds = 0;
+    std::string shapes;
+};
+
+// Loads `path` in a forked child, so the peak resident memory read from
+// /proc/self/status (VmHWM) is the loader's and not the test's history.
+Measured loadInChild(const std::string &path)
+{
+    int fds[2];
+    if (::pipe(fds) != 0)
+        return {};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        std::string report = "fail";
+        try {
+            const auto start = std::chrono::steady_clock::now();
+            io::LoadOptions options;
+            options.batch = 4;
+            const auto g = io::loadOnnx(path, options);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            long hwm = 0;
+            std::ifstream status("/proc/self/status");
+            for (std::string line; std::getline(status, line);)
+                if (line.rfind("VmHWM:", 0) == 0)
+                    hwm = std::stol(line.substr(6));
+            report = "ok " + std::to_string(hwm) + " " + std::to_string(s) + " " +
+                     ir::shapeToString(g.tensor(*g.findTensor("W")).shape) +
+                     ir::shapeToString(g.tensor(*g.findTensor("y")).shape);
+        } catch (const std::exception &e) {
+            report = std::string("fail ") + e.what();
+        }
+        (void)!::write(fds[1], report.data(), report.size());
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string report;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+        report.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    Measured m;
+    char shapes[256] = {};
+    if (std::sscanf(report.c_str(), "ok %ld %lf %255[^\n]", &m.peakKb, &m.seconds, shapes) == 3) {
+        m.ok = true;
+        m.shapes = shapes;
+    } else {
+        m.shapes = report;
+    }
+    return m;
+}
+
+std::string loadError(const std::string &path, const io::LoadOptions &options = {})
+{
+    try {
+        io::loadModel(path, options);
+    } catch (const TapestryError &e) {
+        return e.what();
+    }
+    return "(loaded without error)";
+}
+
+nlohmann::json expected()
+{
+    std::ifstream in(kSamples + "expected.json");
+    return nlohmann::json::parse(in);
+}
+
+} // namespace
+
+class TestOnnx : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QVERIFY(m_dir.isValid()); }
+
+    void samplesMatchExpected_data()
+    {
+        QTest::addColumn<int>("index");
+        const auto samples = expected()["samples"];
+        QVERIFY(samples.size() >= 4);
+        for (std::size_t i = 0; i < samples.size(); ++i)
+            QTest::newRow(samples[i]["note"].get<std::string>().c_str()) << static_cast<int>(i);
+    }
+
+    void samplesMatchExpected()
+    {
+        QFETCH(int, index);
+        const auto s = expected()["samples"][static_cast<std::size_t>(index)];
+        io::LoadOptions options;
+        if (s["options"].contains("batch"))
+            options.batch = s["options"]["batch"].get<std::int64_t>();
+        if (s["options"].contains("seq"))
+            options.seq = s["options"]["seq"].get<std::int64_t>();
+        const auto g = io::loadModel(kSamples + s["file"].get<std::string>(), options);
+
+        std::map<std::string, int> counts;
+        for (const auto &op : g.ops())
+            ++counts[op.type];
+        QCOMPARE(counts, (s["op_counts"].get<std::map<std::string, int>>()));
+        QCOMPARE(g.opCount(), s["ops"].get<std::size_t>());
+        QCOMPARE(g.parameterCount(), s["parameters"].get<std::int64_t>());
+        QCOMPARE(g.tensorsWithRole(ir::Role::Parameter).size(), s["parameter_tensors"].get<std::size_t>());
+        for (const auto &[name, shape] : s["shapes"].items()) {
+            const auto id = g.findTensor(name);
+            QVERIFY2(id, name.c_str());
+            QCOMPARE(ir::shapeToString(g.tensor(*id).shape), ir::shapeToString(shape.get<ir::Shape>()));
+        }
+    }
+
+    // The compute graph is what is left: no Shape arithmetic or Constants,
+    // a Reshape has one input and its target as the `shape` attribute, and
+    // shape inputs that were cut live on as attributes.
+    void shapeSubgraphsAreFolded()
+    {
+        const auto g = io::loadOnnx(kSamples + "transformer-encoder.onnx", {});
+        for (const auto &op : g.ops()) {
+            QVERIFY2(op.type != "Shape" && op.type != "Constant" && op.type != "Concat" && op.type != "Unsqueeze",
+                     op.name.c_str());
+            if (op.type == "Reshape") {
+                QCOMPARE(op.inputs.size(), std::size_t(1));
+                QCOMPARE(ir::intsAttr(op.attributes, "shape").value(), g.tensor(op.outputs[0]).shape);
+            }
+            if (op.type == "Slice") {
+                QCOMPARE(op.inputs.size(), std::size_t(1));
+                QVERIFY(ir::intsAttr(op.attributes, "starts"));
+                QVERIFY(ir::intsAttr(op.attributes, "ends"));
+            }
+            if (op.type == "Transpose")
+                QVERIFY(ir::intsAttr(op.attributes, "perm"));
+        }
+        const auto norm = g.findOp("/layers.0/norm1/LayerNormalization");
+        QVERIFY(norm);
+        QCOMPARE(g.op(*norm).scope(), (std::vector<std::string>{"layers", "0", "norm1"}));
+        QVERIFY(ir::floatAttr(g.op(*norm).attributes, "epsilon"));
+        // The Range of positions computes data (position ids), so it stays;
+        // its bounds, computed from the input's shape, became attributes.
+        const auto gpt = io::loadOnnx(kSamples + "gpt-tiny.onnx", {});
+        const auto range = gpt.findOp("/Range");
+        QVERIFY(range);
+        QCOMPARE(gpt.op(*range).inputs.size(), std::size_t(0));
+        QCOMPARE(ir::intAttr(gpt.op(*range).attributes, "limit").value(), std::int64_t(128));
+    }
+
+    void symbolicDimsBind_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<int>("batch");  // 0: not given
+        QTest::addColumn<int>("seq");
+        QTest::addColumn<QString>("input");
+        QTest::addColumn<QString>("shape");
+        QTest::newRow("gpt defaults: batch 1, seq from metadata") << "gpt-tiny.onnx" << 0 << 0 << "idx" << "[1, 128]";
+        QTest::newRow("gpt --batch 3 --seq 7") << "gpt-tiny.onnx" << 3 << 7 << "idx" << "[3, 7]";
+        QTest::newRow("gpt logits follow") << "gpt-tiny.onnx" << 3 << 7 << "logits" << "[3, 7, 512]";
+        QTest::newRow("encoder 'sequence'") << "transformer-encoder.onnx" << 2 << 9 << "memory" << "[2, 9, 64]";
+        QTest::newRow("resnet 'N' is the batch") << "resnet18-shapes.onnx" << 5 << 0 << "logits" << "[5, 1000]";
+    }
+
+    void symbolicDimsBind()
+    {
+        QFETCH(QString, file);
+        QFETCH(int, batch);
+        QFETCH(int, seq);
+        QFETCH(QString, input);
+        QFETCH(QString, shape);
+        io::LoadOptions options;
+        if (batch)
+            options.batch = batch;
+        if (seq)
+            options.seq = seq;
+        const auto g = io::loadOnnx(kSamples + file.toStdString(), options);
+        const auto id = g.findTensor(input.toStdString());
+        QVERIFY(id);
+        QCOMPARE(QString::fromStdString(ir::shapeToString(g.tensor(*id).shape)), shape);
+    }
+
+    void missingExternalDataIsNoError()
+    {
+        QVERIFY(!std::filesystem::exists(kSamples + "gpt2-external.onnx.data"));
+        const auto g = io::loadOnnx(kSamples + "gpt2-external.onnx", {});
+        QCOMPARE(ir::shapeToString(g.tensor(*g.findTensor("wte.weight")).shape), std::string("[50257, 768]"));
+        QVERIFY(g.parameterCount() > 160'000'000);
+    }
+
+    void opaqueOpsKeepDeclaredShapes()
+    {
+        Wire g;
+        Wire alpha;
+        alpha.bytes(1, "alpha").varint(20, 2).varint(3, 7);
+        Wire custom = node("FusedThing", "blk/FusedThing", {"x"}, {"z"}, "com.example");
+        custom.message(5, alpha);
+        g.message(1, custom)
+            .message(1, node("Relu", "blk/Relu", {"z"}, {"y"}))
+            .message(11, valueInfo("x", kFloat, {"batch", 3}))
+            .message(12, valueInfo("y", kFloat, {"batch", 5}))
+            .message(13, valueInfo("z", kFloat, {"batch", 5}));
+        const std::string path = m_dir.filePath("custom.onnx").toStdString();
+        writeBytes(path, model(g, 17, {{"com.example", 1}}).str());
+        io::LoadOptions options;
+        options.batch = 6;
+        const auto graph = io::loadModel(path, options);
+        const auto op = graph.findOp("blk/FusedThing");
+        QVERIFY(op);
+        QCOMPARE(graph.op(*op).domain, std::string("com.example"));
+        QCOMPARE(ir::intAttr(graph.op(*op).attributes, "alpha").value(), std::int64_t(7));
+        QCOMPARE(ir::shapeToString(graph.tensor(*graph.findTensor("y")).shape), std::string("[6, 5]"));
+    }
+
+    void unnamedNodesGetNames()
+    {
+        Wire g;
+        g.message(1, node("Relu", "", {"x"}, {"h"}))
+            .message(1, node("Relu", "", {"h"}, {"y"}))
+            .message(11, valueInfo("x", kFloat, {2, 3}))
+            .message(12, valueInfo("y", kFloat, {2, 3}));
+        const std::string path = m_dir.filePath("unnamed.onnx").toStdString();
+        writeBytes(path, model(g).str());
+        const auto graph = io::loadOnnx(path, {});
+        QCOMPARE(graph.op(ir::OpId(0)).name, std::string("Relu_0"));
+        QCOMPARE(graph.op(ir::OpId(1)).name, std::string("Relu_1"));
+    }
+
+    // Memory and time stay proportional to the graph, not to the file: the
+    // weight bytes are never read.
+    void largeInlineWeightsLoadCheaply_data()
+    {
+        QTest::addColumn<qint64>("rows");
+        QTest::addColumn<qint64>("cols");
+        QTest::addColumn<bool>("sparse");
+        QTest::newRow("1 GiB written out") << qint64(16384) << qint64(16384) << false;
+        QTest::newRow("3 GiB, over protobuf's 2 GB limit") << qint64(32768) << qint64(24576) << true;
+    }
+
+    void largeInlineWeightsLoadCheaply()
+    {
+        QFETCH(qint64, rows);
+        QFETCH(qint64, cols);
+        QFETCH(bool, sparse);
+        const std::string path = m_dir.filePath("large.onnx").toStdString();
+        writeLargeModel(path, rows, cols, sparse);
+        QVERIFY(std::filesystem::file_size(path) > static_cast<std::uintmax_t>(rows * cols * 4));
+        const Measured m = loadInChild(path);
+        std::filesystem::remove(path);
+        QVERIFY2(m.ok, m.shapes.c_str());
+        qInfo("%lld x %lld float weight: loaded in %.2f ms, peak memory %.1f MB", static_cast<long long>(rows),
+              static_cast<long long>(cols), m.seconds * 1000.0, static_cast<double>(m.peakKb) / 1024.0);
+        QCOMPARE(QString::fromStdString(m.shapes), QStringLiteral("[%1, %2][4, %2]").arg(rows).arg(cols));
+        QVERIFY(m.peakKb < 200 * 1024);
+        QVERIFY(m.seconds < 1.0);
+    }
+
+    void badInputIsOneClearError_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<QString>("problem");
+
+        QTest::newRow("not onnx") << "text.onnx" << QByteArray("this is a text file, not a model\n")
+                                  << "not an ONNX model";
+        QTest::newRow("empty") << "empty.onnx" << QByteArray() << "not an ONNX model (no graph found";
+        {
+            std::ifstream in(kSamples + "gpt-tiny.onnx", std::ios::binary);
+            std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            QTest::newRow("truncated") << "truncated.onnx" << QByteArray::fromStdString(whole.substr(0, whole.size() / 2))
+                                       << "file is truncated";
+        }
+        auto add = [](const char *row, const char *name, const Wire &m, const char *problem) {
+            QTest::newRow(row) << name << QByteArray::fromStdString(m.str()) << problem;
+        };
+        {
+            Wire g;
+            g.message(1, node("Relu", "a/Relu", {"b"}, {"a"}))
+                .message(1, node("Relu", "b/Relu", {"a"}, {"b"}))
+                .message(12, valueInfo("a", kFloat, {2}));
+            add("cycle", "cycle.onnx", model(g), "node 'a/Relu' (Relu): is part of a cycle");
+        }
+        add("dangling input", "dangling.onnx", model(reluGraph("ghost")),
+            "node 'act/Relu' (Relu): reads 'ghost', which no node, graph input or initializer produces");
+        add("opset 9", "opset9.onnx", model(reluGraph(), 9), "opset 9 is outside the supported range 11..17");
+        add("opset 18", "opset18.onnx", model(reluGraph(), 18), "opset 18 is outside the supported range 11..17");
+        {
+            Wire g;
+            g.message(1, node("MatMul", "proj/MatMul", {"x", "w"}, {"y"}))
+                .message(11, valueInfo("x", kFloat, {2, 3}))
+                .message(11, valueInfo("w", kFloat, {4, 5}))
+                .message(12, valueInfo("y", kFloat, {2, 5}));
+            add("shape inference failure", "matmul.onnx", model(g),
+                "node 'proj/MatMul' (MatMul): shape inference failed");
+        }
+        {
+            Wire g;
+            g.message(1, node("Relu", "act/Relu", {"x"}, {"y"}))
+                .message(11, valueInfo("x", kFloat, {"heads", 3}))
+                .message(12, valueInfo("y", kFloat, {"heads", 3}));
+            add("unbound symbolic dim", "heads.onnx", model(g), "input 'x': symbolic dim 'heads' is not bound");
+        }
+        {
+            Wire g;
+            g.message(1, node("Relu", "act/Relu", {"x"}, {"y"}))
+                .message(11, valueInfo("x", kFloat, {"batch", "seq_len"}))
+                .message(12, valueInfo("y", kFloat, {"batch", "seq_len"}));
+            add("sequence without a maximum", "seq.onnx", model(g),
+                "input 'x': symbolic dim 'seq_len' is the sequence length and the model records no maximum: "
+                "pass --seq");
+        }
+        {
+            Wire g;
+            g.message(1, node("FusedThing", "blk/FusedThing", {"x"}, {"y"}, "com.example"))
+                .message(11, valueInfo("x", kFloat, {2, 3}));
+            Wire out;
+            out.bytes(1, "y");
+            g.message(12, out);
+            add("custom op without declared shape", "custom.onnx", model(g, 17, {{"com.example", 1}}),
+                "tensor 'y' (output of node 'blk/FusedThing' (FusedThing)): has no shape");
+        }
+        {
+            Wire g;
+            Wire sparse;
+            sparse.message(1, tensorHeader("s", kFloat, {4}));
+            g.message(1, node("Relu", "act/Relu", {"x"}, {"y"}))
+                .message(15, sparse)
+                .message(11, valueInfo("x", kFloat, {2}))
+                .message(12, valueInfo("y", kFloat, {2}));
+            add("sparse initializer", "sparse.onnx", model(g), "sparse initializers are not supported");
+        }
+        {
+            Wire g;
+            Wire bad;
+            bad.bytes(1, "axis").varint(20, 2).varint(3, 5);
+            Wire softmax = node("Softmax", "head/Softmax", {"x"}, {"y"});
+            softmax.message(5, bad);
+            g.message(1, softmax).message(11, valueInfo("x", kFloat, {2, 3})).message(12, valueInfo("y", kFloat, {2, 3}));
+            add("attribute out of range", "softmax.onnx", model(g), "node 'head/Softmax' (Softmax)");
+        }
+    }
+
+    void badInputIsOneClearError()
+    {
+        QFETCH(QString, name);
+        QFETCH(QByteArray, bytes);
+        QFETCH(QString, problem);
+        const std::string path = m_dir.filePath(name).toStdString();
+        writeBytes(path, bytes.toStdString());
+
+        const std::string message = loadError(path);
+        QVERIFY2(message.rfind(path + ": ", 0) == 0, message.c_str());
+        QVERIFY2(message.find(problem.toStdString()) != std::string::npos, message.c_str());
+        QVERIFY2(message.find('\n') == std::string::npos, message.c_str());
+
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("inspect"), QString::fromStdString(path)});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(cli.exitCode(), 2);
+        const QByteArray err = cli.readAllStandardError();
+        QCOMPARE(err.count('\n'), 1);
+        QVERIFY2(err.contains(problem.toUtf8()), err.constData());
+        QVERIFY(cli.readAllStandardOutput().isEmpty());
+    }
+
+    void missingFileIsAnError()
+    {
+        const std::string message = loadError(m_dir.filePath("absent.onnx").toStdString());
+        QVERIFY2(message.find("absent.onnx: cannot open file") != std::string::npos, message.c_str());
+    }
+
+    void cliInspectsSamples_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("ops");
+        QTest::addColumn<qint64>("parameters");
+        const auto samples = expected()["samples"];
+        for (const auto &s : samples) {
+            QStringList args{QStringLiteral("inspect"), QString::fromStdString(kSamples + s["file"].get<std::string>()),
+                             QStringLiteral("--json")};
+            for (const char *k : {"batch", "seq"})
+                if (s["options"].contains(k))
+                    args << QStringLiteral("--%1").arg(QLatin1String(k))
+                         << QString::number(s["options"][k].get<int>());
+            QTest::newRow(s["note"].get<std::string>().c_str())
+                << args << s["ops"].get<int>() << s["parameters"].get<qint64>();
+        }
+    }
+
+    void cliInspectsSamples()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, ops);
+        QFETCH(qint64, parameters);
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI), args);
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        const auto out = nlohmann::json::parse(cli.readAllStandardOutput().toStdString());
+        QCOMPARE(out["ops"].get<int>(), ops);
+        QCOMPARE(out["parameters"].get<qint64>(), parameters);
+        QVERIFY(out["opaque_ops"].empty());
+    }
+
+private:
+    QTemporaryDir m_dir;
+};
+
+QTEST_APPLESS_MAIN(TestOnnx)
+#include "tst_onnx.moc"
