@@ -1,0 +1,197 @@
+#include "cli/planreport.h"
+
+#include "ir/error.h"
+#include "sharding/meshprofile.h"
+
+#include <cstdio>
+
+namespace tapestry::cli {
+
+namespace {
+
+std::string seconds(double s)
+{
+    char buf[32];
+    if (s >= 1)
+        std::snprintf(buf, sizeof buf, "%.3f s", s);
+    else if (s >= 1e-3)
+        std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+    else
+        std::snprintf(buf, sizeof buf, "%.3f us", s * 1e6);
+    return buf;
+}
+
+std::string bytes(double n)
+{
+    char buf[32];
+    if (n >= 1024.0 * 1024 * 1024)
+        std::snprintf(buf, sizeof buf, "%.2f GiB", n / (1024.0 * 1024 * 1024));
+    else if (n >= 1024.0 * 1024)
+        std::snprintf(buf, sizeof buf, "%.2f MiB", n / (1024.0 * 1024));
+    else if (n >= 1024.0)
+        std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
+    else
+        std::snprintf(buf, sizeof buf, "%.0f B", n);
+    return buf;
+}
+
+std::string rate(double bytesPerSecond)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GB/s", bytesPerSecond / 1e9);
+    return buf;
+}
+
+std::string percent(double part, double whole)
+{
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%.0f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+    return buf;
+}
+
+} // namespace
+
+std::vector<OptionSpec> meshOptions()
+{
+    return {
+        {"--mesh", "SHAPE", "device mesh: 8, 2x8, 4x2 (required)"},
+        {"--axes", "A,B", "axis names (default: 1D model; 2D data,model)"},
+        {"--mesh-profile", "NAME|FILE", "machine profile: dgx-h100 (default), dgx-a100, pcie-8x, cpu-loopback, "
+                                        "or a tapestry.mesh-profile .json"},
+    };
+}
+
+sharding::Mesh meshFromArgs(const Args &args)
+{
+    auto shape = args.value("--mesh");
+    if (!shape)
+        throw TapestryError(Error{"--mesh", {}, "is required (8, 2x8, 4x2, ...)"});
+    const auto sizes = sharding::parseMeshShape(*shape);
+    std::vector<std::string> names;
+    if (auto axes = args.value("--axes")) {
+        std::string cur;
+        for (char c : *axes + ",") {
+            if (c == ',') {
+                names.push_back(cur);
+                cur.clear();
+            } else {
+                cur += c;
+            }
+        }
+    } else {
+        names = sharding::defaultAxisNames(sizes.size());
+    }
+    const auto profile =
+        sharding::findMeshProfile(args.value("--mesh-profile").value_or(sharding::kDefaultMeshProfile));
+    return profile.mesh(sizes, names);
+}
+
+nlohmann::ordered_json planReportJson(const plan::Plan &p)
+{
+    using Json = nlohmann::ordered_json;
+    const auto &c = p.cost;
+    Json axes = Json::array();
+    for (const auto &a : p.mesh.axes)
+        axes.push_back(Json{{"name", a.name},
+                            {"size", a.size},
+                            {"link", a.link.name},
+                            {"bandwidth_bytes_per_s", a.link.bandwidth},
+                            {"latency_s", a.link.latency}});
+    Json collectives = Json::object();
+    for (const auto &[kind, t] : c.byCollective)
+        collectives[kind] = Json{{"count", t.collectives}, {"comm_bytes", t.commBytes}, {"comm_s", t.comm}};
+    Json phases = Json::object();
+    for (const auto &[phase, t] : c.byPhase)
+        phases[phase] = Json{{"compute_s", t.compute}, {"comm_s", t.comm}, {"comm_bytes", t.commBytes}};
+    Json top = Json::array();
+    for (const auto &[op, t] : c.topOps(5))
+        top.push_back(Json{{"op", op}, {"compute_s", t.compute}, {"comm_s", t.comm}, {"comm_bytes", t.commBytes}});
+    std::vector<std::string> warnings = p.searchWarnings;
+    warnings.insert(warnings.end(), c.warnings.begin(), c.warnings.end());
+    return Json{{"model", p.model.source},
+                {"fingerprint", p.model.fingerprint},
+                {"method", p.method},
+                {"sequence_parallel", p.sequenceParallel},
+                {"mesh", Json{{"profile", p.mesh.profile}, {"devices", p.mesh.deviceCount()}, {"axes", axes}}},
+                {"step_time_s", c.stepTime},
+                {"compute_s", c.compute},
+                {"comm_s", c.comm},
+                {"comm_bytes", c.commBytes},
+                {"memory_per_device_bytes", c.memory.total()},
+                {"memory_capacity_bytes", c.memoryCapacity},
+                {"fits_memory", c.fitsMemory},
+                {"memory",
+                 Json{{"parameters", c.memory.parameters},
+                      {"gradients", c.memory.gradients},
+                      {"optimizer", c.memory.optimizer},
+                      {"activations", c.memory.activations},
+                      {"activation_model", c.memory.activationModel}}},
+                {"by_phase", phases},
+                {"by_collective", collectives},
+                {"top_ops", top},
+                {"warnings", warnings}};
+}
+
+void printPlanReport(const plan::Plan &p, std::ostream &out)
+{
+    const auto &c = p.cost;
+    int split = 0;
+    for (const auto &[name, entry] : p.specs)
+        split += entry.spec.isReplicated() ? 0 : 1;
+    out << "model         " << p.model.source << " (" << p.model.name << ", " << p.model.fingerprint << ")\n";
+    out << "mesh          " << p.mesh.toString() << ", " << p.mesh.deviceCount() << " x " << p.mesh.device.name
+        << " [" << p.mesh.profile << "]\n";
+    for (const auto &a : p.mesh.axes)
+        out << "  axis " << a.name << " (" << a.size << ")" << std::string(a.name.size() < 8 ? 8 - a.name.size() : 1, ' ')
+            << a.link.name << ", " << rate(a.link.bandwidth) << ", " << seconds(a.link.latency) << " per step\n";
+    out << "plan          " << p.method << (p.sequenceParallel ? " with sequence parallelism" : "") << ": "
+        << split << " of " << p.specs.size() << " tensors split\n\n";
+    out << "step time     " << seconds(c.stepTime) << "\n";
+    out << "  compute     " << seconds(c.compute) << " (" << percent(c.compute, c.compute + c.comm) << ")\n";
+    out << "  comm        " << seconds(c.comm) << " (" << percent(c.comm, c.compute + c.comm) << "), "
+        << bytes(static_cast<double>(c.commBytes)) << " sent per device\n";
+    out << "memory        " << bytes(static_cast<double>(c.memory.total())) << " per device of "
+        << bytes(static_cast<double>(c.memoryCapacity)) << (c.fitsMemory ? " (fits)" : " -- DOES NOT FIT") << "\n";
+    out << "  parameters  " << bytes(static_cast<double>(c.memory.parameters)) << ", gradients "
+        << bytes(static_cast<double>(c.memory.gradients)) << ", optimizer "
+        << bytes(static_cast<double>(c.memory.optimizer)) << ", activations "
+        << bytes(static_cast<double>(c.memory.activations)) << " (" << c.memory.activationModel << ")\n\n";
+
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-12s %10s %10s %12s %12s\n", "phase", "compute", "comm", "collectives",
+                  "sent");
+    out << "by phase\n" << line;
+    for (const auto &[phase, t] : c.byPhase) {
+        std::snprintf(line, sizeof line, "  %-12s %10s %10s %12d %12s\n", phase.c_str(), seconds(t.compute).c_str(),
+                      seconds(t.comm).c_str(), t.collectives, bytes(static_cast<double>(t.commBytes)).c_str());
+        out << line;
+    }
+    if (!c.byCollective.empty()) {
+        out << "\nby collective\n";
+        std::snprintf(line, sizeof line, "  %-16s %6s %12s %10s\n", "kind", "count", "sent", "time");
+        out << line;
+        for (const auto &[kind, t] : c.byCollective) {
+            std::snprintf(line, sizeof line, "  %-16s %6d %12s %10s\n", kind.c_str(), t.collectives,
+                          bytes(static_cast<double>(t.commBytes)).c_str(), seconds(t.comm).c_str());
+            out << line;
+        }
+    }
+    out << "\ncostliest ops\n";
+    std::snprintf(line, sizeof line, "  %-48s %10s %10s %10s\n", "op", "compute", "comm", "total");
+    out << line;
+    for (const auto &[op, t] : c.topOps(5)) {
+        std::string name = op.size() > 48 ? "..." + op.substr(op.size() - 45) : op;
+        std::snprintf(line, sizeof line, "  %-48s %10s %10s %10s\n", name.c_str(), seconds(t.compute).c_str(),
+                      seconds(t.comm).c_str(), seconds(t.total()).c_str());
+        out << line;
+    }
+    if (!p.searchWarnings.empty() || !c.warnings.empty()) {
+        out << "\nwarnings\n";
+        for (const auto &w : p.searchWarnings)
+            out << "  " << w << "\n";
+        for (const auto &w : c.warnings)
+            out << "  " << w << "\n";
+    }
+}
+
+} // namespace tapestry::cli

@@ -1,0 +1,41 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tapestry::cost {
+
+// One attention layer as Korthikanti et al. ("Reducing Activation
+// Recomputation in Large Transformer Models") size it, found by its score
+// Softmax over [b, a, s, s]: local batch b, sequence s, hidden h = a x d,
+// heads a, tensor-parallel degree t (the split of the heads), sequence
+// parallel or not.
+struct TransformerLayerShape {
+    std::string softmaxOp;
+    std::int64_t b = 0, s = 0, h = 0, a = 0;
+    std::int64_t t = 1;
+    bool sequenceParallel = false;
+};
+
+// Attention layers of the graph under `specs` (indexed by tensor id); empty
+// when the graph has none.
+std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, const sharding::Mesh &mesh,
+                                                     const std::vector<sharding::ShardingSpec> &specs);
+
+// Activation bytes per device of one layer, for 16-bit activations:
+// 34·s·b·h + 5·a·s²·b unsharded; 10·s·b·h + (24·s·b·h + 5·a·s²·b)/t with
+// tensor parallelism; (34·s·b·h + 5·a·s²·b)/t with sequence parallelism too.
+std::int64_t korthikantiBytes(const TransformerLayerShape &layer);
+
+// For graphs without attention layers: the local bytes of the tensors the
+// backward pass reads (inputs of ops that are not plain sums or moves, on the
+// path from a parameter), each counted once.
+std::int64_t savedTensorBytes(const ir::Graph &graph, const sharding::Mesh &mesh,
+                              const std::vector<sharding::ShardingSpec> &specs);
+
+} // namespace tapestry::cost

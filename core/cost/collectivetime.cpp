@@ -1,0 +1,33 @@
+#include "cost/collectivetime.h"
+
+#include <cmath>
+
+namespace tapestry::cost {
+
+double busFactor(sharding::CollectiveKind kind, int n)
+{
+    if (n <= 1)
+        return 0;
+    const double f = static_cast<double>(n - 1) / n;
+    return kind == sharding::CollectiveKind::AllReduce ? 2 * f : f;
+}
+
+int ringSteps(sharding::CollectiveKind kind, int n)
+{
+    if (n <= 1)
+        return 0;
+    return kind == sharding::CollectiveKind::AllReduce ? 2 * (n - 1) : n - 1;
+}
+
+double collectiveTime(sharding::CollectiveKind kind, std::int64_t bytes, const sharding::MeshAxis &axis)
+{
+    return axis.link.latency * ringSteps(kind, axis.size) +
+           static_cast<double>(bytes) * busFactor(kind, axis.size) / axis.link.bandwidth;
+}
+
+std::int64_t wireBytes(sharding::CollectiveKind kind, std::int64_t bytes, int n)
+{
+    return std::llround(static_cast<double>(bytes) * busFactor(kind, n));
+}
+
+} // namespace tapestry::cost

@@ -1,0 +1,191 @@
+#include "cost/costmodel.h"
+
+#include "cost/activationmemory.h"
+#include "cost/collectivetime.h"
+#include "ir/error.h"
+#include "sharding/reshard.h"
+#include "sharding/strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace tapestry::cost {
+
+namespace {
+
+using sharding::Collective;
+using sharding::ShardingSpec;
+
+struct OpCosts {
+    std::vector<CollectiveCost> forward;
+    std::vector<CollectiveCost> backward;
+};
+
+} // namespace
+
+PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
+                      const CostOptions &options)
+{
+    const auto order = graph.topologicalOrder();
+    if (!order)
+        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
+    PlanCost cost;
+    auto costed = [&](const Collective &c, const std::string &op, Phase phase) {
+        const auto &axis = mesh.axes[static_cast<std::size_t>(c.axis)];
+        return CollectiveCost{op,
+                              c.tensor,
+                              c.kind,
+                              axis.name,
+                              phase,
+                              c.bytes,
+                              wireBytes(c.kind, c.bytes, axis.size),
+                              collectiveTime(c.kind, c.bytes, axis),
+                              c.reason};
+    };
+
+    std::vector<bool> needsGrad(graph.tensorCount(), false);
+    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
+        needsGrad[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
+
+    std::vector<OpCosts> perOp(graph.opCount());
+    std::set<std::pair<std::size_t, ShardingSpec>> reshardedForward;
+    // Per tensor: the distinct specs its gradient contributions come in, with
+    // the first consumer producing each (charged the reduction).
+    std::vector<std::vector<std::pair<ShardingSpec, ir::OpId>>> gradients(graph.tensorCount());
+    std::map<std::string, std::pair<int, std::string>> noRule;  // op type -> count, first op
+
+    for (ir::OpId id : *order) {
+        const ir::Op &op = graph.op(id);
+        std::vector<ShardingSpec> inputs;
+        for (auto t : op.inputs)
+            inputs.push_back(specs[t.index()]);
+        const sharding::OpStrategy s = sharding::resolveStrategy(graph, id, inputs, mesh);
+        if (!s.hasRule) {
+            auto &entry = noRule[op.type];
+            if (entry.first++ == 0)
+                entry.second = op.name;
+        }
+        OpCosts &oc = perOp[id.index()];
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            if (!s.dataInputs[i] || !reshardedForward.insert({op.inputs[i].index(), s.inputs[i]}).second)
+                continue;
+            for (const auto &c : sharding::reshard(graph.tensor(op.inputs[i]), inputs[i], s.inputs[i], mesh).collectives)
+                oc.forward.push_back(costed(c, op.name, Phase::Forward));
+        }
+        for (const auto &c : s.internalForward)
+            oc.forward.push_back(costed(c, op.name, Phase::Forward));
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            for (const auto &c :
+                 sharding::reshard(graph.tensor(op.outputs[o]), s.outputs[o], specs[op.outputs[o].index()], mesh)
+                     .collectives)
+                oc.forward.push_back(costed(c, op.name, Phase::Forward));
+
+        bool flows = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            flows = flows || (s.dataInputs[i] && needsGrad[op.inputs[i].index()]);
+        const double peak = mesh.device.peak(s.computeType) * mesh.device.achievableFraction;
+        CostTotals &totals = cost.byOp[op.name];
+        totals.flops += s.forwardFlops;
+        totals.compute += peak > 0 ? s.forwardFlops / peak : 0;
+        cost.byPhase["forward"].flops += s.forwardFlops;
+        cost.byPhase["forward"].compute += peak > 0 ? s.forwardFlops / peak : 0;
+        if (!flows)
+            continue;
+        totals.flops += s.backwardFlops;
+        totals.compute += peak > 0 ? s.backwardFlops / peak : 0;
+        cost.byPhase["backward"].flops += s.backwardFlops;
+        cost.byPhase["backward"].compute += peak > 0 ? s.backwardFlops / peak : 0;
+        for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+            const ir::Tensor &out = graph.tensor(op.outputs[o]);
+            if (!sharding::isFloat(out.dtype))
+                continue;
+            needsGrad[op.outputs[o].index()] = true;
+            const ShardingSpec stored = sharding::gradientSpec(specs[op.outputs[o].index()]);
+            for (auto c : sharding::reshard(out, stored, sharding::gradientSpec(s.outputs[o]), mesh).collectives) {
+                c.reason = "gradient: " + c.reason;
+                oc.backward.push_back(costed(c, op.name, Phase::Backward));
+            }
+        }
+        for (const auto &c : s.internalBackward)
+            oc.backward.push_back(costed(c, op.name, Phase::Backward));
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            const auto t = op.inputs[i].index();
+            if (!s.dataInputs[i] || !needsGrad[t])
+                continue;
+            auto &contributions = gradients[t];
+            const bool seen = std::any_of(contributions.begin(), contributions.end(),
+                                          [&](const auto &c) { return c.first == s.inputGradients[i]; });
+            if (!seen)
+                contributions.push_back({s.inputGradients[i], id});
+        }
+    }
+
+    for (std::size_t t = 0; t < graph.tensorCount(); ++t) {
+        const ir::Tensor &tensor = graph.tensors()[t];
+        const ShardingSpec target = sharding::gradientSpec(specs[t]);
+        for (const auto &[spec, consumer] : gradients[t])
+            for (auto c : sharding::reshard(tensor, spec, target, mesh).collectives) {
+                c.reason = (tensor.role == ir::Role::Parameter ? "weight gradient: " : "gradient: ") + c.reason;
+                perOp[consumer.index()].backward.push_back(costed(c, graph.op(consumer).name, Phase::Backward));
+            }
+    }
+
+    for (ir::OpId id : *order)
+        for (const auto &c : perOp[id.index()].forward)
+            cost.collectives.push_back(c);
+    for (auto it = order->rbegin(); it != order->rend(); ++it)
+        for (const auto &c : perOp[it->index()].backward)
+            cost.collectives.push_back(c);
+    for (const auto &c : cost.collectives) {
+        for (CostTotals *totals : {&cost.byOp[c.op], &cost.byCollective[std::string(sharding::toString(c.kind))],
+                                   &cost.byPhase[std::string(toString(c.phase))]}) {
+            totals->comm += c.time;
+            totals->commBytes += c.wireBytes;
+            totals->collectives += 1;
+        }
+        cost.comm += c.time;
+        cost.commBytes += c.wireBytes;
+    }
+
+    std::int64_t localParameters = 0;
+    for (auto t : graph.tensorsWithRole(ir::Role::Parameter))
+        localParameters += specs[t.index()].localElements(graph.tensor(t).shape, mesh);
+    const double optimizerFlops = options.optimizerFlopsPerParameter * static_cast<double>(localParameters);
+    const double fp32 = mesh.device.peak(ir::DType::F32) * mesh.device.achievableFraction;
+    CostTotals &optimizer = cost.byPhase["optimizer"];
+    optimizer.flops += optimizerFlops;
+    optimizer.compute += fp32 > 0 ? optimizerFlops / fp32 : 0;
+
+    for (const auto &[phase, totals] : cost.byPhase)
+        cost.compute += totals.compute;
+    if (options.overlap) {
+        const CostTotals &f = cost.byPhase["forward"], &b = cost.byPhase["backward"], &o = cost.byPhase["optimizer"];
+        cost.stepTime = f.total() + std::max(b.compute, b.comm) + o.total();
+    } else {
+        cost.stepTime = cost.compute + cost.comm;
+    }
+
+    const auto params = static_cast<double>(localParameters);
+    cost.memory.parameters = std::llround(params * options.parameterBytes);
+    cost.memory.gradients = std::llround(params * options.gradientBytes);
+    cost.memory.optimizer = std::llround(params * options.optimizerBytes);
+    const auto layers = transformerLayers(graph, mesh, specs);
+    if (!layers.empty()) {
+        cost.memory.activationModel = "korthikanti";
+        for (const auto &l : layers)
+            cost.memory.activations += korthikantiBytes(l);
+    } else {
+        cost.memory.activationModel = "saved-tensors";
+        cost.memory.activations = savedTensorBytes(graph, mesh, specs);
+    }
+    cost.memoryCapacity = mesh.device.memoryBytes;
+    cost.fitsMemory = cost.memory.total() <= cost.memoryCapacity;
+
+    for (const auto &[type, entry] : noRule)
+        cost.warnings.push_back("no sharding rule for " + type + " (" + std::to_string(entry.first) +
+                                " op(s), first '" + entry.second + "'): inputs gathered, computed replicated");
+    return cost;
+}
+
+} // namespace tapestry::cost

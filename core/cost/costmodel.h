@@ -1,0 +1,31 @@
+#pragma once
+
+#include "cost/costoptions.h"
+#include "cost/plancost.h"
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <vector>
+
+namespace tapestry::cost {
+
+// Costs one training step of `graph` with every tensor stored as `specs`
+// says (indexed by tensor id; legal specs, see ShardingSpec::problem).
+//
+// Forward, in topological order: each op's strategy (sharding/strategy.h);
+// a tensor resharded for its consumers once per distinct spec they need
+// (charged to the first such consumer); the op's internal collectives; its
+// outputs resharded from the spec it produces to the stored one. Backward,
+// for ops on the path from a parameter: output gradients resharded back to
+// what the op needs, internal collectives, and per tensor the gradient
+// contributions of its consumers summed per spec and resharded to the
+// tensor's gradient spec (a replicated weight used on split data gets the
+// data-parallel all-reduce here). Compute: local FLOPs / (peak x achievable
+// fraction), backward from the rule's factor (2x for contractions).
+// Optimizer: Adam's update of the local parameter shards. Memory: parameter,
+// gradient and optimizer shards plus activations (activationmemory.h).
+PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh,
+                      const std::vector<sharding::ShardingSpec> &specs, const CostOptions &options = {});
+
+} // namespace tapestry::cost

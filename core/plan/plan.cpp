@@ -1,0 +1,84 @@
+#include "plan/plan.h"
+
+#include "cost/costmodel.h"
+#include "ir/error.h"
+#include "ir/validate.h"
+#include "plan/fingerprint.h"
+
+namespace tapestry::plan {
+
+std::string_view toString(SpecSource source)
+{
+    switch (source) {
+    case SpecSource::Search:
+        return "search";
+    case SpecSource::Override:
+        return "override";
+    case SpecSource::Reference:
+        return "reference";
+    }
+    return "?";
+}
+
+std::optional<SpecSource> specSourceFromString(std::string_view s)
+{
+    for (auto v : {SpecSource::Search, SpecSource::Override, SpecSource::Reference})
+        if (toString(v) == s)
+            return v;
+    return std::nullopt;
+}
+
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+              const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
+              const cost::CostOptions &options)
+{
+    Plan p;
+    p.model = {modelSource, graph.name, modelFingerprint(graph), static_cast<std::int64_t>(graph.opCount()),
+               static_cast<std::int64_t>(graph.tensorCount())};
+    p.mesh = mesh;
+    p.method = method;
+    p.costOptions = options;
+    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
+        p.specs[graph.tensors()[t].name] = {specs[t], source};
+    p.cost = cost::evaluatePlan(graph, mesh, specs, options);
+    return p;
+}
+
+std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput)
+{
+    const std::string fingerprint = modelFingerprint(graph);
+    if (plan.model.fingerprint != fingerprint)
+        throw TapestryError(Error{planInput, "model.fingerprint",
+                                  "the plan was made for model '" + plan.model.source + "' (" + plan.model.fingerprint +
+                                      "), not for '" + graph.name + "' (" + fingerprint +
+                                      "): their structure, shapes or tensor names differ"});
+    for (const auto &[name, entry] : plan.specs)
+        if (!graph.findTensor(name))
+            throw TapestryError(Error{planInput, "tensor '" + name + "'", "the model has no tensor of this name"});
+    std::vector<sharding::ShardingSpec> specs;
+    specs.reserve(graph.tensorCount());
+    for (const auto &t : graph.tensors()) {
+        auto it = plan.specs.find(t.name);
+        const std::string where = "tensor '" + t.name + "'";
+        if (it == plan.specs.end())
+            throw TapestryError(Error{planInput, where, "has no spec in the plan"});
+        const auto &spec = it->second.spec;
+        if (auto problem = spec.problem(t.shape, plan.mesh))
+            throw TapestryError(Error{planInput, where,
+                                      spec.toPlacements() + " does not fit shape " + ir::shapeToString(t.shape) +
+                                          " on mesh " + plan.mesh.toString() + ": " + *problem});
+        if (spec.hasPartial() && (t.role == ir::Role::Parameter || t.role == ir::Role::Input))
+            throw TapestryError(Error{planInput, where,
+                                      "is a " + std::string(ir::toString(t.role)) +
+                                          " and cannot be stored as a partial sum (" + spec.toPlacements() + ")"});
+        specs.push_back(spec);
+    }
+    return specs;
+}
+
+void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput)
+{
+    plan.cost = cost::evaluatePlan(graph, plan.mesh, planSpecs(plan, graph, planInput), plan.costOptions);
+}
+
+} // namespace tapestry::plan

@@ -1,0 +1,72 @@
+#pragma once
+
+#include "cost/costoptions.h"
+#include "cost/plancost.h"
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapestry::plan {
+
+// Who chose a tensor's spec: a search (tap, exact), the user by hand, or a
+// reference plan (megatron, dp, replicate). User overrides are kept as they
+// are when a plan is searched again.
+enum class SpecSource { Search, Override, Reference };
+std::string_view toString(SpecSource source);
+std::optional<SpecSource> specSourceFromString(std::string_view s);
+
+struct TensorPlan {
+    sharding::ShardingSpec spec;
+    SpecSource source = SpecSource::Search;
+    friend bool operator==(const TensorPlan &, const TensorPlan &) = default;
+};
+
+// The model a plan was made for.
+struct PlanModel {
+    std::string source;       // as the user named it: "zoo:gpt2?layers=4", "model.onnx"
+    std::string name;         // the graph's name
+    std::string fingerprint;  // modelFingerprint()
+    std::int64_t ops = 0;
+    std::int64_t tensors = 0;
+    friend bool operator==(const PlanModel &, const PlanModel &) = default;
+};
+
+// A tensor-parallel plan: the mesh, a spec for every tensor of the model
+// keyed by tensor name, and what it costs (tapestry.plan, core/plan/README.md).
+struct Plan {
+    PlanModel model;
+    sharding::Mesh mesh;
+    std::string method;              // "megatron", "dp", "replicate", "tap", "exact", ...
+    bool sequenceParallel = false;
+    std::vector<std::string> searchWarnings;  // what the method could not do as asked
+    cost::CostOptions costOptions;
+    std::map<std::string, TensorPlan> specs;  // by tensor name, ordered for stable files
+    cost::PlanCost cost;
+};
+
+// A plan for `graph` from specs indexed by tensor id, all from `source`,
+// costed.
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+              const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
+              const cost::CostOptions &options = {});
+
+// Checks that `plan` fits `graph` and returns its specs indexed by tensor
+// id. Throws TapestryError naming `planInput` and, where it is about one
+// tensor, the tensor: another model (fingerprint), a tensor the model does
+// not have, a tensor without a spec, a spec with the wrong number of
+// placements, a split dim out of range or not divisible, a partial sum
+// stored for a parameter or input.
+std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph,
+                                              const std::string &planInput);
+
+// Validates (planSpecs) and costs the plan again on its own mesh.
+void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput);
+
+} // namespace tapestry::plan

@@ -1,0 +1,267 @@
+#include "search/referenceplan.h"
+
+#include "ir/error.h"
+#include "ir/validate.h"
+#include "sharding/propagation.h"
+
+#include <set>
+
+namespace tapestry::search {
+
+namespace {
+
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+std::vector<std::string> dottedParts(const std::string &name)
+{
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : name) {
+        if (c == '.' || c == '/') {
+            parts.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    parts.push_back(cur);
+    return parts;
+}
+
+[[noreturn]] void refuse(const std::string &modelSource, const std::string &method, const std::string &problem)
+{
+    throw TapestryError(Error{modelSource, {}, method + ": " + problem});
+}
+
+// The mesh axes that split the batch: for dp all of them, for megatron all
+// but the tensor-parallel one. Inputs whose leading dim is 1 broadcast
+// (masks, positions, scales) and stay replicated.
+void splitBatch(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<int> &axes,
+                const std::string &modelSource, const std::string &method,
+                std::map<ir::TensorId, ShardingSpec> &fixed)
+{
+    std::int64_t ways = 1;
+    std::string axisNames;
+    for (int a : axes) {
+        ways *= mesh.axes[static_cast<std::size_t>(a)].size;
+        axisNames += (axisNames.empty() ? "'" : ", '") + mesh.axes[static_cast<std::size_t>(a)].name + "'";
+    }
+    if (ways == 1)
+        return;
+    for (auto t : graph.tensorsWithRole(ir::Role::Input)) {
+        const ir::Tensor &tensor = graph.tensor(t);
+        if (tensor.shape.empty() || tensor.shape[0] == 1)
+            continue;
+        if (tensor.shape[0] % ways != 0)
+            refuse(modelSource, method,
+                   "batch " + std::to_string(tensor.shape[0]) + " of input '" + tensor.name +
+                       "' cannot be split over " + axisNames + " (" + std::to_string(ways) + " ways)");
+        ShardingSpec spec = ShardingSpec::replicated(mesh.rank());
+        for (int a : axes)
+            spec.placements[static_cast<std::size_t>(a)] = Placement::shard(0);
+        fixed[t] = spec;
+    }
+}
+
+// The weight dim Megatron splits: for a column-parallel linear the output
+// features, for a row-parallel one the input features, as the consuming
+// MatMul/Gemm uses the weight. Nothing when no such consumer reads it.
+std::optional<int> linearDim(const ir::Graph &graph, ir::TensorId weight, MegatronRole role)
+{
+    for (ir::OpId c : graph.tensor(weight).consumers) {
+        const ir::Op &op = graph.op(c);
+        const int rank = static_cast<int>(graph.tensor(weight).shape.size());
+        if (op.type == "MatMul" && op.inputs.size() == 2 && op.inputs[1] == weight && rank >= 2)
+            return role == MegatronRole::Column ? rank - 1 : rank - 2;
+        if (op.type == "Gemm" && op.inputs.size() >= 2 && op.inputs[1] == weight && rank == 2) {
+            const bool transB = ir::intAttr(op.attributes, "transB").value_or(0) != 0;
+            return (role == MegatronRole::Column) != transB ? 1 : 0;
+        }
+        // A tied LM head reads the embedding through a Transpose.
+        if (op.type == "Transpose")
+            continue;
+    }
+    return std::nullopt;
+}
+
+std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, const sharding::Mesh &mesh, int tp,
+                                                        const std::string &modelSource,
+                                                        std::vector<std::string> &warnings)
+{
+    std::map<ir::TensorId, ShardingSpec> fixed;
+    const auto &axis = mesh.axes[static_cast<std::size_t>(tp)];
+    int matched = 0;
+    for (auto t : graph.tensorsWithRole(ir::Role::Parameter)) {
+        const ir::Tensor &tensor = graph.tensor(t);
+        const MegatronRole role = megatronRole(tensor.name);
+        if (role == MegatronRole::None)
+            continue;
+        const bool bias = tensor.name.ends_with(".bias") || tensor.name.ends_with("/bias");
+        std::optional<int> dim;
+        if (role == MegatronRole::Embedding)
+            dim = 0;
+        else if (bias)
+            dim = role == MegatronRole::Column ? std::optional<int>(static_cast<int>(tensor.shape.size()) - 1)
+                                               : std::nullopt;
+        else
+            dim = linearDim(graph, t, role);
+        if (!dim) {
+            if (!bias)
+                warnings.push_back("megatron: '" + tensor.name + "' is named like a " + std::string(toString(role)) +
+                                   " weight but no MatMul or Gemm reads it; kept replicated");
+            continue;
+        }
+        ShardingSpec spec = ShardingSpec::replicated(mesh.rank());
+        spec.placements[static_cast<std::size_t>(tp)] = Placement::shard(*dim);
+        const bool vocabulary = role == MegatronRole::Embedding || dottedParts(tensor.name).rbegin()[1] == "lm_head";
+        if (auto problem = spec.problem(tensor.shape, mesh); problem && vocabulary) {
+            // Megatron pads the vocabulary to a multiple of the degree; a
+            // plan of this model cannot, so the table stays whole.
+            warnings.push_back("megatron: vocabulary of '" + tensor.name + "' " + ir::shapeToString(tensor.shape) +
+                               " does not divide over axis '" + axis.name + "' of size " + std::to_string(axis.size) +
+                               "; kept replicated (" + *problem + ")");
+            continue;
+        } else if (problem)
+            refuse(modelSource, "megatron",
+                   "cannot split " + std::string(toString(role)) + " parameter '" + tensor.name + "' " +
+                       ir::shapeToString(tensor.shape) + " over axis '" + axis.name + "' of size " +
+                       std::to_string(axis.size) + ": " + *problem);
+        fixed[t] = spec;
+        ++matched;
+    }
+    if (matched == 0)
+        warnings.push_back("megatron: no parameter has a Megatron module name (q_proj, fc_in, mlp/fc1, ...); "
+                           "axis '" + axis.name + "' splits nothing");
+    return fixed;
+}
+
+// Attention splits by heads: every head-splitting reshape [b, s, n·d] ->
+// [b, s, n, d] must have n divisible by the tensor-parallel degree.
+void checkHeads(const ir::Graph &graph, const sharding::MeshAxis &axis, const std::string &modelSource)
+{
+    for (const auto &op : graph.ops()) {
+        if (op.type != "Reshape" || op.inputs.empty() || op.outputs.empty())
+            continue;
+        const ir::Shape &in = graph.tensor(op.inputs[0]).shape, &out = graph.tensor(op.outputs[0]).shape;
+        if (in.size() != 3 || out.size() != 4 || in[0] != out[0] || in[1] != out[1] || out[2] * out[3] != in[2])
+            continue;
+        if (out[2] % axis.size != 0)
+            refuse(modelSource, "megatron",
+                   std::to_string(out[2]) + " attention heads (split by '" + op.name +
+                       "') cannot be divided over axis '" + axis.name + "' of size " + std::to_string(axis.size));
+    }
+}
+
+} // namespace
+
+std::string_view toString(ReferenceMethod method)
+{
+    switch (method) {
+    case ReferenceMethod::Megatron:
+        return "megatron";
+    case ReferenceMethod::DataParallel:
+        return "dp";
+    case ReferenceMethod::Replicate:
+        return "replicate";
+    }
+    return "?";
+}
+
+std::optional<ReferenceMethod> referenceMethodFromString(std::string_view s)
+{
+    for (auto m : {ReferenceMethod::Megatron, ReferenceMethod::DataParallel, ReferenceMethod::Replicate})
+        if (toString(m) == s)
+            return m;
+    return std::nullopt;
+}
+
+std::string_view toString(MegatronRole role)
+{
+    switch (role) {
+    case MegatronRole::None:
+        return "replicated";
+    case MegatronRole::Column:
+        return "column-parallel";
+    case MegatronRole::Row:
+        return "row-parallel";
+    case MegatronRole::Embedding:
+        return "vocabulary-parallel embedding";
+    }
+    return "?";
+}
+
+MegatronRole megatronRole(const std::string &parameterName)
+{
+    const auto parts = dottedParts(parameterName);
+    if (parts.size() < 2 || (parts.back() != "weight" && parts.back() != "bias"))
+        return MegatronRole::None;
+    const std::string &module = parts[parts.size() - 2];
+    const std::string parent = parts.size() >= 3 ? parts[parts.size() - 3] : "";
+    static const std::set<std::string> kColumn{"q_proj", "k_proj", "v_proj", "query", "key",  "value", "q",
+                                               "k",      "v",      "fc_in",  "fc1",   "c_fc", "gate_proj",
+                                               "up_proj", "w1",    "w3",     "wi",    "wi_0", "wi_1",
+                                               "first",  "lm_head"};
+    static const std::set<std::string> kRow{"out_proj", "o_proj", "o", "fc_out", "fc2", "c_proj", "down_proj",
+                                            "w2",       "wo",     "second"};
+    static const std::set<std::string> kEmbedding{"wte", "embed_tokens", "word_embeddings", "shared"};
+    if (module == "dense")  // BERT
+        return parent == "intermediate" ? MegatronRole::Column : parent == "output" ? MegatronRole::Row
+                                                                                    : MegatronRole::None;
+    if (kColumn.count(module))
+        return MegatronRole::Column;
+    if (kRow.count(module))
+        return MegatronRole::Row;
+    if (kEmbedding.count(module) && parts.back() == "weight")
+        return MegatronRole::Embedding;
+    return MegatronRole::None;
+}
+
+plan::Plan referencePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+                         ReferenceMethod method, const ReferenceOptions &options)
+{
+    std::map<ir::TensorId, ShardingSpec> fixed;
+    std::vector<std::string> warnings;
+    auto partial = sharding::PartialResolution::Replicate;
+    const std::string name(toString(method));
+    if (method == ReferenceMethod::Megatron) {
+        const int tp = mesh.axisIndex("model").value_or(mesh.rank() - 1);
+        checkHeads(graph, mesh.axes[static_cast<std::size_t>(tp)], modelSource);
+        fixed = megatronParameters(graph, mesh, tp, modelSource, warnings);
+        std::vector<int> data;
+        for (int a = 0; a < mesh.rank(); ++a)
+            if (a != tp)
+                data.push_back(a);
+        splitBatch(graph, mesh, data, modelSource, name, fixed);
+        if (options.sequenceParallel) {
+            partial = sharding::PartialResolution::ShardSequence;
+            // The residual stream starts on sequence shards: embedding
+            // lookups are scattered over the sequence (Megatron does the
+            // same), whatever their table's split gives.
+            const auto first = sharding::propagateSpecs(graph, mesh, fixed, partial);
+            for (const auto &op : graph.ops()) {
+                if (op.type != "Gather" || graph.tensor(op.inputs[0]).role != ir::Role::Parameter)
+                    continue;
+                const ir::Tensor &out = graph.tensor(op.outputs[0]);
+                ShardingSpec spec = first[op.outputs[0].index()];
+                spec.placements[static_cast<std::size_t>(tp)] = Placement::shard(1);
+                if (out.shape.size() == 3 && !spec.problem(out.shape, mesh))
+                    fixed[op.outputs[0]] = spec;
+            }
+        }
+    } else if (method == ReferenceMethod::DataParallel) {
+        std::vector<int> all;
+        for (int a = 0; a < mesh.rank(); ++a)
+            all.push_back(a);
+        splitBatch(graph, mesh, all, modelSource, name, fixed);
+        if (fixed.empty())
+            refuse(modelSource, name, "no input has a batch dim to split");
+    }
+    const auto specs = sharding::propagateSpecs(graph, mesh, fixed, partial);
+    plan::Plan p = plan::makePlan(graph, modelSource, mesh, specs, plan::SpecSource::Reference, name, options.cost);
+    p.sequenceParallel = method == ReferenceMethod::Megatron && options.sequenceParallel;
+    p.searchWarnings = warnings;
+    return p;
+}
+
+} // namespace tapestry::search

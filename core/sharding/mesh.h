@@ -1,0 +1,61 @@
+#pragma once
+
+#include "ir/graph.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tapestry::sharding {
+
+// One kind of link between devices, as collectives see it: bus bandwidth per
+// direction (bytes/s, what nccl-tests reports as busbw) and per-step latency.
+struct LinkProfile {
+    std::string name;  // "NVLink 4", "InfiniBand NDR"
+    double bandwidth = 0;  // bytes/s
+    double latency = 0;    // s
+};
+
+// One device of the mesh: memory and peak throughput per dtype, and the
+// fraction of peak that real kernels reach.
+struct DeviceProfile {
+    std::string name;
+    std::int64_t memoryBytes = 0;
+    std::map<std::string, double> peakFlops;  // by dtype name ("bfloat16", "float32")
+    double achievableFraction = 1.0;
+
+    // Peak for `dtype`; dtypes without an entry (integers) use float32's.
+    double peak(ir::DType dtype) const;
+};
+
+struct MeshAxis {
+    std::string name;
+    int size = 1;
+    LinkProfile link;
+};
+
+// Devices arranged on named axes ("data" x "model"), numbered row-major (the
+// last axis varies fastest), with the link each axis' collectives run on.
+struct Mesh {
+    std::vector<MeshAxis> axes;
+    DeviceProfile device;
+    std::string profile;  // name of the profile the links and device came from
+
+    int rank() const { return static_cast<int>(axes.size()); }
+    int deviceCount() const;
+    std::optional<int> axisIndex(const std::string &name) const;
+    std::vector<int> shape() const;
+    // "2x8 (data, model)"
+    std::string toString() const;
+};
+
+// Parses "8", "2x8", "4x2" into axis sizes. Throws TapestryError naming the
+// option on anything else.
+std::vector<int> parseMeshShape(const std::string &text);
+
+// Default axis names: 1D "model", 2D "data","model"; longer meshes need names.
+std::vector<std::string> defaultAxisNames(std::size_t rank);
+
+} // namespace tapestry::sharding

@@ -1,0 +1,181 @@
+#include "sharding/meshprofile.h"
+
+#include "io/jsonmodel.h"
+#include "ir/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+namespace tapestry::sharding {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of a JSON object, naming the JSON path on any problem.
+class Reader {
+public:
+    Reader(const std::string &input) : m_input(input) {}
+
+    const json &field(const json &obj, const std::string &path, const std::string &key) const
+    {
+        if (!obj.is_object())
+            fail(path, "expected an object");
+        auto it = obj.find(key);
+        if (it == obj.end())
+            fail(path + "." + key, "missing");
+        return *it;
+    }
+    std::string string(const json &obj, const std::string &path, const std::string &key) const
+    {
+        const json &v = field(obj, path, key);
+        if (!v.is_string())
+            fail(path + "." + key, "expected a string");
+        return v.get<std::string>();
+    }
+    double positive(const json &obj, const std::string &path, const std::string &key) const
+    {
+        const json &v = field(obj, path, key);
+        if (!v.is_number() || v.get<double>() <= 0)
+            fail(path + "." + key, "expected a positive number");
+        return v.get<double>();
+    }
+    [[noreturn]] void fail(const std::string &path, const std::string &problem) const
+    {
+        throw TapestryError(Error{m_input, path, problem});
+    }
+
+private:
+    std::string m_input;
+};
+
+LinkProfile readLink(const Reader &r, const json &obj, const std::string &path)
+{
+    LinkProfile link;
+    link.name = r.string(obj, path, "name");
+    link.bandwidth = r.positive(obj, path, "bandwidth_bytes_per_s");
+    link.latency = r.positive(obj, path, "latency_s");
+    return link;
+}
+
+} // namespace
+
+Mesh MeshProfile::mesh(const std::vector<int> &sizes, const std::vector<std::string> &names) const
+{
+    if (sizes.empty())
+        throw TapestryError(Error{"--mesh", {}, "a mesh needs at least one axis"});
+    if (names.size() != sizes.size())
+        throw TapestryError(Error{"--axes", {}, std::to_string(names.size()) + " axis name(s) for a mesh of " +
+                                                    std::to_string(sizes.size()) + " axes"});
+    std::set<std::string> seen;
+    for (const auto &n : names)
+        if (n.empty() || !seen.insert(n).second)
+            throw TapestryError(Error{"--axes", {}, "axis names must be distinct and non-empty"});
+    Mesh m;
+    m.device = device;
+    m.profile = name;
+    long long inner = 1;
+    std::vector<MeshAxis> reversed;
+    for (std::size_t i = sizes.size(); i-- > 0;) {
+        inner *= sizes[i];
+        reversed.push_back({names[i], sizes[i], inner <= intraNodeDevices ? intraNode : interNode});
+    }
+    m.axes.assign(reversed.rbegin(), reversed.rend());
+    return m;
+}
+
+MeshProfile readMeshProfileJson(const std::string &text, const std::string &input)
+{
+    const Reader r(input);
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error &e) {
+        r.fail("", std::string("not valid JSON: ") + e.what());
+    }
+    if (!doc.is_object())
+        r.fail("$", "expected an object");
+    if (r.string(doc, "$", "format") != "tapestry.mesh-profile")
+        r.fail("$.format", "expected \"tapestry.mesh-profile\"");
+    const json &version = r.field(doc, "$", "version");
+    if (!version.is_number_integer() || version.get<int>() != 1)
+        r.fail("$.version", "unsupported version (this build reads version 1)");
+    MeshProfile p;
+    p.name = r.string(doc, "$", "name");
+    p.description = r.string(doc, "$", "description");
+    const json &intra = r.field(doc, "$", "intra_node_devices");
+    if (!intra.is_number_integer() || intra.get<long long>() <= 0)
+        r.fail("$.intra_node_devices", "expected a positive integer");
+    p.intraNodeDevices = intra.get<int>();
+    const json &device = r.field(doc, "$", "device");
+    p.device.name = r.string(device, "$.device", "name");
+    const json &memory = r.field(device, "$.device", "memory_bytes");
+    if (!memory.is_number_integer() || memory.get<long long>() <= 0)
+        r.fail("$.device.memory_bytes", "expected a positive integer");
+    p.device.memoryBytes = memory.get<std::int64_t>();
+    p.device.achievableFraction = r.positive(device, "$.device", "achievable_fraction");
+    if (p.device.achievableFraction > 1)
+        r.fail("$.device.achievable_fraction", "expected a fraction in (0, 1]");
+    const json &peaks = r.field(device, "$.device", "peak_flops");
+    if (!peaks.is_object() || peaks.empty())
+        r.fail("$.device.peak_flops", "expected an object of dtype: FLOP/s");
+    for (const auto &[dtype, value] : peaks.items()) {
+        if (!ir::dtypeFromString(dtype))
+            r.fail("$.device.peak_flops." + dtype, "unknown dtype");
+        p.device.peakFlops[dtype] = r.positive(peaks, "$.device.peak_flops", dtype);
+    }
+    if (!p.device.peakFlops.count("float32"))
+        r.fail("$.device.peak_flops", "needs a float32 entry (used for dtypes without one)");
+    const json &links = r.field(doc, "$", "links");
+    p.intraNode = readLink(r, r.field(links, "$.links", "intra_node"), "$.links.intra_node");
+    p.interNode = readLink(r, r.field(links, "$.links", "inter_node"), "$.links.inter_node");
+    return p;
+}
+
+MeshProfile loadMeshProfileFile(const std::string &path)
+{
+    return readMeshProfileJson(io::readFile(path), path);
+}
+
+std::string meshProfileDirectory()
+{
+    if (const char *env = std::getenv("TAPESTRY_MESH_DIR"); env && *env)
+        return env;
+    if (std::filesystem::is_directory(TAPESTRY_MESH_SOURCE_DIR))
+        return TAPESTRY_MESH_SOURCE_DIR;
+    return TAPESTRY_MESH_INSTALL_DIR;
+}
+
+std::vector<std::string> meshProfileNames()
+{
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto &entry : std::filesystem::directory_iterator(meshProfileDirectory(), ec))
+        if (entry.path().extension() == ".json")
+            names.push_back(entry.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+MeshProfile findMeshProfile(const std::string &nameOrPath)
+{
+    const bool isPath = nameOrPath.find('/') != std::string::npos ||
+                        (nameOrPath.size() > 5 && nameOrPath.ends_with(".json"));
+    if (isPath)
+        return loadMeshProfileFile(nameOrPath);
+    const auto path = std::filesystem::path(meshProfileDirectory()) / (nameOrPath + ".json");
+    if (!std::filesystem::exists(path)) {
+        std::string known;
+        for (const auto &n : meshProfileNames())
+            known += (known.empty() ? "" : ", ") + n;
+        throw TapestryError(Error{"--mesh-profile", {}, "unknown mesh profile '" + nameOrPath +
+                                                            "' (known: " + known + "; or give a .json file)"});
+    }
+    return loadMeshProfileFile(path.string());
+}
+
+} // namespace tapestry::sharding

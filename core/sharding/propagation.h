@@ -1,0 +1,27 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <map>
+#include <vector>
+
+namespace tapestry::sharding {
+
+// Where a partial sum an op produces is stored when nothing fixes it.
+enum class PartialResolution {
+    Replicate,      // all-reduce it (Megatron's g operator)
+    ShardSequence,  // reduce-scatter it over the sequence dim (Megatron sequence parallelism):
+                    // dim 1 of a [b, s, ...] tensor, dim 0 of a [tokens, ...] one, when divisible
+};
+
+// Derives a spec for every tensor of the graph from the fixed ones, in
+// topological order: an unfixed input or parameter is replicated, an unfixed
+// activation takes the spec its producer's strategy gives it, with partial
+// sums stored as `partial` says. Indexed by tensor id.
+std::vector<ShardingSpec> propagateSpecs(const ir::Graph &graph, const Mesh &mesh,
+                                         const std::map<ir::TensorId, ShardingSpec> &fixed,
+                                         PartialResolution partial = PartialResolution::Replicate);
+
+} // namespace tapestry::sharding

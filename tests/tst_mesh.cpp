@@ -1,0 +1,183 @@
+#include "ir/error.h"
+#include "sharding/mesh.h"
+#include "sharding/meshprofile.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+
+using namespace tapestry;
+
+class TestMesh : public QObject {
+    Q_OBJECT
+
+private slots:
+    void parseShape_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("sizes");  // empty: an error
+        QTest::newRow("1d") << "8" << "8";
+        QTest::newRow("2d") << "2x8" << "2,8";
+        QTest::newRow("4x2") << "4x2" << "4,2";
+        QTest::newRow("3d") << "2x2x2" << "2,2,2";
+        QTest::newRow("empty") << "" << "";
+        QTest::newRow("leading x") << "x8" << "";
+        QTest::newRow("trailing x") << "8x" << "";
+        QTest::newRow("zero") << "0" << "";
+        QTest::newRow("letters") << "eight" << "";
+        QTest::newRow("comma") << "2,8" << "";
+    }
+    void parseShape()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, sizes);
+        if (sizes.isEmpty()) {
+            try {
+                sharding::parseMeshShape(text.toStdString());
+                QFAIL("expected an error");
+            } catch (const TapestryError &e) {
+                QVERIFY(std::string(e.what()).find("--mesh") != std::string::npos);
+            }
+            return;
+        }
+        QStringList got;
+        for (int n : sharding::parseMeshShape(text.toStdString()))
+            got << QString::number(n);
+        QCOMPARE(got.join(QLatin1Char(',')), sizes);
+    }
+
+    void defaultAxisNames()
+    {
+        QCOMPARE(sharding::defaultAxisNames(1), std::vector<std::string>{"model"});
+        QCOMPARE(sharding::defaultAxisNames(2), (std::vector<std::string>{"data", "model"}));
+        QVERIFY_THROWS_EXCEPTION(TapestryError, sharding::defaultAxisNames(3));
+    }
+
+    void shippedProfilesLoad_data()
+    {
+        QTest::addColumn<QString>("name");
+        for (const char *n : {"dgx-h100", "dgx-a100", "pcie-8x", "cpu-loopback"})
+            QTest::newRow(n) << n;
+    }
+    void shippedProfilesLoad()
+    {
+        QFETCH(QString, name);
+        const auto p = sharding::findMeshProfile(name.toStdString());
+        QCOMPARE(QString::fromStdString(p.name), name);
+        QVERIFY(p.device.memoryBytes > 0);
+        QVERIFY(p.device.peak(ir::DType::F32) > 0);
+        QVERIFY(p.intraNode.bandwidth > p.interNode.bandwidth);
+        QVERIFY(p.device.achievableFraction > 0 && p.device.achievableFraction <= 1);
+    }
+
+    void dgxH100Figures()
+    {
+        const auto p = sharding::findMeshProfile("dgx-h100");
+        QCOMPARE(p.intraNodeDevices, 8);
+        QCOMPARE(p.device.peak(ir::DType::BF16), 989e12);
+        QCOMPARE(p.device.memoryBytes, std::int64_t{80} * 1024 * 1024 * 1024);
+        QCOMPARE(p.intraNode.bandwidth, 450e9);
+        QCOMPARE(p.interNode.bandwidth, 50e9);  // 400 Gb/s
+        // Integer dtypes fall back to float32's peak.
+        QCOMPARE(p.device.peak(ir::DType::I64), p.device.peak(ir::DType::F32));
+    }
+
+    // An axis whose devices all sit in one node gets NVLink, else the network.
+    void linkByPosition_data()
+    {
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<QString>("links");  // per axis: i (intra) or n (network)
+        QTest::newRow("8") << "8" << "i";
+        QTest::newRow("16") << "16" << "n";
+        QTest::newRow("2x8") << "2x8" << "ni";
+        QTest::newRow("4x2") << "4x2" << "ii";
+        QTest::newRow("8x2") << "8x2" << "ni";
+        QTest::newRow("2x2x2") << "2x2x2" << "iii";
+        QTest::newRow("4x4x2") << "4x4x2" << "nii";
+    }
+    void linkByPosition()
+    {
+        QFETCH(QString, shape);
+        QFETCH(QString, links);
+        const auto p = sharding::findMeshProfile("dgx-h100");
+        const auto sizes = sharding::parseMeshShape(shape.toStdString());
+        std::vector<std::string> names;
+        for (std::size_t i = 0; i < sizes.size(); ++i)
+            names.push_back("a" + std::to_string(i));
+        const auto mesh = p.mesh(sizes, names);
+        QString got;
+        for (const auto &a : mesh.axes)
+            got += a.link.name == p.intraNode.name ? QLatin1Char('i') : QLatin1Char('n');
+        QCOMPARE(got, links);
+        QCOMPARE(mesh.deviceCount(), [&] { int n = 1; for (int s : sizes) n *= s; return n; }());
+    }
+
+    void meshNamesAndLookup()
+    {
+        const auto mesh = sharding::findMeshProfile("dgx-h100").mesh({4, 2}, {"data", "model"});
+        QCOMPARE(mesh.toString(), std::string("4x2 (data, model)"));
+        QCOMPARE(mesh.axisIndex("model"), std::optional<int>(1));
+        QCOMPARE(mesh.axisIndex("pipe"), std::optional<int>());
+        QVERIFY_THROWS_EXCEPTION(TapestryError,
+                                 sharding::findMeshProfile("dgx-h100").mesh({4, 2}, {"data"}));
+        QVERIFY_THROWS_EXCEPTION(TapestryError,
+                                 sharding::findMeshProfile("dgx-h100").mesh({4, 2}, {"x", "x"}));
+    }
+
+    void badProfileNamesFileAndPath_data()
+    {
+        QTest::addColumn<QString>("json");
+        QTest::addColumn<QString>("path");
+        const QString good = QStringLiteral(
+            R"({"format":"tapestry.mesh-profile","version":1,"name":"t","description":"d","intra_node_devices":4,)"
+            R"("device":{"name":"x","memory_bytes":1000,"peak_flops":{"float32":1e12},"achievable_fraction":0.5},)"
+            R"("links":{"intra_node":{"name":"a","bandwidth_bytes_per_s":1e9,"latency_s":1e-6},)"
+            R"("inter_node":{"name":"b","bandwidth_bytes_per_s":1e8,"latency_s":1e-5}}})");
+        QTest::newRow("not json") << "{" << "not valid JSON";
+        QTest::newRow("format") << QString(good).replace("tapestry.mesh-profile", "other") << "$.format";
+        QTest::newRow("memory missing") << QString(good).replace(R"("memory_bytes":1000,)", "")
+                                        << "$.device.memory_bytes";
+        QTest::newRow("bandwidth negative") << QString(good).replace("1e8", "-1")
+                                            << "$.links.inter_node.bandwidth_bytes_per_s";
+        QTest::newRow("dtype") << QString(good).replace(R"("float32":1e12)", R"("float32":1e12,"fp7":1)")
+                               << "$.device.peak_flops.fp7";
+        QTest::newRow("fraction") << QString(good).replace("0.5", "1.5") << "$.device.achievable_fraction";
+        QTest::newRow("good") << good << "";
+    }
+    void badProfileNamesFileAndPath()
+    {
+        QFETCH(QString, json);
+        QFETCH(QString, path);
+        QTemporaryDir dir;
+        const std::string file = dir.filePath("bad.json").toStdString();
+        std::ofstream(file) << json.toStdString();
+        if (path.isEmpty()) {
+            QCOMPARE(sharding::findMeshProfile(file).intraNodeDevices, 4);
+            return;
+        }
+        try {
+            sharding::findMeshProfile(file);
+            QFAIL("expected an error");
+        } catch (const TapestryError &e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.find(file) == 0, msg.c_str());
+            QVERIFY2(msg.find(path.toStdString()) != std::string::npos, msg.c_str());
+        }
+    }
+
+    void unknownProfileListsKnown()
+    {
+        try {
+            sharding::findMeshProfile("dgx-z9");
+            QFAIL("expected an error");
+        } catch (const TapestryError &e) {
+            const std::string msg = e.what();
+            QVERIFY(msg.find("dgx-z9") != std::string::npos);
+            QVERIFY(msg.find("dgx-h100") != std::string::npos);
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestMesh)
+#include "tst_mesh.moc"
