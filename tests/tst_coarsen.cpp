@@ -157,6 +157,8 @@ private slots:
         });
         QTest::newRow("zoo:mlp") << Builder([] { return io::zoo::build("mlp"); });
         QTest::newRow("zoo:abc") << Builder([] { return io::zoo::build("abc"); });
+        for (const char *spec : {"gpt2", "bert-base", "t5-base", "llama3-8b?layers=4", "mixtral-8x7b?layers=4"})
+            QTest::newRow(spec) << Builder([spec] { return io::zoo::build(spec); });
     }
 
     // Every op sits in exactly one node, every tensor that crosses nodes is an

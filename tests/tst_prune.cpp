@@ -186,6 +186,23 @@ class TestPrune : public QObject {
     Q_OBJECT
 
 private slots:
+    void teaching_data()
+    {
+        QTest::addColumn<QString>("spec");
+        QTest::addColumn<QString>("classes");
+        QTest::newRow("mlp: fc1 and fc2 differ") << QStringLiteral("mlp") << QString();
+        QTest::newRow("abc: two different matmuls") << QStringLiteral("abc") << QString();
+        QTest::newRow("mlp, square: fc1 and fc2 match") << QStringLiteral("mlp?hidden=8&ffn=8") << QStringLiteral("2x1");
+        QTest::newRow("abc, square: a chain of two") << QStringLiteral("abc?hidden=8&ffn=8") << QStringLiteral("2x1");
+    }
+
+    void teaching()
+    {
+        QFETCH(QString, spec);
+        QFETCH(QString, classes);
+        QCOMPARE(classSummary(prune(io::zoo::build(spec.toStdString()))), classes);
+    }
+
     void classes_data()
     {
         QTest::addColumn<Builder>("build");
@@ -223,9 +240,71 @@ private slots:
         QVERIFY(result.fromScopes || result.classes.empty());
     }
 
+    void zoo_data()
+    {
+        QTest::addColumn<QString>("spec");
+        QTest::addColumn<QString>("instances");
+        QTest::addColumn<QString>("representatives");
+        const QString gpt = QStringLiteral("transformer/h.0"), bert = QStringLiteral("bert/encoder/layer.0"),
+                      llama = QStringLiteral("model/layers.0");
+        QTest::newRow("gpt2, 3 small layers") << QStringLiteral("gpt2?layers=3&hidden=64&heads=4&vocab=100&seq=16&positions=16")
+                                              << QStringLiteral("3") << gpt;
+        QTest::newRow("gpt2") << QStringLiteral("gpt2") << QStringLiteral("12") << gpt;
+        QTest::newRow("gpt2-xl") << QStringLiteral("gpt2-xl") << QStringLiteral("48") << gpt;
+        QTest::newRow("gpt3-175b") << QStringLiteral("gpt3-175b") << QStringLiteral("96") << gpt;
+        QTest::newRow("bert, 2 small layers") << QStringLiteral("bert-base?layers=2&hidden=64&heads=4&vocab=100&seq=16")
+                                              << QStringLiteral("2") << bert;
+        QTest::newRow("bert-large") << QStringLiteral("bert-large") << QStringLiteral("24") << bert;
+        QTest::newRow("llama, 3 small layers")
+            << QStringLiteral("llama3-8b?layers=3&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=100&seq=16")
+            << QStringLiteral("3") << llama;
+        QTest::newRow("llama2-70b") << QStringLiteral("llama2-70b") << QStringLiteral("80") << llama;
+        QTest::newRow("mixtral, 2 small layers")
+            << QStringLiteral("mixtral-8x7b?layers=2&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=100&seq=16")
+            << QStringLiteral("2") << llama;
+        QTest::newRow("mixtral-8x7b") << QStringLiteral("mixtral-8x7b") << QStringLiteral("32") << llama;
+        QTest::newRow("t5, 3 encoder and 2 decoder layers")
+            << QStringLiteral("t5-base?layers=3&decoder_layers=2&hidden=64&heads=4&ffn=128&vocab=100&seq=16&target_seq=8")
+            << QStringLiteral("3 2") << QStringLiteral("encoder/block.0 decoder/block.0");
+        QTest::newRow("t5-large") << QStringLiteral("t5-large") << QStringLiteral("24 24")
+                                  << QStringLiteral("encoder/block.0 decoder/block.0");
+    }
+
+    // Every zoo transformer is one class per stack, one instance per layer.
+    void zoo()
+    {
+        QFETCH(QString, spec);
+        QFETCH(QString, instances);
+        QFETCH(QString, representatives);
+        const auto graph = io::zoo::build(spec.toStdString());
+        const auto result = prune(graph);
+        QStringList counts, reps;
+        for (const auto &c : result.classes) {
+            counts << QString::number(c.instances.size());
+            reps << QString::fromStdString(c.instances[c.representative].scope);
+            for (const auto &i : c.instances)
+                QCOMPARE(i.ops.size(), c.opsPerInstance);
+        }
+        QCOMPARE(counts.join(QLatin1Char(' ')), instances);
+        QCOMPARE(reps.join(QLatin1Char(' ')), representatives);
+        QVERIFY(result.coverage > 0.5);
+    }
+
     void opaqueNames_data()
     {
         QTest::addColumn<Builder>("build");
+        QTest::newRow("zoo gpt2, 4 layers") << Builder([] {
+            return io::zoo::build("gpt2?layers=4&hidden=64&heads=4&vocab=100&seq=16&positions=16");
+        });
+        QTest::newRow("zoo gpt3-175b") << Builder([] { return io::zoo::build("gpt3-175b"); });
+        QTest::newRow("zoo bert, 3 layers")
+            << Builder([] { return io::zoo::build("bert-base?layers=3&hidden=64&heads=4&vocab=100&seq=16"); });
+        QTest::newRow("zoo llama, 3 layers") << Builder([] {
+            return io::zoo::build("llama3-8b?layers=3&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=100&seq=16");
+        });
+        QTest::newRow("zoo mixtral, 3 layers") << Builder([] {
+            return io::zoo::build("mixtral-8x7b?layers=3&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=100&seq=16");
+        });
         QTest::newRow("decoder, 3 layers") << Builder([] { return gptLike({3}); });
         QTest::newRow("decoder, 12 layers") << Builder([] { return gptLike({12}); });
         QTest::newRow("experts nested in each layer") << Builder([] { return gptLike({4, false, false, 3}); });

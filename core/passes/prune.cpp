@@ -386,11 +386,14 @@ private:
                 break;
             const std::size_t p = best.period;
             // Of the rotations that fit, cut where the fewest tensors cross:
-            // between layers only the residual stream does.
+            // between layers only the residual stream does. A post-norm
+            // layer's closing norm has a twin before the first layer (the
+            // embedding norm) that cuts as cheaply, so ties go to the later
+            // start; a pre-norm layer's opening norm is settled by the cut.
             std::size_t start = best.begin;
             const std::size_t slack = best.length - best.copies * p;
             for (std::size_t r = best.begin; r <= best.begin + slack; ++r)
-                if (cuts[r + p] < cuts[start + p])
+                if (cuts[r + p] <= cuts[start + p])
                     start = r;
             std::vector<Member> members;
             for (std::size_t j = 0; j < best.copies; ++j) {
