@@ -1,0 +1,311 @@
+#include "io/zoo/graphbuilder.h"
+#include "sharding/meshprofile.h"
+#include "sharding/oprule.h"
+#include "sharding/strategy.h"
+
+#include <QtTest>
+
+using namespace tapestry;
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+namespace {
+
+sharding::Mesh mesh1d(int n = 4)
+{
+    return sharding::findMeshProfile("dgx-h100").mesh({n}, {"model"});
+}
+
+ShardingSpec s1(const char *p)
+{
+    return {{*Placement::fromString(p)}};
+}
+
+// One op on fresh inputs: "x" and, when given, "w" (a parameter).
+struct OneOp {
+    ir::Graph graph;
+    ir::OpId op{0};
+};
+
+OneOp single(const std::string &type, ir::Shape x, std::optional<ir::Shape> w, ir::Shape y,
+             ir::Attributes attributes = {}, ir::DType xType = ir::DType::F32)
+{
+    io::zoo::GraphBuilder g("t");
+    std::vector<ir::TensorId> inputs{g.input("x", std::move(x), xType)};
+    if (w)
+        inputs.push_back(g.parameter("w", *w));
+    g.op(type, inputs, std::move(y), std::move(attributes));
+    return {g.take(), ir::OpId(0)};
+}
+
+QString kinds(const std::vector<sharding::Collective> &cs)
+{
+    QStringList out;
+    for (const auto &c : cs)
+        out << QString::fromLatin1(sharding::toString(c.kind).data()) + QLatin1Char(':') + QString::number(c.bytes);
+    return out.join(QLatin1Char(' '));
+}
+
+QString specs(const std::vector<ShardingSpec> &ss)
+{
+    QStringList out;
+    for (const auto &s : ss)
+        out << QString::fromStdString(s.toPlacements());
+    return out.join(QLatin1Char(' '));
+}
+
+} // namespace
+
+class TestStrategy : public QObject {
+    Q_OBJECT
+
+private slots:
+    // GSPMD's dot rules on Y[b, n] = X[b, k] · W[k, n], float32, 4 devices.
+    void matmul_data()
+    {
+        QTest::addColumn<QString>("x");
+        QTest::addColumn<QString>("w");
+        QTest::addColumn<QString>("out");
+        QTest::addColumn<QString>("forward");
+        QTest::addColumn<QString>("backward");
+        QTest::addColumn<QString>("choice");
+        // X [8, 16] = 512 B, W [16, 32] = 2048 B, Y [8, 32] = 1024 B.
+        QTest::newRow("column parallel") << "Replicate()" << "Shard(1)" << "[Shard(1)]" << ""
+                                         << "" << "model: splits loop c";
+        QTest::newRow("row parallel: partial output")
+            << "Shard(1)" << "Shard(0)" << "[Partial()]" << "" << "" << "model: splits loop a";
+        QTest::newRow("batch split: weight gradient all-reduced (data parallel)")
+            << "Shard(0)" << "Replicate()" << "[Shard(0)]" << "" << "all-reduce:2048" << "model: splits loop b";
+        QTest::newRow("column split input, column split weight: gather the input")
+            << "Shard(1)" << "Shard(1)" << "[Shard(1)]" << "all-gather:512" << ""
+            << "model: splits loop c";
+        QTest::newRow("replicated") << "Replicate()" << "Replicate()" << "[Replicate()]" << "" << ""
+                                    << "model: whole";
+        QTest::newRow("partial input passes through") << "Partial()" << "Replicate()" << "[Partial()]" << ""
+                                                      << "" << "model: partial sum passed through";
+    }
+    void matmul()
+    {
+        QFETCH(QString, x);
+        QFETCH(QString, w);
+        QFETCH(QString, out);
+        QFETCH(QString, forward);
+        QFETCH(QString, backward);
+        QFETCH(QString, choice);
+        const auto t = single("MatMul", {8, 16}, ir::Shape{16, 32}, {8, 32});
+        // x is a model input, so only the weight's gradient is reduced.
+        // Loops: a = k (contracted), b = rows, c = columns.
+        const auto s = sharding::resolveStrategy(t.graph, t.op, {s1(x.toUtf8()), s1(w.toUtf8())}, mesh1d());
+        QVERIFY(s.hasRule);
+        QCOMPARE(specs(s.outputs), out);
+        QCOMPARE(kinds(s.forward), forward);
+        QCOMPARE(kinds(s.backward), backward);
+        QCOMPARE(QString::fromStdString(s.choice(mesh1d())), choice);
+        QVERIFY(s.warnings.empty());
+    }
+
+    void matmulFlopsAreLocal()
+    {
+        const auto t = single("MatMul", {8, 16}, ir::Shape{16, 32}, {8, 32});
+        const auto whole = sharding::resolveStrategy(t.graph, t.op, {s1("Replicate()"), s1("Replicate()")}, mesh1d());
+        const auto split = sharding::resolveStrategy(t.graph, t.op, {s1("Replicate()"), s1("Shard(1)")}, mesh1d());
+        QCOMPARE(whole.forwardFlops, 2.0 * 8 * 16 * 32);
+        QCOMPARE(split.forwardFlops, whole.forwardFlops / 4);
+        QCOMPARE(split.backwardFlops, 2 * split.forwardFlops);
+    }
+
+    void dimMapNotation_data()
+    {
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<QString>("notation");
+        QTest::newRow("matmul") << "MatMul" << "ba,ac->bc";
+        QTest::newRow("softmax") << "Softmax" << "aB->aB";
+        QTest::newRow("relu") << "Relu" << "ab->ab";
+    }
+    void dimMapNotation()
+    {
+        QFETCH(QString, type);
+        QFETCH(QString, notation);
+        const bool mm = type == QLatin1String("MatMul");
+        const auto t = single(type.toStdString(), {8, 16}, mm ? std::optional<ir::Shape>(ir::Shape{16, 32}) : std::nullopt,
+                              mm ? ir::Shape{8, 32} : ir::Shape{8, 16}, {{"axis", std::int64_t{-1}}});
+        const auto rule = sharding::opRule(t.graph, t.graph.op(t.op));
+        QVERIFY(rule);
+        QCOMPARE(QString::fromStdString(rule->toString()), notation);
+    }
+
+    // Elementwise ops keep specs; a broadcast bias is replicated; softmax
+    // and norms gather their normalised axis.
+    void unaryAndNorm_data()
+    {
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<QString>("x");
+        QTest::addColumn<QString>("out");
+        QTest::addColumn<QString>("forward");
+        QTest::newRow("gelu keeps") << "Gelu" << "Shard(1)" << "[Shard(1)]" << "";
+        QTest::newRow("softmax other axis") << "Softmax" << "Shard(0)" << "[Shard(0)]" << "";
+        QTest::newRow("softmax axis split: gather") << "Softmax" << "Shard(1)" << "[Replicate()]"
+                                                    << "all-gather:512";
+        QTest::newRow("layernorm normalised dim: gather") << "LayerNormalization" << "Shard(1)" << "[Replicate()]"
+                                                          << "all-gather:512";
+        QTest::newRow("layernorm batch") << "LayerNormalization" << "Shard(0)" << "[Shard(0)]" << "";
+        QTest::newRow("relu of partial: reduce first") << "Relu" << "Partial()" << "[Replicate()]"
+                                                       << "all-reduce:512";
+        QTest::newRow("neg of partial passes") << "Neg" << "Partial()" << "[Partial()]" << "";
+    }
+    void unaryAndNorm()
+    {
+        QFETCH(QString, type);
+        QFETCH(QString, x);
+        QFETCH(QString, out);
+        QFETCH(QString, forward);
+        const auto t = single(type.toStdString(), {8, 16}, std::nullopt, {8, 16}, {{"axis", std::int64_t{-1}}});
+        const auto s = sharding::resolveStrategy(t.graph, t.op, {s1(x.toUtf8())}, mesh1d());
+        QCOMPARE(specs(s.outputs), out);
+        QCOMPARE(kinds(s.forward), forward);
+    }
+
+    void addWithBroadcastBias()
+    {
+        io::zoo::GraphBuilder g("t");
+        auto x = g.input("x", {8, 16}, ir::DType::F32);
+        auto b = g.parameter("bias", {16});
+        g.op("Add", {x, b}, {8, 16});
+        const auto graph = g.take();
+        // Column split x with a column split bias: stays split.
+        auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(1)"), s1("Shard(0)")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(1)]"));
+        QCOMPARE(kinds(s.forward), QString());
+        // Batch split x, replicated bias: the bias gradient sums over the batch.
+        s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(0)"), s1("Replicate()")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(0)]"));
+        QCOMPARE(specs(s.inputGradients), QStringLiteral("[Shard(0)] [Partial()]"));
+        QCOMPARE(kinds(s.backward), QStringLiteral("all-reduce:64"));
+    }
+
+    // A reshape keeps a split where the dim survives or is the major factor.
+    void reshape_data()
+    {
+        QTest::addColumn<QString>("from");
+        QTest::addColumn<QString>("to");
+        QTest::addColumn<QString>("in");
+        QTest::addColumn<QString>("out");
+        QTest::newRow("split heads keeps h as heads") << "2,6,32" << "2,6,8,4" << "Shard(2)" << "[Shard(2)]";
+        QTest::newRow("merge heads keeps heads as h") << "2,6,8,4" << "2,6,32" << "Shard(2)" << "[Shard(2)]";
+        QTest::newRow("minor factor split is gathered") << "2,6,8,4" << "2,6,32" << "Shard(3)" << "[Replicate()]";
+        QTest::newRow("heads the axis does not divide") << "2,6,32" << "2,6,2,16" << "Shard(2)"
+                                                        << "[Replicate()]";
+        QTest::newRow("flatten tokens keeps batch") << "8,6,32" << "48,32" << "Shard(0)" << "[Shard(0)]";
+        QTest::newRow("flatten tokens loses sequence") << "8,6,32" << "48,32" << "Shard(1)" << "[Replicate()]";
+    }
+    void reshape()
+    {
+        QFETCH(QString, from);
+        QFETCH(QString, to);
+        QFETCH(QString, in);
+        QFETCH(QString, out);
+        auto parse = [](const QString &s) {
+            ir::Shape shape;
+            for (const auto &d : s.split(QLatin1Char(',')))
+                shape.push_back(d.toLongLong());
+            return shape;
+        };
+        const auto t = single("Reshape", parse(from), std::nullopt, parse(to));
+        const auto s = sharding::resolveStrategy(t.graph, t.op, {s1(in.toUtf8())}, mesh1d());
+        QCOMPARE(specs(s.outputs), out);
+    }
+
+    void transposeMapsDims()
+    {
+        const auto t = single("Transpose", {2, 6, 8, 4}, std::nullopt, {2, 8, 6, 4},
+                              {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+        const auto s = sharding::resolveStrategy(t.graph, t.op, {s1("Shard(2)")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(1)]"));
+    }
+
+    // Vocabulary-parallel embedding: rows split, lookups a partial sum.
+    void gatherVocabularyParallel()
+    {
+        io::zoo::GraphBuilder g("t");
+        auto ids = g.input("ids", {2, 6}, ir::DType::I64);
+        auto table = g.parameter("wte", {64, 16});
+        g.op("Gather", {table, ids}, {2, 6, 16}, {{"axis", std::int64_t{0}}});
+        const auto graph = g.take();
+        const auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(0)"), s1("Replicate()")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Partial()]"));
+        QCOMPARE(specs(s.inputGradients).section(QLatin1Char(' '), 0, 0), QStringLiteral("[Shard(0)]"));
+    }
+
+    // Vocabulary-parallel cross-entropy reduces three values per token.
+    void lossVocabularyParallel()
+    {
+        io::zoo::GraphBuilder g("t");
+        auto logits = g.input("logits", {2, 6, 64}, ir::DType::F32);
+        auto labels = g.input("labels", {2, 6}, ir::DType::I64);
+        g.op("SoftmaxCrossEntropyLoss", {logits, labels}, {}, {{"reduction", std::string("mean")}});
+        const auto graph = g.take();
+        const auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(2)"), s1("Replicate()")}, mesh1d());
+        QCOMPARE(kinds(s.internalForward), QStringLiteral("all-reduce:48 all-reduce:48 all-reduce:48"));
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Replicate()]"));
+        const auto batch = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(0)"), s1("Shard(0)")}, mesh1d(2));
+        QCOMPARE(specs(batch.outputs), QStringLiteral("[Partial()]"));
+        QVERIFY(batch.internalForward.empty());
+    }
+
+    void concatAxisIsGathered()
+    {
+        io::zoo::GraphBuilder g("t");
+        auto a = g.input("a", {8, 8}, ir::DType::F32);
+        auto b = g.input("b", {8, 8}, ir::DType::F32);
+        g.op("Concat", {a, b}, {8, 16}, {{"axis", std::int64_t{1}}});
+        const auto graph = g.take();
+        auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(0)"), s1("Shard(0)")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(0)]"));
+        s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(1)"), s1("Replicate()")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Replicate()]"));
+        QCOMPARE(kinds(s.forward), QStringLiteral("all-gather:256"));
+    }
+
+    void moeDispatchMapsTokensToCapacity()
+    {
+        io::zoo::GraphBuilder g("t");
+        auto x = g.input("x", {16, 8}, ir::DType::F32);
+        auto idx = g.input("idx", {16, 2}, ir::DType::I64);
+        g.opMulti("MoEDispatch", {x, idx}, {{8, 8}, {8, 8}, {8, 8}, {8, 8}});
+        const auto graph = g.take();
+        const auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(0)"), s1("Shard(0)")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(0)] [Shard(0)] [Shard(0)] [Shard(0)]"));
+        QVERIFY(s.forward.empty());
+    }
+
+    // Never a crash: an op without a rule is computed replicated and warned about.
+    void unknownOpIsReplicatedWithWarning()
+    {
+        const auto t = single("FancyAttention", {8, 16}, std::nullopt, {8, 16});
+        const auto s = sharding::resolveStrategy(t.graph, t.op, {s1("Shard(0)")}, mesh1d());
+        QVERIFY(!s.hasRule);
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Replicate()]"));
+        QCOMPARE(kinds(s.forward), QStringLiteral("all-gather:512"));
+        QCOMPARE(s.warnings.size(), std::size_t{1});
+        QVERIFY(s.warnings[0].find("FancyAttention") != std::string::npos);
+    }
+
+    void everyZooOpTypeHasARule_data()
+    {
+        QTest::addColumn<QString>("type");
+        for (const char *t : {"MatMul", "Gemm", "Add", "Mul", "Sub", "Div", "Gelu", "Relu", "Silu", "Tanh", "Neg",
+                              "Dropout", "Softmax", "LayerNormalization", "RMSNorm", "Reshape", "Transpose", "Expand"})
+            QTest::newRow(t) << t;
+    }
+    void everyZooOpTypeHasARule()
+    {
+        QFETCH(QString, type);
+        const bool two = type == QLatin1String("MatMul") || type == QLatin1String("Gemm");
+        const auto t = single(type.toStdString(), {8, 16}, two ? std::optional<ir::Shape>(ir::Shape{16, 16}) : std::nullopt,
+                              {8, 16}, {{"axis", std::int64_t{-1}}});
+        QVERIFY(sharding::opRule(t.graph, t.graph.op(t.op)).has_value());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestStrategy)
+#include "tst_strategy.moc"
