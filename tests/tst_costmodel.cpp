@@ -1,0 +1,204 @@
+#include "cost/activationmemory.h"
+#include "cost/collectivetime.h"
+#include "cost/costmodel.h"
+#include "io/modelloader.h"
+#include "sharding/meshprofile.h"
+#include "sharding/propagation.h"
+
+#include <QtTest>
+
+using namespace tapestry;
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+namespace {
+
+sharding::Mesh mesh(int n, const char *profile = "dgx-h100")
+{
+    return sharding::findMeshProfile(profile).mesh({n}, {"model"});
+}
+
+// zoo:mlp with fc1 split by columns and fc2 by rows (Megatron, LESSONS.md case 2).
+std::vector<ShardingSpec> megatronMlp(const ir::Graph &g, const sharding::Mesh &m)
+{
+    return sharding::propagateSpecs(g, m,
+                                    {{*g.findTensor("mlp.fc1.weight"), {{Placement::shard(1)}}},
+                                     {*g.findTensor("mlp.fc2.weight"), {{Placement::shard(0)}}}});
+}
+
+} // namespace
+
+class TestCostModel : public QObject {
+    Q_OBJECT
+
+private slots:
+    // α-β ring model with nccl-tests bus factors.
+    void collectiveTime_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<int>("n");
+        QTest::addColumn<double>("factor");
+        QTest::addColumn<int>("steps");
+        QTest::newRow("all-reduce 8") << "all-reduce" << 8 << 2.0 * 7 / 8 << 14;
+        QTest::newRow("all-gather 8") << "all-gather" << 8 << 7.0 / 8 << 7;
+        QTest::newRow("reduce-scatter 4") << "reduce-scatter" << 4 << 3.0 / 4 << 3;
+        QTest::newRow("all-to-all 2") << "all-to-all" << 2 << 1.0 / 2 << 1;
+        QTest::newRow("one device") << "all-reduce" << 1 << 0.0 << 0;
+    }
+    void collectiveTime()
+    {
+        QFETCH(QString, kind);
+        QFETCH(int, n);
+        QFETCH(double, factor);
+        QFETCH(int, steps);
+        const auto k = *sharding::collectiveKindFromString(kind.toStdString());
+        QCOMPARE(cost::busFactor(k, n), factor);
+        QCOMPARE(cost::ringSteps(k, n), steps);
+        sharding::MeshAxis axis{"model", n, {"link", 100e9, 5e-6}};
+        const std::int64_t bytes = 1 << 20;
+        QCOMPARE(cost::collectiveTime(k, bytes, axis), 5e-6 * steps + bytes * factor / 100e9);
+        QCOMPARE(cost::wireBytes(k, bytes, n), std::llround(bytes * factor));
+    }
+
+    // Column then row: one all-reduce forward, none in between, and (x being
+    // data) no input gradient to reduce.
+    void mlpMegatronOneAllReduce()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=8&hidden=4&ffn=8");
+        const auto m = mesh(4);
+        const auto c = cost::evaluatePlan(g, m, megatronMlp(g, m));
+        QCOMPARE(c.collectives.size(), std::size_t{1});
+        QCOMPARE(c.collectives[0].op, std::string("mlp/fc2/MatMul"));
+        QVERIFY(c.collectives[0].kind == sharding::CollectiveKind::AllReduce);
+        QVERIFY(c.collectives[0].phase == cost::Phase::Forward);
+        QCOMPARE(c.collectives[0].bytes, std::int64_t{8 * 4 * 4});  // b·h1 float32
+        QCOMPARE(c.commBytes, cost::wireBytes(sharding::CollectiveKind::AllReduce, 128, 4));
+        QCOMPARE(c.byCollective.at("all-reduce").collectives, 1);
+        QCOMPARE(c.comm, c.collectives[0].time);
+        QCOMPARE(c.stepTime, c.compute + c.comm);
+    }
+
+    void computeIsLocalFlopsOverAchievablePeak()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=64&hidden=256&ffn=1024");
+        const auto m = mesh(4);
+        const auto c = cost::evaluatePlan(g, m, megatronMlp(g, m));
+        const double fc1 = 2.0 * 64 * 256 * 1024 / 4;  // column shard
+        const double peak = 67e12 * 0.5;             // float32 on dgx-h100
+        QCOMPARE(c.byOp.at("mlp/fc1/MatMul").flops, fc1 * 3);  // forward + 2x backward
+        QCOMPARE(c.byOp.at("mlp/fc1/MatMul").compute, fc1 * 3 / peak);
+        QVERIFY(c.byPhase.at("backward").compute > c.byPhase.at("forward").compute);
+    }
+
+    // Model states: 16 bytes per local parameter (mixed-precision Adam), configurable.
+    void modelStateMemory_data()
+    {
+        QTest::addColumn<int>("devices");
+        QTest::addColumn<double>("optimizerBytes");
+        QTest::newRow("replicated adam") << 1 << 12.0;
+        QTest::newRow("split over 4") << 4 << 12.0;
+        QTest::newRow("sgd, no optimizer state") << 4 << 0.0;
+    }
+    void modelStateMemory()
+    {
+        QFETCH(int, devices);
+        QFETCH(double, optimizerBytes);
+        const auto g = io::loadModel("zoo:mlp?batch=8&hidden=64&ffn=128");
+        const auto m = mesh(devices);
+        cost::CostOptions o;
+        o.optimizerBytes = optimizerBytes;
+        const auto c = cost::evaluatePlan(g, m, megatronMlp(g, m), o);
+        const std::int64_t local = 2 * 64 * 128 / devices;
+        QCOMPARE(c.memory.parameters + c.memory.gradients + c.memory.optimizer,
+                 std::llround(local * (4 + optimizerBytes)));
+        QCOMPARE(c.memory.activationModel, std::string("saved-tensors"));
+        // x [8, 64] whole, fc1 output [8, 128/devices] for relu, relu output for fc2.
+        QCOMPARE(c.memory.activations, std::int64_t{(8 * 64 + 2 * 8 * 128 / devices) * 4});
+        QVERIFY(c.fitsMemory);
+    }
+
+    void doesNotFitIsCostedAndFlagged()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=8&hidden=8192&ffn=32768");
+        const auto m = mesh(1, "cpu-loopback");
+        const auto c = cost::evaluatePlan(g, m, std::vector<ShardingSpec>(g.tensorCount(), ShardingSpec::replicated(1)));
+        QVERIFY(!c.fitsMemory);
+        QVERIFY(c.memory.total() > c.memoryCapacity);
+        QVERIFY(c.stepTime > 0);
+    }
+
+    // Data parallel: each weight's gradient all-reduced once, its full size.
+    void dataParallelGradientAllReduce()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=8&hidden=64&ffn=128");
+        const auto m = mesh(8);
+        const auto specs = sharding::propagateSpecs(g, m, {{*g.findTensor("x"), {{Placement::shard(0)}}}});
+        const auto c = cost::evaluatePlan(g, m, specs);
+        std::int64_t gradientBytes = 0;
+        for (const auto &col : c.collectives) {
+            QVERIFY(col.kind == sharding::CollectiveKind::AllReduce);
+            QVERIFY(col.phase == cost::Phase::Backward);
+            gradientBytes += col.bytes;
+        }
+        QCOMPARE(gradientBytes, g.parameterBytes());
+    }
+
+    void overlapHidesBackwardCommunication()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=64&hidden=1024&ffn=4096");
+        const auto m = mesh(8);
+        const auto specs = sharding::propagateSpecs(g, m, {{*g.findTensor("x"), {{Placement::shard(0)}}}});
+        cost::CostOptions overlap;
+        overlap.overlap = true;
+        const auto serial = cost::evaluatePlan(g, m, specs), hidden = cost::evaluatePlan(g, m, specs, overlap);
+        const auto &b = serial.byPhase.at("backward");
+        QCOMPARE(hidden.stepTime, serial.stepTime - b.compute - b.comm + std::max(b.compute, b.comm));
+        QVERIFY(hidden.stepTime < serial.stepTime);
+    }
+
+    // Korthikanti et al.'s activation bytes per transformer layer.
+    void korthikanti_data()
+    {
+        QTest::addColumn<int>("t");
+        QTest::addColumn<bool>("sp");
+        QTest::addColumn<double>("bytes");
+        const double s = 2048, b = 4, h = 4096, a = 32;
+        QTest::newRow("unsharded") << 1 << false << 34 * s * b * h + 5 * a * s * s * b;
+        QTest::newRow("tensor parallel 8") << 8 << false << 10 * s * b * h + (24 * s * b * h + 5 * a * s * s * b) / 8;
+        QTest::newRow("sequence parallel 8") << 8 << true << (34 * s * b * h + 5 * a * s * s * b) / 8;
+    }
+    void korthikanti()
+    {
+        QFETCH(int, t);
+        QFETCH(bool, sp);
+        QFETCH(double, bytes);
+        cost::TransformerLayerShape l;
+        l.s = 2048;
+        l.b = 4;
+        l.h = 4096;
+        l.a = 32;
+        l.t = t;
+        l.sequenceParallel = sp;
+        QCOMPARE(cost::korthikantiBytes(l), std::llround(bytes));
+    }
+
+    // Coarse nodes and subgraph classes are sums of the per-op breakdown.
+    void aggregateByGroup()
+    {
+        std::map<std::string, cost::CostTotals> byOp;
+        byOp["h.0/fc/MatMul"] = {10, 1, 2, 100, 1};
+        byOp["h.1/fc/MatMul"] = {10, 1, 2, 100, 1};
+        byOp["h.0/act/Relu"] = {1, 0.5, 0, 0, 0};
+        byOp["loss"] = {1, 0.25, 0, 0, 0};
+        const auto groups = cost::aggregate(byOp, {{"h.0/fc/MatMul", "layer"}, {"h.1/fc/MatMul", "layer"},
+                                                   {"h.0/act/Relu", "layer"}});
+        QCOMPARE(groups.size(), std::size_t{2});
+        QCOMPARE(groups.at("layer").compute, 2.5);
+        QCOMPARE(groups.at("layer").commBytes, std::int64_t{200});
+        QCOMPARE(groups.at("(other)").compute, 0.25);
+        QCOMPARE(cost::aggregate(byOp, {}, "").size(), std::size_t{0});
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCostModel)
+#include "tst_costmodel.moc"
