@@ -1,0 +1,281 @@
+#include "io/modelloader.h"
+#include "io/zoo/graphbuilder.h"
+#include "ir/error.h"
+#include "search/referenceplan.h"
+#include "sharding/meshprofile.h"
+
+#include <QtTest>
+
+#include <regex>
+#include <set>
+
+using namespace tapestry;
+
+namespace {
+
+sharding::Mesh mesh(std::vector<int> sizes)
+{
+    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+}
+
+// "transformer/h.3/attn/..." -> 3; -1 outside the layers.
+int layerOf(const std::string &op)
+{
+    static const std::regex layer(R"((?:^|/)(?:h|layers)\.(\d+)/)");
+    std::smatch m;
+    return std::regex_search(op, m, layer) ? std::stoi(m[1]) : -1;
+}
+
+struct LayerCount {
+    int forward = 0, backward = 0;
+    std::set<std::int64_t> bytes;
+    std::int64_t wireBytes = 0;
+};
+
+// Collectives of one kind charged to ops of transformer layers, per layer.
+std::map<int, LayerCount> perLayer(const plan::Plan &p, sharding::CollectiveKind kind, std::int64_t minBytes)
+{
+    std::map<int, LayerCount> layers;
+    for (const auto &c : p.cost.collectives) {
+        const int l = layerOf(c.op);
+        if (l < 0 || c.kind != kind || c.bytes < minBytes)
+            continue;
+        auto &lc = layers[l];
+        (c.phase == cost::Phase::Forward ? lc.forward : lc.backward) += 1;
+        lc.bytes.insert(c.bytes);
+        lc.wireBytes += c.wireBytes;
+    }
+    return layers;
+}
+
+} // namespace
+
+class TestReferencePlans : public QObject {
+    Q_OBJECT
+
+private slots:
+    void megatronRoles_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("role");
+        QTest::newRow("gpt q") << "transformer.h.3.attn.q_proj.weight" << "column-parallel";
+        QTest::newRow("gpt q bias") << "transformer.h.3.attn.q_proj.bias" << "column-parallel";
+        QTest::newRow("gpt out") << "transformer.h.3.attn.out_proj.weight" << "row-parallel";
+        QTest::newRow("gpt fc_in") << "transformer.h.0.mlp.fc_in.weight" << "column-parallel";
+        QTest::newRow("gpt fc_out") << "transformer.h.0.mlp.fc_out.weight" << "row-parallel";
+        QTest::newRow("llama gate") << "model.layers.1.mlp.gate_proj.weight" << "column-parallel";
+        QTest::newRow("llama down") << "model.layers.1.mlp.down_proj.weight" << "row-parallel";
+        QTest::newRow("llama o") << "model.layers.1.self_attn.o_proj.weight" << "row-parallel";
+        QTest::newRow("mixtral w1") << "model.layers.0.block_sparse_moe.experts.3.w1.weight" << "column-parallel";
+        QTest::newRow("mixtral w2") << "model.layers.0.block_sparse_moe.experts.3.w2.weight" << "row-parallel";
+        QTest::newRow("embedding") << "transformer.wte.weight" << "vocabulary-parallel embedding";
+        QTest::newRow("llama embedding") << "model.embed_tokens.weight" << "vocabulary-parallel embedding";
+        QTest::newRow("lm head") << "lm_head.weight" << "column-parallel";
+        QTest::newRow("bert intermediate") << "bert.encoder.layer.0.intermediate.dense.weight" << "column-parallel";
+        QTest::newRow("bert output") << "bert.encoder.layer.0.output.dense.weight" << "row-parallel";
+        QTest::newRow("bert attention output") << "bert.encoder.layer.0.attention.output.dense.weight"
+                                               << "row-parallel";
+        QTest::newRow("t5 wi") << "encoder.block.0.layer.1.DenseReluDense.wi.weight" << "column-parallel";
+        QTest::newRow("teaching fc1") << "mlp.fc1.weight" << "column-parallel";
+        QTest::newRow("teaching fc2") << "mlp.fc2.weight" << "row-parallel";
+        QTest::newRow("abc first") << "first.weight" << "column-parallel";
+        QTest::newRow("abc second") << "second.weight" << "row-parallel";
+        QTest::newRow("layer norm") << "transformer.h.0.ln_1.weight" << "replicated";
+        QTest::newRow("positions") << "transformer.wpe.weight" << "replicated";
+        QTest::newRow("router") << "model.layers.0.block_sparse_moe.gate.weight" << "replicated";
+    }
+    void megatronRoles()
+    {
+        QFETCH(QString, name);
+        QFETCH(QString, role);
+        QCOMPARE(QString::fromLatin1(search::toString(search::megatronRole(name.toStdString())).data()), role);
+    }
+
+    // Megatron on --mesh 8: 2 forward + 2 backward all-reduces of b·s·h per
+    // layer; predicted communication 8·b·s·h·(t−1)/t elements per layer;
+    // with sequence parallelism 4 all-gathers + 4 reduce-scatters instead.
+    // Presets whose head count 8 does not divide are refused, naming both.
+    void gptMegatron_data()
+    {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<int>("hidden");
+        QTest::addColumn<int>("heads");
+        QTest::addColumn<int>("elementBytes");
+        QTest::newRow("gpt2") << "gpt2" << 768 << 12 << 4;
+        QTest::newRow("gpt2-medium") << "gpt2-medium" << 1024 << 16 << 4;
+        QTest::newRow("gpt2-large") << "gpt2-large" << 1280 << 20 << 4;
+        QTest::newRow("gpt2-xl") << "gpt2-xl" << 1600 << 25 << 4;
+        QTest::newRow("gpt3-6.7b") << "gpt3-6.7b" << 4096 << 32 << 2;
+        QTest::newRow("gpt3-175b") << "gpt3-175b" << 12288 << 96 << 2;
+    }
+    void gptMegatron()
+    {
+        QFETCH(QString, preset);
+        QFETCH(int, hidden);
+        QFETCH(int, heads);
+        QFETCH(int, elementBytes);
+        const std::int64_t b = 2, s = 64, layers = 2, t = 8;
+        const std::string source = "zoo:" + preset.toStdString() + "?layers=2&batch=2&seq=64";
+        const auto g = io::loadModel(source);
+        const auto m = mesh({8});
+        if (heads % 8 != 0) {
+            try {
+                search::referencePlan(g, source, m, search::ReferenceMethod::Megatron);
+                QFAIL("expected a refusal");
+            } catch (const TapestryError &e) {
+                const std::string msg = e.what();
+                QVERIFY2(msg.find(std::to_string(heads) + " attention heads") != std::string::npos, msg.c_str());
+                QVERIFY2(msg.find("'model' of size 8") != std::string::npos, msg.c_str());
+            }
+            return;
+        }
+        const std::int64_t bsh = b * s * hidden * elementBytes;
+        const auto p = search::referencePlan(g, source, m, search::ReferenceMethod::Megatron);
+        const auto allReduces = perLayer(p, sharding::CollectiveKind::AllReduce, 0);
+        QCOMPARE(static_cast<std::int64_t>(allReduces.size()), layers);
+        for (const auto &[layer, lc] : allReduces) {
+            QCOMPARE(lc.forward, 2);
+            QCOMPARE(lc.backward, 2);
+            QVERIFY(lc.bytes == std::set<std::int64_t>{bsh});
+            QCOMPARE(lc.wireBytes, 8 * bsh * (t - 1) / t);
+        }
+        QVERIFY(perLayer(p, sharding::CollectiveKind::AllGather, 0).empty());
+
+        // Model states: 16 bytes per local parameter, split ones divided by t.
+        std::int64_t split = 0, whole = 0;
+        for (const auto &[name, entry] : p.specs) {
+            const auto &tensor = g.tensor(*g.findTensor(name));
+            if (tensor.role != ir::Role::Parameter)
+                continue;
+            (entry.spec.isReplicated() ? whole : split) += tensor.elementCount();
+        }
+        QVERIFY(split > 0 && whole > 0);
+        const auto &mem = p.cost.memory;
+        QCOMPARE(mem.parameters + mem.gradients + mem.optimizer, 16 * (split / t + whole));
+        QCOMPARE(mem.activationModel, std::string("korthikanti"));
+
+        search::ReferenceOptions sp;
+        sp.sequenceParallel = true;
+        const auto q = search::referencePlan(g, source, m, search::ReferenceMethod::Megatron, sp);
+        QVERIFY(q.sequenceParallel);
+        const auto gathers = perLayer(q, sharding::CollectiveKind::AllGather, 0);
+        const auto scatters = perLayer(q, sharding::CollectiveKind::ReduceScatter, 0);
+        QCOMPARE(static_cast<std::int64_t>(gathers.size()), layers);
+        for (int l = 0; l < layers; ++l) {
+            QCOMPARE(gathers.at(l).forward + gathers.at(l).backward, 4);
+            QCOMPARE(scatters.at(l).forward + scatters.at(l).backward, 4);
+            QVERIFY(gathers.at(l).bytes == std::set<std::int64_t>{bsh});
+            QVERIFY(scatters.at(l).bytes == std::set<std::int64_t>{bsh});
+            QCOMPARE(gathers.at(l).wireBytes + scatters.at(l).wireBytes, 8 * bsh * (t - 1) / t);
+            // No activation all-reduce is left in a layer (only norm and bias gradients, of h elements).
+            QVERIFY(perLayer(q, sharding::CollectiveKind::AllReduce, hidden * elementBytes + 1).empty());
+        }
+        QVERIFY(q.cost.memory.activations < p.cost.memory.activations);
+    }
+
+    // LESSONS.md case 2 on the teaching models: one all-reduce forward, none between.
+    void teachingModels_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("secondOp");
+        QTest::newRow("mlp") << "zoo:mlp" << "mlp/fc2/MatMul";
+        QTest::newRow("abc") << "zoo:abc" << "second/MatMul";
+    }
+    void teachingModels()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, secondOp);
+        const auto g = io::loadModel(model.toStdString());
+        const auto p = search::referencePlan(g, model.toStdString(), mesh({4}), search::ReferenceMethod::Megatron);
+        QCOMPARE(p.cost.collectives.size(), std::size_t{1});
+        QCOMPARE(QString::fromStdString(p.cost.collectives[0].op), secondOp);
+        QVERIFY(p.cost.collectives[0].kind == sharding::CollectiveKind::AllReduce);
+        QVERIFY(p.cost.collectives[0].phase == cost::Phase::Forward);
+        QVERIFY(p.searchWarnings.empty());
+    }
+
+    // dp: the gradient all-reduce is the parameter bytes.
+    void dataParallel_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("mlp") << "zoo:mlp";
+        // (GPT-2's learned positions broadcast over the batch: their gradient
+        // is cheaper to reduce as the [1, s, h] lookup than as the table.)
+        QTest::newRow("llama") << "zoo:llama2-7b?layers=1&batch=8&seq=32&hidden=256&heads=4&kv_heads=4&ffn=512&vocab=1000";
+    }
+    void dataParallel()
+    {
+        QFETCH(QString, model);
+        const auto g = io::loadModel(model.toStdString());
+        const auto p = search::referencePlan(g, model.toStdString(), mesh({8}), search::ReferenceMethod::DataParallel);
+        std::int64_t gradients = 0;
+        for (const auto &c : p.cost.collectives)
+            if (c.phase == cost::Phase::Backward && c.kind == sharding::CollectiveKind::AllReduce &&
+                c.reason.starts_with("weight gradient"))
+                gradients += c.bytes;
+        QCOMPARE(gradients, g.parameterBytes());
+        for (const auto &c : p.cost.collectives)
+            QVERIFY2(c.phase == cost::Phase::Backward || c.bytes <= 4, c.op.c_str());  // forward: the loss scalar at most
+    }
+
+    void dataParallelRefusesIndivisibleBatch()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=6");
+        try {
+            search::referencePlan(g, "zoo:mlp?batch=6", mesh({4}), search::ReferenceMethod::DataParallel);
+            QFAIL("expected a refusal");
+        } catch (const TapestryError &e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.find("batch 6 of input 'x'") != std::string::npos, msg.c_str());
+        }
+    }
+
+    void replicateHasNoCommunication()
+    {
+        const auto g = io::loadModel("zoo:gpt2?layers=1&batch=2&seq=32");
+        const auto p = search::referencePlan(g, "g", mesh({8}), search::ReferenceMethod::Replicate);
+        QVERIFY(p.cost.collectives.empty());
+        for (const auto &[name, entry] : p.specs)
+            QVERIFY(entry.spec.isReplicated());
+    }
+
+    // 2D: tensor parallel on "model", data parallel on "data".
+    void megatronOnTwoAxes()
+    {
+        const std::string source = "zoo:gpt2-medium?layers=1&batch=4&seq=32";
+        const auto g = io::loadModel(source);
+        const auto p = search::referencePlan(g, source, mesh({2, 8}), search::ReferenceMethod::Megatron);
+        const auto &q = p.specs.at("transformer.h.0.attn.q_proj.weight").spec;
+        QCOMPARE(q.toPlacements(), std::string("[Replicate(), Shard(1)]"));
+        QCOMPARE(p.specs.at("input_ids").spec.toPlacements(), std::string("[Shard(0), Replicate()]"));
+        int dataGradients = 0, modelActivations = 0;
+        for (const auto &c : p.cost.collectives) {
+            if (c.axis == "data" && c.reason.starts_with("weight gradient"))
+                ++dataGradients;
+            if (c.axis == "model" && layerOf(c.op) == 0 && c.kind == sharding::CollectiveKind::AllReduce)
+                ++modelActivations;
+        }
+        QVERIFY(dataGradients > 0);
+        QCOMPARE(modelActivations, 4);
+    }
+
+    void megatronWithoutKnownNamesWarns()
+    {
+        io::zoo::GraphBuilder b("plain");
+        auto x = b.input("x", {8, 16}, ir::DType::F32);
+        b.markOutput(b.linear("proj", x, 16, false));
+        const auto g = b.take();
+        const auto p = search::referencePlan(g, "plain", mesh({4}), search::ReferenceMethod::Megatron);
+        QCOMPARE(p.searchWarnings.size(), std::size_t{1});
+        QVERIFY(p.searchWarnings[0].find("no parameter has a Megatron module name") != std::string::npos);
+    }
+
+    void methodNames()
+    {
+        QVERIFY(search::referenceMethodFromString("dp") == search::ReferenceMethod::DataParallel);
+        QVERIFY(!search::referenceMethodFromString("tap"));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestReferencePlans)
+#include "tst_referenceplans.moc"
