@@ -12,7 +12,7 @@ PACKAGES=(
   libgraphviz-dev nlohmann-json3-dev libfmt-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev coinor-libcbc-dev
-  libbenchmark-dev clang python3
+  libbenchmark-dev clang libclang-rt-14-dev python3
 )
 
 missing=()

@@ -43,11 +43,10 @@ WireField WireCursor::next()
     f.wireType = WireFormatLite::GetTagWireType(static_cast<std::uint32_t>(tag));
     if (f.number == 0)
         throw WireError{"field number 0", m_base + start};
-    auto take = [&](std::uint64_t n, const char *what) {
+    auto take = [&](std::uint64_t n) {
         if (n > m_bytes.size() - m_pos)
-            throw WireError{std::string(what) + " of field " + std::to_string(f.number) + " needs " +
-                                std::to_string(n) + " bytes, " +
-                                std::to_string(m_bytes.size() - m_pos) + " left",
+            throw WireError{"field " + std::to_string(f.number) + " needs " + std::to_string(n) + " bytes, " +
+                                std::to_string(m_bytes.size() - m_pos) + " left,",
                             m_base + start, m_wholeFile ? WireError::Truncated : WireError::Malformed};
         Bytes b = m_bytes.subspan(m_pos, static_cast<std::size_t>(n));
         m_pos += static_cast<std::size_t>(n);
@@ -58,19 +57,19 @@ WireField WireCursor::next()
         f.varint = readVarint("varint");
         break;
     case WireFormatLite::WIRETYPE_FIXED64: {
-        Bytes b = take(8, "value");
+        Bytes b = take(8);
         for (int i = 7; i >= 0; --i)
             f.varint = (f.varint << 8) | b[static_cast<std::size_t>(i)];
         break;
     }
     case WireFormatLite::WIRETYPE_FIXED32: {
-        Bytes b = take(4, "value");
+        Bytes b = take(4);
         for (int i = 3; i >= 0; --i)
             f.varint = (f.varint << 8) | b[static_cast<std::size_t>(i)];
         break;
     }
     case WireFormatLite::WIRETYPE_LENGTH_DELIMITED:
-        f.payload = take(readVarint("length"), "contents");
+        f.payload = take(readVarint("length"));
         break;
     default:
         // Groups (wire types 3 and 4) are not used by ONNX; 6 and 7 do not exist.
