@@ -143,6 +143,17 @@ void Communicator::allReduceSum(const TensorView &x)
     e.bytes += x.size() * kFloatBytes;
 }
 
+void Communicator::allReduceMax(const TensorView &x)
+{
+    const double t0 = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, x.data, mpiCount(x.size(), "all-reduce"), MPI_FLOAT, MPI_MAX,
+                  m_comm);
+    auto &e = m_stats[Collective::AllReduce];
+    e.seconds += MPI_Wtime() - t0;
+    e.calls += 1;
+    e.bytes += x.size() * kFloatBytes;
+}
+
 void Communicator::allGather(const TensorView &local, const TensorView &full, std::size_t dim)
 {
     checkBlocks("all-gather", local.shape, full.shape, dim, m_size);

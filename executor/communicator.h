@@ -56,6 +56,9 @@ public:
 
     // x = Σ over ranks of x, in place.
     void allReduceSum(const TensorView &x);
+    // x = element-wise max over ranks of x, in place (the per-token max logit
+    // of a vocabulary-parallel cross-entropy); counted as an all-reduce.
+    void allReduceMax(const TensorView &x);
     // full = concatenation along `dim` of every rank's `local`, in rank order.
     void allGather(const TensorView &local, const TensorView &full, std::size_t dim);
     // local = this rank's block along `dim` of Σ over ranks of `full`.

@@ -1,6 +1,7 @@
 #include "collectivesselftest.h"
 #include "communicator.h"
 #include "interpreter.h"
+#include "planrun.h"
 #include "rankmesh.h"
 
 #include "io/modelloader.h"
@@ -21,13 +22,27 @@ namespace {
 using namespace tapestry;
 
 constexpr const char *kUsage =
-    "usage: mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
+    "usage: mpirun -np N tapestry-exec --model MODEL --plan plan.json [--steps K] [--warmup W]\n"
+    "                     [--verify] [--batch B --seq S] [--report -] [--mesh-profile P]\n"
+    "       mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
     "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
     "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
     "\n"
     "  --model MODEL       a zoo preset (zoo:gpt2?layers=2), .onnx, .json or config.json\n"
     "  --batch B, --seq S  bind the batch and sequence dims\n"
-    "  --steps K           train K steps on one rank, the single-process reference;\n"
+    "  --plan FILE         run the tapestry.plan on the ranks; its mesh must have one\n"
+    "                      device per rank. Measures K steps (default 5) after W warm-up\n"
+    "                      steps (default 1); progress on stderr\n"
+    "  --verify            check the first step against the unsharded reference on rank 0:\n"
+    "                      loss, outputs and every weight gradient within relative 1e-4;\n"
+    "                      exit 1 when they differ\n"
+    "  --report -          JSON lines on stdout: start, one per step (times, collectives,\n"
+    "                      bytes, tokens/s, GFLOP/s per rank), summary with the verdict and\n"
+    "                      the cost model's predicted step time\n"
+    "  --mesh-profile P    profile for the predicted step time (default cpu-loopback)\n"
+    "  --test-drop-collective N  test aid: skip the plan's N-th all-reduce of each step\n"
+    "                      (1-based), a deliberately wrong plan that --verify must catch\n"
+    "  --steps K           without --plan: train K steps on one rank, the single-process reference;\n"
     "                      one JSON line per step on stdout (loss, step time, tokens/s,\n"
     "                      GFLOP/s). A graph without a loss trains on the sum of\n"
     "                      squares of its outputs.\n"
@@ -51,6 +66,12 @@ struct Options {
     std::string selfTest;
     std::string mesh;
     int failRank = -1;
+    std::string plan;
+    std::optional<std::int64_t> warmup;
+    bool verify = false;
+    std::string report;
+    std::string meshProfile = "cpu-loopback";
+    int dropCollective = 0;
     bool help = false;
 };
 
@@ -115,6 +136,20 @@ Options parseOptions(int argc, char **argv)
             o.mesh = value();
         else if (arg == "--fail-rank")
             o.failRank = static_cast<int>(parseInt(arg, value(), 0));
+        else if (arg == "--plan")
+            o.plan = value();
+        else if (arg == "--warmup")
+            o.warmup = parseInt(arg, value(), 0);
+        else if (arg == "--verify")
+            o.verify = true;
+        else if (arg == "--report") {
+            o.report = value();
+            if (o.report != "-")
+                throw UsageError{"--report writes JSON lines to stdout: give '-', got '" + o.report + "'"};
+        } else if (arg == "--mesh-profile")
+            o.meshProfile = value();
+        else if (arg == "--test-drop-collective")
+            o.dropCollective = static_cast<int>(parseInt(arg, value(), 1));
         else
             throw UsageError{"unknown option '" + arg + "' (see --help)"};
     }
@@ -131,7 +166,9 @@ Options parseOptions(int argc, char **argv)
         if (o.failRank >= 0)
             throw UsageError{"--fail-rank only goes with --self-test"};
         if (!o.mesh.empty())
-            throw UsageError{"--mesh only goes with --self-test until plans run"};
+            throw UsageError{"--mesh only goes with --self-test; a plan brings its own mesh"};
+        if (o.plan.empty() && (o.verify || o.warmup || !o.report.empty() || o.dropCollective))
+            throw UsageError{"--verify, --warmup, --report and --test-drop-collective need --plan"};
     }
     return o;
 }
@@ -232,6 +269,36 @@ int main(int argc, char **argv)
             std::cout << kUsage;
         MPI_Finalize();
         return 0;
+    }
+
+    if (!o.plan.empty()) {
+        exec::PlanRunOptions run;
+        run.model = o.model;
+        run.load = o.load;
+        run.plan = o.plan;
+        run.steps = static_cast<int>(o.steps.value_or(5));
+        run.warmup = static_cast<int>(o.warmup.value_or(1));
+        run.verify = o.verify;
+        run.report = o.report == "-";
+        run.meshProfile = o.meshProfile;
+        run.training.seed = o.seed;
+        run.training.optimizer = o.optimizer;
+        run.training.learningRate =
+            o.learningRate.value_or(o.optimizer == exec::Optimizer::Adam ? 1e-3f : 1e-2f);
+        run.dropAllReduce = o.dropCollective;
+        int rc = 0;
+        {
+            exec::Communicator world = exec::Communicator::world();
+            try {
+                rc = exec::runPlan(run, world, std::cout, std::cerr);
+            } catch (const TapestryError &e) {
+                rc = 2;
+                if (rank == 0)
+                    std::cerr << "tapestry-exec: " << e.what() << '\n';
+            }
+        }
+        MPI_Finalize();
+        return rc;
     }
 
     std::optional<exec::Communicator> world;

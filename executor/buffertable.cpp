@@ -1,0 +1,22 @@
+#include "buffertable.h"
+
+namespace tapestry::exec {
+
+Slot BufferTable::reserve(ir::Shape shape)
+{
+    std::int64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    m_slots.emplace_back(m_arena.reserve(n), std::move(shape));
+    return static_cast<Slot>(m_slots.size() - 1);
+}
+
+void BufferTable::allocate()
+{
+    m_arena.allocate();
+    m_views.clear();
+    for (const auto &[offset, shape] : m_slots)
+        m_views.push_back(m_arena.view(offset, shape));
+}
+
+} // namespace tapestry::exec

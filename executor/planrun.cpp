@@ -1,0 +1,237 @@
+#include "planrun.h"
+
+#include "rankmesh.h"
+#include "shardedprogram.h"
+#include "verification.h"
+
+#include "cost/costmodel.h"
+#include "ir/error.h"
+#include "plan/planjson.h"
+#include "sharding/meshprofile.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+namespace tapestry::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b)
+{
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// Collective statistics of one step, summed over the mesh axes.
+CollectiveStats meshStats(const RankMesh &mesh)
+{
+    CollectiveStats sum;
+    for (std::size_t a = 0; a < mesh.shape().size(); ++a)
+        for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
+            const auto &e = mesh.axis(a).stats().kinds[k];
+            sum.kinds[k].calls += e.calls;
+            sum.kinds[k].bytes += e.bytes;
+            sum.kinds[k].seconds += e.seconds;
+        }
+    return sum;
+}
+
+nlohmann::json statsJson(const CollectiveStats &stats, double per)
+{
+    nlohmann::json j = nlohmann::json::object();
+    for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
+        const auto &e = stats.kinds[k];
+        if (e.calls == 0)
+            continue;
+        j[std::string(toString(static_cast<Collective>(k)))] = {
+            {"calls", static_cast<double>(e.calls) / per},
+            {"bytes", static_cast<double>(e.bytes) / per},
+            {"seconds", e.seconds / per}};
+    }
+    return j;
+}
+
+double commSeconds(const CollectiveStats &stats)
+{
+    double s = 0.0;
+    for (const auto &e : stats.kinds)
+        s += e.seconds;
+    return s;
+}
+
+} // namespace
+
+int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std::ostream &progress)
+{
+    const bool root = world.rank() == 0;
+    ir::Graph graph = io::loadModel(o.model, o.load);
+    const plan::Plan plan = plan::readPlanFile(o.plan);
+    const auto specs = plan::planSpecs(plan, graph, o.plan);
+    if (plan.mesh.deviceCount() != world.size())
+        throw TapestryError(Error{o.plan, "mesh", "the plan's mesh " + plan.mesh.toString() + " has " +
+                                                      std::to_string(plan.mesh.deviceCount()) +
+                                                      " devices but the job has " + std::to_string(world.size()) +
+                                                      " ranks (start it with -np " +
+                                                      std::to_string(plan.mesh.deviceCount()) + ")"});
+    std::vector<std::int64_t> shape;
+    std::vector<int> sizes;
+    std::vector<std::string> names;
+    for (const auto &axis : plan.mesh.axes) {
+        shape.push_back(axis.size);
+        sizes.push_back(axis.size);
+        names.push_back(axis.name);
+    }
+    const sharding::Mesh profiled = sharding::findMeshProfile(o.meshProfile).mesh(sizes, names);
+    const double predicted = cost::evaluatePlan(graph, profiled, specs, plan.costOptions).stepTime;
+
+    RankMesh mesh(world, shape);
+    RankMesh aux(world, shape);
+    ShardedProgramOptions po;
+    po.training = o.training;
+    po.dropAllReduce = o.dropAllReduce;
+    po.gatherGradients = o.verify;
+    std::optional<Interpreter> reference;
+    if (o.verify && root)
+        reference.emplace(graph, o.training, o.model);
+    ShardedProgram program(std::move(graph), specs, plan.mesh, mesh, aux, po, o.model);
+    if (o.dropAllReduce > program.planAllReduces())
+        throw TapestryError(Error{"--test-drop-collective", {}, "the plan has " +
+                                                                    std::to_string(program.planAllReduces()) +
+                                                                    " all-reduces per step, not " +
+                                                                    std::to_string(o.dropAllReduce)});
+
+    const double tokens = static_cast<double>(program.tokensPerStep());
+    const double flops = program.flopsPerStep();
+    if (root && o.report)
+        out << nlohmann::json{{"event", "start"},
+                              {"model", o.model},
+                              {"plan", o.plan},
+                              {"method", plan.method},
+                              {"mesh", RankMesh::shapeToString(shape)},
+                              {"ranks", world.size()},
+                              {"objective", program.objective() == Objective::Loss ? "loss" : "sum_of_squares"},
+                              {"tokens_per_step", program.tokensPerStep()},
+                              {"flops_per_step_per_rank", flops},
+                              {"arena_bytes_per_rank", program.arenaBytes()},
+                              {"plan_all_reduces", program.planAllReduces()},
+                              {"predicted_step_time_s", predicted},
+                              {"mesh_profile", o.meshProfile}}
+                   .dump()
+            << '\n'
+            << std::flush;
+
+    // From here on a failure may hit one rank only: it ends the whole job
+    // rather than leave the others waiting in a collective.
+    try {
+        std::optional<VerificationResult> verdict;
+        if (o.verify) {
+            verdict = verifyStep(program, reference ? &*reference : nullptr, world);
+            program.update();
+            reference.reset();
+            if (root)
+                progress << "tapestry-exec: verification " << (verdict->passed ? "passed" : "FAILED")
+                         << ": largest relative error " << verdict->maxError << " at " << verdict->where
+                         << " (tolerance " << kVerifyTolerance << ", " << verdict->compared << " tensors)\n"
+                         << std::flush;
+        }
+        for (int s = 0; s < o.warmup; ++s) {
+            program.forward();
+            program.backward();
+            program.update();
+        }
+        double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
+        float first = 0.0f, last = 0.0f;
+        CollectiveStats all;
+        for (int s = 1; s <= o.steps; ++s) {
+            for (std::size_t a = 0; a < shape.size(); ++a)
+                mesh.axis(a).resetStats();
+            MPI_Barrier(world.handle());
+            const auto t0 = Clock::now();
+            const float loss = program.forward();
+            const auto t1 = Clock::now();
+            program.backward();
+            const auto t2 = Clock::now();
+            program.update();
+            const auto t3 = Clock::now();
+            const double step = seconds(t0, t3);
+            total += step;
+            forwardTotal += seconds(t0, t1);
+            backwardTotal += seconds(t1, t2);
+            updateTotal += seconds(t2, t3);
+            if (s == 1)
+                first = loss;
+            last = loss;
+            const CollectiveStats stats = meshStats(mesh);
+            for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
+                all.kinds[k].calls += stats.kinds[k].calls;
+                all.kinds[k].bytes += stats.kinds[k].bytes;
+                all.kinds[k].seconds += stats.kinds[k].seconds;
+            }
+            if (!root)
+                continue;
+            if (o.report)
+                out << nlohmann::json{{"event", "step"},
+                                      {"step", s},
+                                      {"steps", o.steps},
+                                      {"loss", loss},
+                                      {"step_time_s", step},
+                                      {"forward_s", seconds(t0, t1)},
+                                      {"backward_s", seconds(t1, t2)},
+                                      {"update_s", seconds(t2, t3)},
+                                      {"comm_s", commSeconds(stats)},
+                                      {"collectives", statsJson(stats, 1.0)},
+                                      {"tokens_per_s", tokens / step},
+                                      {"gflops_per_rank", flops / step * 1e-9}}
+                           .dump()
+                    << '\n'
+                    << std::flush;
+            char line[160];
+            std::snprintf(line, sizeof line, "step %d/%d  loss %.5g  %.2f ms  %.0f tokens/s\n", s, o.steps,
+                          static_cast<double>(loss), step * 1e3, tokens / step);
+            progress << "tapestry-exec: " << line << std::flush;
+        }
+        if (root && o.report) {
+            nlohmann::json summary{{"event", "summary"},
+                                   {"model", o.model},
+                                   {"plan", o.plan},
+                                   {"mesh", RankMesh::shapeToString(shape)},
+                                   {"ranks", world.size()},
+                                   {"steps", o.steps},
+                                   {"first_loss", first},
+                                   {"last_loss", last},
+                                   {"step_time_s", total / o.steps},
+                                   {"forward_s", forwardTotal / o.steps},
+                                   {"backward_s", backwardTotal / o.steps},
+                                   {"update_s", updateTotal / o.steps},
+                                   {"comm_s", commSeconds(all) / o.steps},
+                                   {"collectives", statsJson(all, o.steps)},
+                                   {"tokens_per_s", tokens * o.steps / total},
+                                   {"gflops_per_rank", flops * o.steps / total * 1e-9},
+                                   {"predicted_step_time_s", predicted},
+                                   {"mesh_profile", o.meshProfile},
+                                   {"predicted_over_measured", predicted / (total / o.steps)}};
+            if (verdict)
+                summary["verification"] = {{"passed", verdict->passed},
+                                           {"max_relative_error", verdict->maxError},
+                                           {"where", verdict->where},
+                                           {"tolerance", kVerifyTolerance},
+                                           {"tensors_compared", verdict->compared},
+                                           {"loss", verdict->shardedObjective},
+                                           {"reference_loss", verdict->referenceObjective}};
+            out << summary.dump() << '\n' << std::flush;
+        }
+        return verdict && !verdict->passed ? 1 : 0;
+    } catch (const std::exception &e) {
+        std::cerr << "tapestry-exec: rank " << world.rank() << ": " << e.what() << '\n' << std::flush;
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return 1;
+}
+
+} // namespace tapestry::exec

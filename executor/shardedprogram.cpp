@@ -1,0 +1,751 @@
+#include "shardedprogram.h"
+
+#include "initializer.h"
+#include "kernels/binary.h"
+#include "kernels/gather.h"
+#include "kernels/layernorm.h"
+#include "kernels/layout.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/softmax.h"
+#include "kernels/strided.h"
+#include "kernels/vocabparallel.h"
+#include "opsupport.h"
+#include "shardlayout.h"
+
+#include "ir/error.h"
+#include "sharding/reshard.h"
+#include "sharding/strategy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tapestry::exec {
+
+namespace {
+
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+bool isFloat(ir::DType d)
+{
+    return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 || d == ir::DType::F64;
+}
+
+std::size_t normaliseAxis(std::int64_t axis, std::size_t rank)
+{
+    return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
+}
+
+// Mesh axes that split dim `dim` under `spec`.
+std::vector<std::size_t> axesSplitting(const ShardingSpec &spec, int dim)
+{
+    std::vector<std::size_t> axes;
+    for (std::size_t a = 0; a < spec.placements.size(); ++a)
+        if (spec.placements[a] == Placement::shard(dim))
+            axes.push_back(a);
+    return axes;
+}
+
+} // namespace
+
+ShardedProgram::ShardedProgram(ir::Graph graph, const std::vector<ShardingSpec> &specs,
+                               const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux,
+                               ShardedProgramOptions options, const std::string &input)
+    : m_graph(std::move(graph)), m_specs(specs), m_mesh(mesh), m_plan(plan), m_aux(aux),
+      m_options(options)
+{
+    for (const auto &axis : m_mesh.axes)
+        m_meshShape.push_back(axis.size);
+    checkRunnable(m_graph, input);
+    build(input);
+    m_buffers.allocate();
+    initialise();
+}
+
+void ShardedProgram::appendReshard(std::size_t tensor, const ShardingSpec &from, const ShardingSpec &to,
+                                   Slot src, Slot dst, bool aux, std::vector<Action> &into)
+{
+    std::vector<ReshardStep> steps;
+    planReshard(m_graph.tensors()[tensor].shape, from, to, m_meshShape, src, dst, m_buffers, steps);
+    for (ReshardStep &s : steps) {
+        if (!aux && s.kind == ReshardStep::Kind::AllReduce)
+            s.dropped = ++m_allReduces == m_options.dropAllReduce;
+        into.push_back({Action::Type::Reshard, m_steps.size()});
+        m_steps.push_back(s);
+        m_auxStep.push_back(aux);
+    }
+}
+
+Slot ShardedProgram::variant(std::size_t tensor, const ShardingSpec &spec, std::vector<Action> &into)
+{
+    if (spec == m_specs[tensor])
+        return m_values[tensor];
+    const auto key = std::make_pair(tensor, spec);
+    if (auto it = m_variants.find(key); it != m_variants.end())
+        return it->second;
+    const Slot slot = m_buffers.reserve(shardShape(spec, m_graph.tensors()[tensor].shape, m_meshShape));
+    appendReshard(tensor, m_specs[tensor], spec, m_values[tensor], slot, false, into);
+    m_variants.emplace(key, slot);
+    return slot;
+}
+
+IndexView ShardedProgram::indices(std::size_t tensor, const ShardingSpec &spec)
+{
+    const auto key = std::make_pair(tensor, spec);
+    if (auto it = m_indexViews.find(key); it != m_indexViews.end())
+        return it->second;
+    // Token ids and labels are inputs, a function of the seed alone: each
+    // spec a consumer reads is built locally, never sent.
+    const ir::Tensor &t = m_graph.tensors()[tensor];
+    const ir::TensorId id(static_cast<std::int32_t>(tensor));
+    const ir::Shape local = shardShape(spec, t.shape, m_meshShape);
+    const auto offset = shardOffset(spec, t.shape, m_meshShape, m_plan.coordinates());
+    std::int64_t n = 1;
+    for (auto d : local)
+        n *= d;
+    auto &data = m_indexData.emplace_back(static_cast<std::size_t>(n));
+    const kernels::Dims full = kernels::contiguousStrides(t.shape);
+    const std::uint64_t key2 = streamKey(m_options.training.seed, t.name);
+    const IndexRule rule = indexRuleFor(m_graph, id);
+    std::vector<std::int64_t> idx(local.size(), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t flat = 0;
+        for (std::size_t d = 0; d < local.size(); ++d)
+            flat += (offset[d] + idx[d]) * full[d];
+        initializeIndices(&data[static_cast<std::size_t>(i)], 1, flat, key2, rule);
+        for (std::size_t d = local.size(); d-- > 0;) {
+            if (++idx[d] < local[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    IndexView view{data.data(), local};
+    m_indexViews.emplace(key, view);
+    return view;
+}
+
+void ShardedProgram::finalizeGradient(std::size_t tensor, std::vector<Action> &into)
+{
+    const ShardingSpec target = sharding::gradientSpec(m_specs[tensor]);
+    for (const auto &[spec, slot] : m_contributions[tensor]) {
+        const Slot landing = m_buffers.reserve(m_buffers.shape(m_grads[tensor]));
+        appendReshard(tensor, spec, target, slot, landing, false, into);
+        into.push_back({Action::Type::AddInto, 0, landing, m_grads[tensor]});
+    }
+}
+
+void ShardedProgram::build(const std::string &input)
+{
+    const auto order = m_graph.topologicalOrder();
+    if (!order)
+        throw TapestryError(Error{input, {}, "the graph has a cycle"});
+    const std::size_t nt = m_graph.tensorCount();
+    const auto &tensors = m_graph.tensors();
+
+    std::vector<std::size_t> outputs;
+    for (std::size_t i = 0; i < nt; ++i)
+        if (tensors[i].role == ir::Role::Output && isFloat(tensors[i].dtype))
+            outputs.push_back(i);
+    if (outputs.empty())
+        throw TapestryError(Error{input, {}, "the graph has no float output to train on"});
+    for (std::size_t t : outputs)
+        if (tensors[t].shape.empty())
+            m_objectiveTensors.push_back(t);
+    m_objective = m_objectiveTensors.empty() ? Objective::SumOfSquares : Objective::Loss;
+    if (m_objectiveTensors.empty())
+        m_objectiveTensors = outputs;
+
+    // As the reference: a tensor needs a gradient when it is a float
+    // parameter or computed from one.
+    std::vector<bool> needsGrad(nt, false);
+    for (std::size_t i = 0; i < nt; ++i)
+        needsGrad[i] = tensors[i].role == ir::Role::Parameter && isFloat(tensors[i].dtype);
+    std::vector<bool> opBackward(m_graph.opCount(), false);
+    for (ir::OpId o : *order) {
+        const ir::Op &op = m_graph.op(o);
+        bool any = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            any = any || (!isIndexInput(op.type, i) && !isShapeOperand(op.type, i) &&
+                          needsGrad[op.inputs[i].index()]);
+        opBackward[o.index()] = any;
+        for (ir::TensorId t : op.outputs)
+            needsGrad[t.index()] = any;
+    }
+
+    m_values.assign(nt, kNoSlot);
+    m_grads.assign(nt, kNoSlot);
+    m_contributions.resize(nt);
+    for (std::size_t i = 0; i < nt; ++i) {
+        if (!isFloat(tensors[i].dtype))
+            continue;
+        m_values[i] = m_buffers.reserve(shardShape(m_specs[i], tensors[i].shape, m_meshShape));
+        if (needsGrad[i]) {
+            m_grads[i] = m_buffers.reserve(
+                shardShape(sharding::gradientSpec(m_specs[i]), tensors[i].shape, m_meshShape));
+            m_zeroed.push_back(m_grads[i]);
+        }
+    }
+
+    static const std::map<std::string, Kind> kKinds = {
+        {"MatMul", Kind::MatMul}, {"Add", Kind::Add}, {"Sub", Kind::Sub}, {"Mul", Kind::Mul},
+        {"Div", Kind::Div}, {"Relu", Kind::Relu}, {"Gelu", Kind::Gelu}, {"Silu", Kind::Silu},
+        {"Neg", Kind::Neg}, {"Softmax", Kind::Softmax}, {"LayerNormalization", Kind::LayerNorm},
+        {"RMSNorm", Kind::RmsNorm}, {"SimplifiedLayerNormalization", Kind::RmsNorm},
+        {"Reshape", Kind::Reshape}, {"Flatten", Kind::Reshape}, {"Squeeze", Kind::Reshape},
+        {"Unsqueeze", Kind::Reshape}, {"Identity", Kind::Reshape}, {"Transpose", Kind::Transpose},
+        {"Split", Kind::Split}, {"Concat", Kind::Concat}, {"Slice", Kind::Slice},
+        {"Expand", Kind::Expand}, {"Gather", Kind::Gather},
+        {"SoftmaxCrossEntropyLoss", Kind::CrossEntropy}};
+
+    // Per op: its backward step needs the output gradients in the spec it
+    // produced; kept for the backward pass built below.
+    struct Produced {
+        std::vector<std::pair<std::size_t, ShardingSpec>> outputs;  // tensor, produced spec
+        std::vector<Slot> dout;
+    };
+    std::vector<Produced> produced(m_graph.opCount());
+    std::vector<std::size_t> opIndex(m_graph.opCount(), 0);
+
+    for (ir::OpId o : *order) {
+        const ir::Op &op = m_graph.op(o);
+        std::vector<ShardingSpec> inputSpecs;
+        for (ir::TensorId t : op.inputs)
+            inputSpecs.push_back(m_specs[t.index()]);
+        const sharding::OpStrategy s = sharding::resolveStrategy(m_graph, o, inputSpecs, m_mesh);
+        auto refuse = [&](const std::string &why) {
+            throw TapestryError(Error{input, "op '" + op.name + "'",
+                                      "the executor cannot run it as the plan shards it: " + why});
+        };
+
+        OpStep step;
+        step.kind = kKinds.at(op.type);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            if (isShapeOperand(op.type, i))
+                continue;
+            const std::size_t t = op.inputs[i].index();
+            if (isIndexInput(op.type, i)) {
+                if (s.inputs[i].hasPartial())
+                    refuse("indices '" + tensors[t].name + "' as a partial sum");
+                step.index = indices(t, s.inputs[i]);
+                step.in.push_back(kNoSlot);
+                step.din.push_back(kNoSlot);
+                continue;
+            }
+            step.in.push_back(variant(t, s.inputs[i], m_forward));
+            Slot din = kNoSlot;
+            if (opBackward[o.index()] && needsGrad[t]) {
+                const ShardingSpec &g = s.inputGradients[i];
+                if (g == sharding::gradientSpec(m_specs[t])) {
+                    din = m_grads[t];
+                } else {
+                    auto &cs = m_contributions[t];
+                    auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
+                    if (it == cs.end()) {
+                        cs.emplace_back(g, m_buffers.reserve(shardShape(g, tensors[t].shape, m_meshShape)));
+                        m_zeroed.push_back(cs.back().second);
+                        it = cs.end() - 1;
+                    }
+                    din = it->second;
+                }
+            }
+            step.din.push_back(din);
+        }
+        std::vector<std::pair<std::size_t, Slot>> outputReshards;
+        for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+            const std::size_t t = op.outputs[k].index();
+            const ShardingSpec &p = s.outputs[k];
+            Slot out = m_values[t];
+            if (p != m_specs[t]) {
+                out = m_buffers.reserve(shardShape(p, tensors[t].shape, m_meshShape));
+                outputReshards.emplace_back(k, out);
+            }
+            step.out.push_back(out);
+            Slot dout = m_grads[t];
+            if (opBackward[o.index()] && sharding::gradientSpec(p) != sharding::gradientSpec(m_specs[t]))
+                dout = m_buffers.reserve(shardShape(sharding::gradientSpec(p), tensors[t].shape, m_meshShape));
+            step.dout.push_back(dout);
+            produced[o.index()].outputs.emplace_back(t, p);
+            produced[o.index()].dout.push_back(dout);
+        }
+
+        const ir::Shape x = step.in[0] == kNoSlot ? ir::Shape{} : m_buffers.shape(step.in[0]);
+        const std::size_t rank = x.size();
+        step.axis = normaliseAxis(ir::intAttr(op.attributes, "axis").value_or(0), rank);
+        step.epsilon = static_cast<float>(ir::floatAttr(op.attributes, "epsilon").value_or(1e-5));
+        if (ir::stringAttr(op.attributes, "approximate").value_or("none") == "tanh")
+            step.gelu = kernels::GeluForm::Tanh;
+        if ((step.kind == Kind::Split || step.kind == Kind::Concat || step.kind == Kind::Slice) &&
+            !axesSplitting(s.inputs[0], static_cast<int>(step.axis)).empty())
+            refuse("its axis is split over the mesh");
+        if (step.kind == Kind::Transpose) {
+            if (auto perm = ir::intsAttr(op.attributes, "perm"))
+                step.perm = *perm;
+            else
+                for (std::size_t i = rank; i-- > 0;)
+                    step.perm.push_back(static_cast<std::int64_t>(i));
+        }
+        if (step.kind == Kind::Slice) {
+            const auto starts = *ir::intsAttr(op.attributes, "starts");
+            std::vector<std::int64_t> axes(starts.size());
+            for (std::size_t i = 0; i < axes.size(); ++i)
+                axes[i] = static_cast<std::int64_t>(i);
+            axes = ir::intsAttr(op.attributes, "axes").value_or(axes);
+            const auto steps = ir::intsAttr(op.attributes, "steps")
+                                   .value_or(std::vector<std::int64_t>(starts.size(), 1));
+            step.starts.assign(rank, 0);
+            step.steps.assign(rank, 1);
+            for (std::size_t i = 0; i < starts.size(); ++i) {
+                const std::size_t a = normaliseAxis(axes[i], rank);
+                if (!axesSplitting(s.inputs[0], static_cast<int>(a)).empty())
+                    refuse("a sliced dim is split over the mesh");
+                const std::int64_t dim = x[a];
+                std::int64_t st = starts[i] < 0 ? starts[i] + dim : starts[i];
+                st = steps[i] > 0 ? std::clamp<std::int64_t>(st, 0, dim) : std::clamp<std::int64_t>(st, 0, dim - 1);
+                step.starts[a] = st;
+                step.steps[a] = steps[i];
+            }
+        }
+        if (step.kind == Kind::Gather) {
+            const ir::Shape &table = tensors[op.inputs[0].index()].shape;
+            step.splitAxes = axesSplitting(s.inputs[0], 0);
+            step.offset = shardOffset(s.inputs[0], table, m_meshShape, m_plan.coordinates())[0];
+        }
+        if (step.kind == Kind::CrossEntropy) {
+            const ir::Shape &logits = tensors[op.inputs[0].index()].shape;
+            const int classDim = static_cast<int>(logits.size()) - 1;
+            step.splitAxes = axesSplitting(s.inputs[0], classDim);
+            step.offset = shardOffset(s.inputs[0], logits, m_meshShape, m_plan.coordinates())[static_cast<std::size_t>(classDim)];
+            step.denominator = static_cast<double>(tensors[op.inputs[1].index()].elementCount());
+            ir::Shape rows(x.begin(), x.end() - 1);
+            step.rowMax = m_buffers.reserve(rows);
+            step.sumExp = m_buffers.reserve(rows);
+            step.target = m_buffers.reserve(rows);
+        }
+        {
+            ir::Shape rows(x.begin(), x.empty() ? x.end() : x.end() - 1);
+            const int count = op.type == "LayerNormalization" ? 2
+                              : (op.type == "RMSNorm" || op.type == "SimplifiedLayerNormalization" ||
+                                 op.type == "SoftmaxCrossEntropyLoss")
+                                  ? 1
+                                  : 0;
+            for (int k = 0; k < count; ++k)
+                step.saved.push_back(m_buffers.reserve(rows));
+        }
+        if (step.kind == Kind::MatMul) {
+            TensorView out{nullptr, m_buffers.shape(step.out[0])}, a{nullptr, x};
+            const double f = kernels::matmulFlops(out, a);
+            m_flops += f;
+            for (Slot g : step.din)
+                if (g != kNoSlot)
+                    m_flops += f;
+        }
+
+        opIndex[o.index()] = m_ops.size();
+        m_forward.push_back({Action::Type::Forward, m_ops.size()});
+        m_ops.push_back(std::move(step));
+        for (const auto &[k, slot] : outputReshards) {
+            const std::size_t t = op.outputs[k].index();
+            appendReshard(t, s.outputs[k], m_specs[t], slot, m_values[t], false, m_forward);
+        }
+    }
+
+    // The objective: its outputs gathered whole; for Σ y² the seed gradient
+    // 2y is sliced back from the whole value (no communication).
+    for (std::size_t t : m_objectiveTensors) {
+        const Slot whole = m_buffers.reserve(tensors[t].shape);
+        m_wholeObjective.push_back(whole);
+        appendReshard(t, m_specs[t], ShardingSpec::replicated(m_mesh.rank()), m_values[t], whole, true,
+                      m_objectiveGather);
+        if (m_objective == Objective::SumOfSquares && m_grads[t] != kNoSlot)
+            appendReshard(t, ShardingSpec::replicated(m_mesh.rank()), sharding::gradientSpec(m_specs[t]),
+                          whole, m_grads[t], true, m_seed);
+    }
+
+    // Backward in reverse order: a tensor's gradient is complete once every
+    // consumer (later in the order) has run, i.e. just before its producer.
+    for (auto it = order->rbegin(); it != order->rend(); ++it) {
+        if (!opBackward[it->index()])
+            continue;
+        const Produced &p = produced[it->index()];
+        for (std::size_t k = 0; k < p.outputs.size(); ++k) {
+            const auto &[t, spec] = p.outputs[k];
+            finalizeGradient(t, m_backward);
+            if (p.dout[k] != m_grads[t])
+                appendReshard(t, sharding::gradientSpec(m_specs[t]), sharding::gradientSpec(spec), m_grads[t],
+                              p.dout[k], false, m_backward);
+        }
+        m_backward.push_back({Action::Type::Backward, opIndex[it->index()]});
+    }
+    for (std::size_t t = 0; t < nt; ++t)
+        if (needsGrad[t] && !tensors[t].producer.valid())
+            finalizeGradient(t, m_backward);
+
+    for (std::size_t t = 0; t < nt; ++t) {
+        if (tensors[t].role != ir::Role::Parameter || !needsGrad[t])
+            continue;
+        Parameter p;
+        p.name = tensors[t].name;
+        p.value = m_values[t];
+        p.grad = m_grads[t];
+        const ir::Shape &local = m_buffers.shape(m_values[t]);
+        if (m_options.training.optimizer == Optimizer::Adam) {
+            p.m = m_buffers.reserve(local);
+            p.v = m_buffers.reserve(local);
+        }
+        if (m_options.gatherGradients) {
+            p.whole = m_buffers.reserve(tensors[t].shape);
+            appendReshard(t, sharding::gradientSpec(m_specs[t]), ShardingSpec::replicated(m_mesh.rank()),
+                          m_grads[t], p.whole, true, p.gather);
+        }
+        m_parameters.push_back(std::move(p));
+    }
+
+    for (std::size_t i = 0; i < nt && m_tokens == 0; ++i)
+        if (tensors[i].role == ir::Role::Input && !isFloat(tensors[i].dtype) &&
+            indexRuleFor(m_graph, ir::TensorId(static_cast<std::int32_t>(i))).range > 0)
+            m_tokens = tensors[i].elementCount();
+    for (std::size_t i = 0; i < nt && m_tokens == 0; ++i)
+        if (tensors[i].role == ir::Role::Input && isFloat(tensors[i].dtype))
+            m_tokens = tensors[i].shape.empty() ? 1 : tensors[i].elementCount() / tensors[i].shape.back();
+}
+
+void ShardedProgram::initialise()
+{
+    const auto &tensors = m_graph.tensors();
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const ir::Tensor &t = tensors[i];
+        if ((t.role != ir::Role::Parameter && t.role != ir::Role::Input) || m_values[i] == kNoSlot)
+            continue;
+        const ir::TensorId id(static_cast<std::int32_t>(i));
+        initializeBlock(m_buffers.view(m_values[i]),
+                        shardOffset(m_specs[i], t.shape, m_meshShape, m_plan.coordinates()), t.shape,
+                        streamKey(m_options.training.seed, t.name), initRuleFor(m_graph, id));
+    }
+}
+
+void ShardedProgram::runStep(const ReshardStep &step, bool aux)
+{
+    using K = ReshardStep::Kind;
+    const TensorView &src = m_buffers.view(step.src), &dst = m_buffers.view(step.dst);
+    RankMesh &mesh = aux ? m_aux : m_plan;
+    auto copy = [&] {
+        if (step.src != step.dst)
+            std::memcpy(dst.data, src.data, static_cast<std::size_t>(dst.size()) * sizeof(float));
+    };
+    switch (step.kind) {
+    case K::Copy:
+        copy();
+        break;
+    case K::AllReduce:
+        copy();
+        if (!step.dropped)
+            mesh.axis(step.axis).allReduceSum(dst);
+        break;
+    case K::AllGather:
+        mesh.axis(step.axis).allGather(src, dst, static_cast<std::size_t>(step.dim));
+        break;
+    case K::ReduceScatter:
+        mesh.axis(step.axis).reduceScatter(src, dst, static_cast<std::size_t>(step.dim));
+        break;
+    case K::AllToAll:
+        mesh.axis(step.axis).allToAll(src, dst, static_cast<std::size_t>(step.dim),
+                                      static_cast<std::size_t>(step.dim2));
+        break;
+    case K::Slice: {
+        kernels::StridedBlock b;
+        b.rank = dst.rank();
+        const kernels::Dims from = kernels::contiguousStrides(src.shape);
+        const kernels::Dims to = kernels::contiguousStrides(dst.shape);
+        for (std::size_t d = 0; d < b.rank; ++d) {
+            b.shape[d] = dst.shape[d];
+            b.srcStride[d] = from[d];
+            b.dstStride[d] = to[d];
+        }
+        const auto dim = static_cast<std::size_t>(step.dim);
+        const std::int64_t first = m_plan.coordinates()[step.axis] * dst.shape[dim] * from[dim];
+        kernels::stridedCopy(b, dst.data, src.data + first, false);
+        break;
+    }
+    case K::KeepOnFirst:
+        if (m_plan.coordinates()[step.axis] == 0)
+            copy();
+        else
+            std::memset(dst.data, 0, static_cast<std::size_t>(dst.size()) * sizeof(float));
+        break;
+    }
+}
+
+void ShardedProgram::run(const std::vector<Action> &actions)
+{
+    for (const Action &a : actions) {
+        switch (a.type) {
+        case Action::Type::Reshard:
+            runStep(m_steps[a.index], m_auxStep[a.index]);
+            break;
+        case Action::Type::Forward:
+            runForward(m_ops[a.index]);
+            break;
+        case Action::Type::Backward:
+            runBackward(m_ops[a.index]);
+            break;
+        case Action::Type::AddInto: {
+            const TensorView &src = m_buffers.view(a.src), &dst = m_buffers.view(a.dst);
+            const std::int64_t n = dst.size();
+            for (std::int64_t i = 0; i < n; ++i)
+                dst.data[i] += src.data[i];
+            break;
+        }
+        }
+    }
+}
+
+float ShardedProgram::forward()
+{
+    run(m_forward);
+    run(m_objectiveGather);
+    double objective = 0.0;
+    for (Slot s : m_wholeObjective) {
+        const TensorView &y = m_buffers.view(s);
+        for (std::int64_t i = 0; i < y.size(); ++i)
+            objective += m_objective == Objective::Loss ? static_cast<double>(y.data[i])
+                                                        : static_cast<double>(y.data[i]) * y.data[i];
+    }
+    return static_cast<float>(objective);
+}
+
+void ShardedProgram::backward()
+{
+    for (Slot s : m_zeroed) {
+        const TensorView &g = m_buffers.view(s);
+        std::memset(g.data, 0, static_cast<std::size_t>(g.size()) * sizeof(float));
+    }
+    if (m_objective == Objective::SumOfSquares) {
+        run(m_seed);
+        for (std::size_t t : m_objectiveTensors)
+            if (m_grads[t] != kNoSlot) {
+                const TensorView &g = m_buffers.view(m_grads[t]);
+                for (std::int64_t i = 0; i < g.size(); ++i)
+                    g.data[i] *= 2.0f;
+            }
+    } else {
+        for (std::size_t t : m_objectiveTensors)
+            if (m_grads[t] != kNoSlot) {
+                const TensorView &g = m_buffers.view(m_grads[t]);
+                std::fill(g.data, g.data + g.size(), 1.0f);
+            }
+    }
+    run(m_backward);
+}
+
+void ShardedProgram::update()
+{
+    ++m_updates;
+    kernels::AdamConfig adam = m_options.training.adam;
+    adam.learningRate = m_options.training.learningRate;
+    for (const Parameter &p : m_parameters) {
+        if (m_options.training.optimizer == Optimizer::Adam)
+            kernels::adamUpdate(m_buffers.view(p.value), m_buffers.view(p.grad), m_buffers.view(p.m),
+                                m_buffers.view(p.v), m_updates, adam);
+        else
+            kernels::sgdUpdate(m_buffers.view(p.value), m_buffers.view(p.grad), m_options.training.learningRate);
+    }
+}
+
+std::vector<std::pair<std::string, TensorView>> ShardedProgram::wholeOutputs() const
+{
+    std::vector<std::pair<std::string, TensorView>> outs;
+    for (std::size_t i = 0; i < m_objectiveTensors.size(); ++i)
+        outs.emplace_back(m_graph.tensors()[m_objectiveTensors[i]].name, m_buffers.view(m_wholeObjective[i]));
+    return outs;
+}
+
+std::vector<std::string> ShardedProgram::parameterNames() const
+{
+    std::vector<std::string> names;
+    for (const Parameter &p : m_parameters)
+        names.push_back(p.name);
+    return names;
+}
+
+TensorView ShardedProgram::gatherGradient(const std::string &parameter)
+{
+    for (const Parameter &p : m_parameters)
+        if (p.name == parameter && p.whole != kNoSlot) {
+            run(p.gather);
+            return m_buffers.view(p.whole);
+        }
+    throw TapestryError(Error{m_graph.name, "tensor '" + parameter + "'",
+                              "no gathered gradient (a trained parameter, with gatherGradients set)"});
+}
+
+void ShardedProgram::runForward(const OpStep &op)
+{
+    using namespace kernels;
+    auto in = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.in[i]); };
+    const TensorView &out = m_buffers.view(op.out[0]);
+    switch (op.kind) {
+    case Kind::MatMul:
+        matmulForward(out, in(0), in(1));
+        break;
+    case Kind::Add:
+        binaryForward(BinaryOp::Add, out, in(0), in(1));
+        break;
+    case Kind::Sub:
+        binaryForward(BinaryOp::Sub, out, in(0), in(1));
+        break;
+    case Kind::Mul:
+        binaryForward(BinaryOp::Mul, out, in(0), in(1));
+        break;
+    case Kind::Div:
+        binaryForward(BinaryOp::Div, out, in(0), in(1));
+        break;
+    case Kind::Relu:
+        reluForward(out, in(0));
+        break;
+    case Kind::Gelu:
+        geluForward(op.gelu, out, in(0));
+        break;
+    case Kind::Silu:
+        siluForward(out, in(0));
+        break;
+    case Kind::Neg:
+        negForward(out, in(0));
+        break;
+    case Kind::Softmax:
+        softmaxForward(out, in(0));
+        break;
+    case Kind::LayerNorm:
+        layernormForward(out, m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), in(0), in(1),
+                         op.in.size() > 2 ? in(2) : TensorView{}, op.epsilon);
+        break;
+    case Kind::RmsNorm:
+        rmsnormForward(out, m_buffers.view(op.saved[0]), in(0), in(1), op.epsilon);
+        break;
+    case Kind::Reshape:
+        reshapeForward(out, in(0));
+        break;
+    case Kind::Transpose:
+        transposeForward(out, in(0), op.perm);
+        break;
+    case Kind::Split: {
+        std::vector<TensorView> outs;
+        for (Slot s : op.out)
+            outs.push_back(m_buffers.view(s));
+        splitForward(outs, in(0), op.axis);
+        break;
+    }
+    case Kind::Concat: {
+        std::vector<TensorView> ins;
+        for (Slot s : op.in)
+            ins.push_back(m_buffers.view(s));
+        concatForward(out, ins, op.axis);
+        break;
+    }
+    case Kind::Slice:
+        sliceForward(out, in(0), op.starts, op.steps);
+        break;
+    case Kind::Expand:
+        expandForward(out, in(0));
+        break;
+    case Kind::Gather:
+        shardedGatherForward(out, in(0), op.index, op.offset);
+        break;
+    case Kind::CrossEntropy: {
+        const TensorView &rowMax = m_buffers.view(op.rowMax), &sumExp = m_buffers.view(op.sumExp),
+                         &target = m_buffers.view(op.target);
+        crossEntropyRowMax(in(0), rowMax);
+        for (std::size_t a : op.splitAxes)
+            m_plan.axis(a).allReduceMax(rowMax);
+        crossEntropyRowSums(in(0), op.index, op.offset, rowMax, sumExp, target);
+        for (std::size_t a : op.splitAxes) {
+            m_plan.axis(a).allReduceSum(sumExp);
+            m_plan.axis(a).allReduceSum(target);
+        }
+        crossEntropyFinish(out, m_buffers.view(op.saved[0]), rowMax, sumExp, target, op.denominator);
+        break;
+    }
+    }
+}
+
+void ShardedProgram::runBackward(const OpStep &op)
+{
+    using namespace kernels;
+    auto in = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.in[i]); };
+    auto din = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.din[i]); };
+    const TensorView &dout = m_buffers.view(op.dout[0]);
+    switch (op.kind) {
+    case Kind::MatMul:
+        matmulBackward(dout, in(0), in(1), din(0), din(1));
+        break;
+    case Kind::Add:
+        binaryBackward(BinaryOp::Add, dout, in(0), in(1), din(0), din(1));
+        break;
+    case Kind::Sub:
+        binaryBackward(BinaryOp::Sub, dout, in(0), in(1), din(0), din(1));
+        break;
+    case Kind::Mul:
+        binaryBackward(BinaryOp::Mul, dout, in(0), in(1), din(0), din(1));
+        break;
+    case Kind::Div:
+        binaryBackward(BinaryOp::Div, dout, in(0), in(1), din(0), din(1));
+        break;
+    case Kind::Relu:
+        reluBackward(dout, in(0), din(0));
+        break;
+    case Kind::Gelu:
+        geluBackward(op.gelu, dout, in(0), din(0));
+        break;
+    case Kind::Silu:
+        siluBackward(dout, in(0), din(0));
+        break;
+    case Kind::Neg:
+        negBackward(dout, din(0));
+        break;
+    case Kind::Softmax:
+        softmaxBackward(dout, m_buffers.view(op.out[0]), din(0));
+        break;
+    case Kind::LayerNorm:
+        layernormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), din(0),
+                          din(1), op.din.size() > 2 ? din(2) : TensorView{});
+        break;
+    case Kind::RmsNorm:
+        rmsnormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), din(0), din(1));
+        break;
+    case Kind::Reshape:
+        reshapeBackward(dout, din(0));
+        break;
+    case Kind::Transpose:
+        transposeBackward(dout, op.perm, din(0));
+        break;
+    case Kind::Split: {
+        std::vector<TensorView> douts;
+        for (Slot s : op.dout)
+            douts.push_back(m_buffers.view(s));
+        splitBackward(douts, op.axis, din(0));
+        break;
+    }
+    case Kind::Concat: {
+        std::vector<TensorView> dins;
+        for (Slot s : op.din)
+            dins.push_back(m_buffers.view(s));
+        concatBackward(dout, op.axis, dins);
+        break;
+    }
+    case Kind::Slice:
+        sliceBackward(dout, op.starts, op.steps, din(0));
+        break;
+    case Kind::Expand:
+        expandBackward(dout, din(0));
+        break;
+    case Kind::Gather:
+        shardedGatherBackward(dout, op.index, op.offset, din(0));
+        break;
+    case Kind::CrossEntropy:
+        crossEntropyShardBackward(dout, in(0), op.index, op.offset, m_buffers.view(op.saved[0]), op.denominator,
+                                  din(0));
+        break;
+    }
+}
+
+} // namespace tapestry::exec

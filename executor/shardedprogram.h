@@ -1,0 +1,150 @@
+#pragma once
+
+#include "buffertable.h"
+#include "interpreter.h"
+#include "rankmesh.h"
+#include "reshardsteps.h"
+#include "tensorview.h"
+
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tapestry::exec {
+
+struct ShardedProgramOptions {
+    InterpreterOptions training;  // seed, optimizer, learning rate: as the reference's
+    // Test aid: skip the N-th all-reduce (1-based, in step order) of the
+    // plan's collectives, so that verification has a wrong plan to catch.
+    int dropAllReduce = 0;
+    // Reserve whole-tensor buffers to gather every weight gradient (--verify).
+    bool gatherGradients = false;
+};
+
+// One rank's part of a training step under a plan. Built from the graph,
+// every tensor's stored spec and the mesh: per op the strategy the cost
+// model resolves (sharding/strategy.h), the op run on local shards, and the
+// collectives of sharding::reshard() around it on the communicator of their
+// mesh axis. Forward: an input is resharded once per distinct spec its
+// consumers compute on, at the first of them; an output goes from the spec
+// the op produces to the stored one. Backward mirrors it: output gradients
+// go back to what the op produced, and each tensor's gradient contributions,
+// summed per spec, are resharded to its own gradient spec once its last
+// consumer has run (a replicated weight used on split data gets its
+// all-reduce there). Exactly the collectives cost::evaluatePlan charges.
+//
+// `plan` carries those collectives; `aux` (a second set of communicators on
+// the same ranks) gathers outputs for the objective and tensors for
+// verification, so that their traffic stays out of the plan's statistics.
+class ShardedProgram {
+public:
+    // Throws TapestryError naming `input` when an op has no kernel or a
+    // sharded form the kernels do not cover.
+    ShardedProgram(ir::Graph graph, const std::vector<sharding::ShardingSpec> &specs,
+                   const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux,
+                   ShardedProgramOptions options, const std::string &input);
+    ShardedProgram(const ShardedProgram &) = delete;
+    ShardedProgram &operator=(const ShardedProgram &) = delete;
+
+    float forward();  // the whole step's objective, the same on every rank
+    void backward();
+    void update();
+
+    Objective objective() const { return m_objective; }
+    const ir::Graph &graph() const { return m_graph; }
+    // Whole values of the objective's outputs after forward().
+    std::vector<std::pair<std::string, TensorView>> wholeOutputs() const;
+    // Names of the trained parameters; the whole gradient of one, gathered
+    // on every rank (a collective: every rank calls it in the same order).
+    std::vector<std::string> parameterNames() const;
+    TensorView gatherGradient(const std::string &parameter);
+
+    double flopsPerStep() const { return m_flops; }            // this rank's matmuls
+    std::int64_t tokensPerStep() const { return m_tokens; }    // the whole job's
+    std::int64_t arenaBytes() const { return m_buffers.bytes(); }
+    int planAllReduces() const { return m_allReduces; }        // per step
+
+private:
+    enum class Kind {
+        MatMul, Add, Sub, Mul, Div, Relu, Gelu, Silu, Neg, Softmax, LayerNorm, RmsNorm,
+        Reshape, Transpose, Split, Concat, Slice, Expand, Gather, CrossEntropy
+    };
+    struct OpStep {
+        Kind kind = Kind::Reshape;
+        std::vector<Slot> in, out, din, dout;
+        IndexView index;
+        std::vector<Slot> saved;
+        std::vector<std::int64_t> perm, starts, steps;
+        std::size_t axis = 0;
+        float epsilon = 0.0f;
+        kernels::GeluForm gelu = kernels::GeluForm::Erf;
+        // Gather's table rows, the loss's classes: where this rank's block
+        // starts, the mesh axes splitting them, and (loss) the batch's token
+        // count and per-token scratch for the max, sum and target logit.
+        std::int64_t offset = 0;
+        std::vector<std::size_t> splitAxes;
+        double denominator = 1.0;
+        Slot rowMax = kNoSlot, sumExp = kNoSlot, target = kNoSlot;
+    };
+    struct Action {
+        enum class Type { Reshard, Forward, Backward, AddInto };
+        Type type;
+        std::size_t index = 0;  // into m_steps or m_ops
+        Slot src = kNoSlot, dst = kNoSlot;
+    };
+    struct Parameter {
+        std::string name;
+        Slot value, grad, m = kNoSlot, v = kNoSlot, whole = kNoSlot;
+        std::vector<Action> gather;
+    };
+
+    void build(const std::string &input);
+    Slot variant(std::size_t tensor, const sharding::ShardingSpec &spec, std::vector<Action> &into);
+    IndexView indices(std::size_t tensor, const sharding::ShardingSpec &spec);
+    void appendReshard(std::size_t tensor, const sharding::ShardingSpec &from,
+                       const sharding::ShardingSpec &to, Slot src, Slot dst, bool aux,
+                       std::vector<Action> &into);
+    void finalizeGradient(std::size_t tensor, std::vector<Action> &into);
+    void initialise();
+    void run(const std::vector<Action> &actions);
+    void runStep(const ReshardStep &step, bool aux);
+    void runForward(const OpStep &op);
+    void runBackward(const OpStep &op);
+
+    ir::Graph m_graph;
+    std::vector<sharding::ShardingSpec> m_specs;
+    sharding::Mesh m_mesh;
+    std::vector<std::int64_t> m_meshShape;
+    RankMesh &m_plan;
+    RankMesh &m_aux;
+    ShardedProgramOptions m_options;
+    Objective m_objective = Objective::Loss;
+
+    BufferTable m_buffers;
+    std::vector<std::vector<std::int64_t>> m_indexData;
+    std::map<std::pair<std::size_t, sharding::ShardingSpec>, IndexView> m_indexViews;
+    std::vector<Slot> m_values, m_grads;  // per tensor, in the stored spec
+    std::map<std::pair<std::size_t, sharding::ShardingSpec>, Slot> m_variants;
+    // Per tensor: its gradient contributions in specs other than its own.
+    std::vector<std::vector<std::pair<sharding::ShardingSpec, Slot>>> m_contributions;
+    std::vector<Slot> m_zeroed;  // gradients and contributions, zeroed before backward
+    std::vector<ReshardStep> m_steps;
+    std::vector<bool> m_auxStep;  // per step: on the aux communicators
+    std::vector<OpStep> m_ops;
+    std::vector<Action> m_forward, m_backward, m_objectiveGather, m_seed;
+    std::vector<std::size_t> m_objectiveTensors;
+    std::vector<Slot> m_wholeObjective;
+    std::vector<Parameter> m_parameters;
+    std::int64_t m_updates = 0;
+    double m_flops = 0.0;
+    std::int64_t m_tokens = 0;
+    int m_allReduces = 0;
+};
+
+} // namespace tapestry::exec

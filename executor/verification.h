@@ -1,0 +1,35 @@
+#pragma once
+
+#include "communicator.h"
+#include "interpreter.h"
+#include "shardedprogram.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tapestry::exec {
+
+// float32 sums in another order (a split contraction, a ring all-reduce)
+// differ in the last bits; 1e-4 of the tensor's largest magnitude is far
+// above that and far below any missing or doubled partial sum.
+inline constexpr double kVerifyTolerance = 1e-4;
+
+struct VerificationResult {
+    bool passed = false;
+    double maxError = 0.0;    // largest relative error over everything compared
+    std::string where;        // "gradient of 'w1' [3, 1]", "loss", "output 'y' [0, 2]"
+    int compared = 0;         // tensors compared (objective, outputs, weight gradients)
+    double shardedObjective = 0.0;
+    double referenceObjective = 0.0;
+};
+
+// One training step's forward and backward on the shards and, on rank 0 of
+// `world`, on the unsharded reference (pass nullptr on the other ranks);
+// compares the objective, the objective's outputs and every weight gradient
+// (gathered whole). Relative error of a tensor: max |sharded − reference|
+// over its elements / max |reference| (for a gradient at least 1e-3 ×
+// the model's largest gradient element). Every rank gets
+// the verdict. No update is applied.
+VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, Communicator &world);
+
+} // namespace tapestry::exec
