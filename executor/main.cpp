@@ -40,6 +40,7 @@ constexpr const char *kUsage =
     "                      bytes, tokens/s, GFLOP/s per rank), summary with the verdict and\n"
     "                      the cost model's predicted step time\n"
     "  --mesh-profile P    profile for the predicted step time (default cpu-loopback)\n"
+    "  --quiet             no progress lines on stderr (errors still are)\n"
     "  --test-drop-collective N  test aid: skip the plan's N-th all-reduce of each step\n"
     "                      (1-based), a deliberately wrong plan that --verify must catch\n"
     "  --steps K           without --plan: train K steps on one rank, the single-process reference;\n"
@@ -72,6 +73,7 @@ struct Options {
     std::string report;
     std::string meshProfile = "cpu-loopback";
     int dropCollective = 0;
+    bool quiet = false;
     bool help = false;
 };
 
@@ -142,6 +144,8 @@ Options parseOptions(int argc, char **argv)
             o.warmup = parseInt(arg, value(), 0);
         else if (arg == "--verify")
             o.verify = true;
+        else if (arg == "--quiet")
+            o.quiet = true;
         else if (arg == "--report") {
             o.report = value();
             if (o.report != "-")
@@ -286,6 +290,7 @@ int main(int argc, char **argv)
         run.training.learningRate =
             o.learningRate.value_or(o.optimizer == exec::Optimizer::Adam ? 1e-3f : 1e-2f);
         run.dropAllReduce = o.dropCollective;
+        run.progress = !o.quiet;
         int rc = 0;
         {
             exec::Communicator world = exec::Communicator::world();

@@ -134,7 +134,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
             verdict = verifyStep(program, reference ? &*reference : nullptr, world);
             program.update();
             reference.reset();
-            if (root)
+            if (root && o.progress)
                 progress << "tapestry-exec: verification " << (verdict->passed ? "passed" : "FAILED")
                          << ": largest relative error " << verdict->maxError << " at " << verdict->where
                          << " (tolerance " << kVerifyTolerance << ", " << verdict->compared << " tensors)\n"
@@ -194,7 +194,8 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
             char line[160];
             std::snprintf(line, sizeof line, "step %d/%d  loss %.5g  %.2f ms  %.0f tokens/s\n", s, o.steps,
                           static_cast<double>(loss), step * 1e3, tokens / step);
-            progress << "tapestry-exec: " << line << std::flush;
+            if (o.progress)
+                progress << "tapestry-exec: " << line << std::flush;
         }
         if (root && o.report) {
             nlohmann::json summary{{"event", "summary"},

@@ -19,6 +19,7 @@ struct PlanRunOptions {
     int warmup = 1;                    // steps run before measuring
     bool verify = false;
     bool report = false;               // JSON lines on `out` (rank 0)
+    bool progress = true;              // human-readable lines on `progress` (rank 0)
     std::string meshProfile = "cpu-loopback";  // for the predicted step time
     InterpreterOptions training;
     int dropAllReduce = 0;             // test aid, see ShardedProgramOptions

@@ -1,0 +1,244 @@
+#include "cli/command.h"
+
+#include "ir/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tapestry::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// tapestry-exec: $TAPESTRY_EXEC, else beside this binary in the build tree
+// (build/app/tapestry-cli -> build/executor/tapestry-exec) or the install
+// (bin/ holds both).
+std::string findExecutor()
+{
+    if (const char *env = std::getenv("TAPESTRY_EXEC"); env && *env) {
+        if (!fs::exists(env))
+            throw TapestryError(Error{"TAPESTRY_EXEC", {}, std::string("no file '") + env + "'"});
+        return env;
+    }
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec)
+        for (const fs::path &candidate :
+             {self.parent_path().parent_path() / "executor" / "tapestry-exec", self.parent_path() / "tapestry-exec"})
+            if (fs::exists(candidate))
+                return candidate.string();
+    throw TapestryError(Error{"tapestry-exec", {},
+                              "not found beside tapestry-cli (build/executor/ or the same folder); "
+                              "set TAPESTRY_EXEC to its path"});
+}
+
+std::string human(double v)
+{
+    char s[32];
+    if (v >= 1e9)
+        std::snprintf(s, sizeof s, "%.2fG", v * 1e-9);
+    else if (v >= 1e6)
+        std::snprintf(s, sizeof s, "%.2fM", v * 1e-6);
+    else if (v >= 1e3)
+        std::snprintf(s, sizeof s, "%.1fk", v * 1e-3);
+    else
+        std::snprintf(s, sizeof s, "%.1f", v);
+    return s;
+}
+
+std::string ms(double seconds)
+{
+    char s[32];
+    std::snprintf(s, sizeof s, "%.3f ms", seconds * 1e3);
+    return s;
+}
+
+void printSummary(const nlohmann::json &start, const nlohmann::json &summary, std::ostream &out)
+{
+    out << "model       " << summary.value("model", "") << '\n'
+        << "plan        " << summary.value("plan", "") << " (" << start.value("method", "") << ") on mesh "
+        << summary.value("mesh", "") << ", " << summary.value("ranks", 0) << " ranks\n";
+    if (summary.contains("verification")) {
+        const auto &v = summary["verification"];
+        char err[32];
+        std::snprintf(err, sizeof err, "%.3g", v.value("max_relative_error", 0.0));
+        out << "verify      " << (v.value("passed", false) ? "pass" : "FAIL") << " (largest relative error "
+            << err << " at " << v.value("where", "") << ", tolerance " << v.value("tolerance", 0.0) << ", "
+            << v.value("tensors_compared", 0) << " tensors)\n";
+    }
+    const double measured = summary.value("step_time_s", 0.0), predicted = summary.value("predicted_step_time_s", 0.0);
+    out << "step time   " << ms(measured) << " measured (forward " << ms(summary.value("forward_s", 0.0))
+        << ", backward " << ms(summary.value("backward_s", 0.0)) << ", update " << ms(summary.value("update_s", 0.0))
+        << ", in collectives " << ms(summary.value("comm_s", 0.0)) << ")\n"
+        << "predicted   " << ms(predicted) << " (" << summary.value("mesh_profile", "") << " profile), "
+        << human(100.0 * predicted / measured) << "% of measured\n"
+        << "throughput  " << human(summary.value("tokens_per_s", 0.0)) << " tokens/s, "
+        << human(summary.value("gflops_per_rank", 0.0)) << " GFLOP/s per rank\n";
+    if (summary.contains("collectives") && !summary["collectives"].empty()) {
+        out << "\ncollectives per step (rank 0)\n  kind              calls        bytes         time\n";
+        for (const auto &[kind, e] : summary["collectives"].items()) {
+            char line[128];
+            std::snprintf(line, sizeof line, "  %-16s %6.0f %12s %12s\n", kind.c_str(), e.value("calls", 0.0),
+                          human(e.value("bytes", 0.0)).c_str(), ms(e.value("seconds", 0.0)).c_str());
+            out << line;
+        }
+    }
+}
+
+int runRun(const Args &args)
+{
+    if (args.positional.size() != 1) {
+        std::cerr << "tapestry-cli run: expected MODEL (try 'tapestry-cli run --help')\n";
+        return BadInput;
+    }
+    const auto planFile = args.value("--plan");
+    const auto np = args.integer("--np");
+    if (!planFile || !np) {
+        std::cerr << "tapestry-cli run: --plan FILE and --np N are required\n";
+        return BadInput;
+    }
+    if (*np < 1)
+        throw TapestryError(Error{"--np", {}, "expects a positive integer"});
+    if (!fs::exists(*planFile))
+        throw TapestryError(Error{*planFile, {}, "no such plan file"});
+    const std::string executor = findExecutor();
+    const bool json = args.has("--json");
+
+    std::vector<std::string> argv{"mpirun", "-np", std::to_string(*np)};
+    if (geteuid() == 0)
+        argv.push_back("--allow-run-as-root");
+    if (*np > static_cast<long long>(sysconf(_SC_NPROCESSORS_ONLN)))
+        argv.push_back("--oversubscribe");
+    // One BLAS thread per rank: ranks would otherwise fight over the cores.
+    argv.insert(argv.end(), {"-x", "OPENBLAS_NUM_THREADS=1", executor, "--model", args.positional[0], "--plan",
+                             *planFile, "--report", "-", "--quiet"});
+    for (const char *name : {"--steps", "--warmup", "--batch", "--seq", "--seed", "--mesh-profile"})
+        if (auto v = args.value(name)) {
+            argv.push_back(name);
+            argv.push_back(*v);
+        }
+    if (args.has("--verify"))
+        argv.push_back("--verify");
+
+    int pipefd[2];
+    if (pipe(pipefd) != 0)
+        throw TapestryError(Error{"mpirun", {}, std::string("cannot create a pipe: ") + std::strerror(errno)});
+    const pid_t pid = fork();
+    if (pid < 0)
+        throw TapestryError(Error{"mpirun", {}, std::string("cannot start: ") + std::strerror(errno)});
+    if (pid == 0) {
+        dup2(pipefd[1], STDOUT_FILENO);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        std::vector<char *> cargv;
+        for (auto &a : argv)
+            cargv.push_back(a.data());
+        cargv.push_back(nullptr);
+        execvp("mpirun", cargv.data());
+        std::fprintf(stderr, "tapestry-cli run: cannot start mpirun: %s\n", std::strerror(errno));
+        _exit(127);
+    }
+    close(pipefd[1]);
+
+    // The executor's JSON lines: a live progress line per step, the summary
+    // kept for the table. Its stderr (rank errors) passes straight through.
+    FILE *in = fdopen(pipefd[0], "r");
+    nlohmann::json start, summary;
+    const bool live = isatty(STDERR_FILENO);
+    char *line = nullptr;
+    std::size_t capacity = 0;
+    while (getline(&line, &capacity, in) > 0) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object())
+            continue;
+        const std::string event = j.value("event", "");
+        if (event == "start")
+            start = j;
+        else if (event == "summary")
+            summary = j;
+        else if (event == "step") {
+            char progress[160];
+            std::snprintf(progress, sizeof progress, "step %d/%d  loss %.5g  %s  %s tokens/s",
+                          j.value("step", 0), j.value("steps", 0), j.value("loss", 0.0),
+                          ms(j.value("step_time_s", 0.0)).c_str(), human(j.value("tokens_per_s", 0.0)).c_str());
+            std::cerr << (live ? "\r\033[K" : "") << progress << (live ? "" : "\n") << std::flush;
+        }
+    }
+    std::free(line);
+    std::fclose(in);
+    if (live)
+        std::cerr << "\r\033[K" << std::flush;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : CheckFailed;
+
+    if (summary.is_null()) {
+        std::cerr << "tapestry-cli run: the job ended without a summary (mpirun exit code " << rc << ")\n";
+        return rc == BadInput || rc == 127 ? BadInput : CheckFailed;
+    }
+    const double measured = summary.value("step_time_s", 0.0);
+    if (json) {
+        nlohmann::json out{{"model", summary["model"]},
+                           {"plan", summary["plan"]},
+                           {"mesh", summary["mesh"]},
+                           {"ranks", summary["ranks"]},
+                           {"tokens_per_s", summary["tokens_per_s"]},
+                           {"gflops_per_rank", summary["gflops_per_rank"]},
+                           {"measured_step_time_s", measured},
+                           {"predicted_step_time_s", summary["predicted_step_time_s"]},
+                           {"mesh_profile", summary["mesh_profile"]},
+                           {"predicted_over_measured", summary["predicted_over_measured"]},
+                           {"collectives", summary["collectives"]},
+                           {"exit_code", rc}};
+        if (summary.contains("verification"))
+            out["verification"] = summary["verification"];
+        std::cout << out.dump(2) << '\n';
+    } else {
+        printSummary(start, summary, std::cout);
+    }
+    return rc;
+}
+
+Registration run([] {
+    Command c;
+    c.name = "run";
+    c.usage = "run MODEL --plan FILE --np N [--steps K] [--warmup W] [--verify] [--json]";
+    c.summary = "run a plan on N MPI ranks with tapestry-exec, optionally verified";
+    c.details =
+        "Starts 'mpirun -np N tapestry-exec ...' (with --allow-run-as-root as root, --oversubscribe\n"
+        "beyond the core count, OPENBLAS_NUM_THREADS=1 per rank), shows a progress line per\n"
+        "step, and prints the measured step time, tokens/s, GFLOP/s per rank, the collectives\n"
+        "of a step and the cost model's predicted step time. The plan's mesh must have N\n"
+        "devices. tapestry-exec is found beside tapestry-cli or through $TAPESTRY_EXEC.\n"
+        "Exit codes: 0 success, 1 verification failed or a rank failed, 2 bad input.\n";
+    c.options = modelOptions();
+    c.options.push_back({"--plan", "FILE", "the tapestry.plan to run (required)"});
+    c.options.push_back({"--np", "N", "number of ranks (required)"});
+    c.options.push_back({"--steps", "K", "measured steps (default 5)"});
+    c.options.push_back({"--warmup", "W", "steps before measuring (default 1)"});
+    c.options.push_back({"--seed", "S", "seed of the parameters and the batch (default 1)"});
+    c.options.push_back({"--mesh-profile", "NAME", "profile of the predicted step time (default cpu-loopback)"});
+    c.options.push_back({"--verify", "", "check the first step against the unsharded reference"});
+    c.options.push_back({"--json", "", "print the summary as one JSON object"});
+    c.run = runRun;
+    return c;
+}());
+
+} // namespace
+} // namespace tapestry::cli

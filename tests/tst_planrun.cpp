@@ -1,0 +1,206 @@
+// Plans run on MPI ranks and checked against one process: Megatron's
+// column/row split of the tutorial MLP and ABC models on 2 and 4 ranks,
+// LESSONS.md case 3 (the 2D MLP on a 4x2 mesh, 8 ranks), a 2-layer GPT with
+// the megatron plan on 2 and 4 ranks (vocabulary-parallel embedding and
+// loss), each verified; a plan missing an all-reduce failing verification;
+// a mesh that does not match the rank count; tapestry-cli run --json.
+#include <QtTest>
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+
+namespace {
+
+const QString kGpt = QStringLiteral("zoo:gpt2?layers=2&hidden=64&heads=4&vocab=128&seq=16&batch=2");
+
+struct Run {
+    int exitCode = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+Run run(const QString &program, const QStringList &args, int timeoutMs = 60000)
+{
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
+    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
+    env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
+    env.insert(QStringLiteral("TAPESTRY_EXEC"), QStringLiteral(TAPESTRY_EXEC));
+    p.setProcessEnvironment(env);
+    p.start(program, args);
+    Run r;
+    const bool finished = p.waitForStarted(10000) && p.waitForFinished(timeoutMs);
+    if (!finished) {
+        p.kill();
+        p.waitForFinished(5000);
+    }
+    r.exitCode = finished && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+Run mpirun(int ranks, const QStringList &execArgs)
+{
+    return run(QStringLiteral("mpirun"), QStringList{QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
+                                                     QString::number(ranks), QStringLiteral(TAPESTRY_EXEC)} +
+                                             execArgs);
+}
+
+QJsonObject lastJsonLine(const QByteArray &out, const QString &event)
+{
+    QJsonObject found;
+    for (const QByteArray &line : out.split('\n')) {
+        const QJsonObject j = QJsonDocument::fromJson(line).object();
+        if (j.value(QStringLiteral("event")).toString() == event)
+            found = j;
+    }
+    return found;
+}
+
+QJsonObject readJson(const QString &path)
+{
+    QFile f(path);
+    f.open(QIODevice::ReadOnly);
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+} // namespace
+
+class TestPlanRun : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase();
+    void verifiedRun_data();
+    void verifiedRun();
+    void droppedAllReduceFailsVerification();
+    void meshMustMatchRanks();
+    void cliRunReportsPassAndThroughput();
+
+private:
+    // A reference plan written by tapestry-cli plan into the temporary folder.
+    QString referencePlan(const QString &model, const QString &mesh, const QString &method);
+    QTemporaryDir m_dir;
+};
+
+void TestPlanRun::initTestCase()
+{
+    QVERIFY(m_dir.isValid());
+}
+
+QString TestPlanRun::referencePlan(const QString &model, const QString &mesh, const QString &method)
+{
+    const QString path = m_dir.filePath(QString(model + mesh + method).replace(QRegularExpression("[^a-z0-9]"), "_") +
+                                        QStringLiteral(".json"));
+    if (!QFile::exists(path)) {
+        const Run r = run(QStringLiteral(TAPESTRY_CLI),
+                          {QStringLiteral("plan"), model, QStringLiteral("--mesh"), mesh, QStringLiteral("--search"),
+                           method, QStringLiteral("--mesh-profile"), QStringLiteral("cpu-loopback"),
+                           QStringLiteral("-o"), path});
+        if (r.exitCode != 0)
+            qWarning() << r.err;
+    }
+    return path;
+}
+
+void TestPlanRun::verifiedRun_data()
+{
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("plan");  // a mesh for a megatron plan, or a sample plan file
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("allReduces");  // per step; -1 for another mix of collectives
+    QTest::newRow("mlp megatron 2") << "zoo:mlp" << "2" << 2 << 1;
+    QTest::newRow("mlp megatron 4") << "zoo:mlp" << "4" << 4 << 1;
+    QTest::newRow("abc megatron 2") << "zoo:abc" << "2" << 2 << 1;
+    QTest::newRow("mlp 2D 4x2") << "zoo:mlp" << "samples/plans/mlp-2d-4x2.json" << 8 << -1;
+    // Embedding, 2 per layer and the loss's max, sum and target logit
+    // forward; 2 per layer and the LM head's input backward.
+    QTest::newRow("gpt megatron 2") << kGpt << "2" << 2 << 13;
+    QTest::newRow("gpt megatron 4") << kGpt << "4" << 4 << 13;
+}
+
+void TestPlanRun::verifiedRun()
+{
+    QFETCH(QString, model);
+    QFETCH(QString, plan);
+    QFETCH(int, ranks);
+    QFETCH(int, allReduces);
+    const QString path = plan.endsWith(QStringLiteral(".json"))
+                             ? QStringLiteral(TAPESTRY_SOURCE_DIR "/") + plan
+                             : referencePlan(model, plan, QStringLiteral("megatron"));
+    const Run r = mpirun(ranks, {QStringLiteral("--model"), model, QStringLiteral("--plan"), path,
+                                 QStringLiteral("--verify"), QStringLiteral("--steps"), QStringLiteral("2"),
+                                 QStringLiteral("--report"), QStringLiteral("-")});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject summary = lastJsonLine(r.out, QStringLiteral("summary"));
+    const QJsonObject verdict = summary.value(QStringLiteral("verification")).toObject();
+    QVERIFY2(verdict.value(QStringLiteral("passed")).toBool(), r.err.constData());
+    QVERIFY(verdict.value(QStringLiteral("max_relative_error")).toDouble() <= 1e-4);
+    QVERIFY(verdict.value(QStringLiteral("tensors_compared")).toInt() >= 4);
+    QCOMPARE(summary.value(QStringLiteral("ranks")).toInt(), ranks);
+    QVERIFY(summary.value(QStringLiteral("tokens_per_s")).toDouble() > 0);
+    QVERIFY(summary.value(QStringLiteral("predicted_step_time_s")).toDouble() > 0);
+    const QJsonObject collectives = summary.value(QStringLiteral("collectives")).toObject();
+    if (allReduces >= 0) {
+        // Megatron's plans: every collective of a step is an all-reduce, as many as the plan lists.
+        QCOMPARE(collectives.keys(), QStringList{QStringLiteral("all_reduce")});
+        QCOMPARE(collectives.value(QStringLiteral("all_reduce")).toObject().value(QStringLiteral("calls")).toDouble(),
+                 double(allReduces));
+        QCOMPARE(readJson(path).value(QStringLiteral("collectives")).toArray().size(), allReduces);
+    } else {
+        // Case 3: gathers before the matmuls, reduce-scatters after, no all-reduce.
+        QVERIFY(collectives.contains(QStringLiteral("all_gather")));
+        QVERIFY(collectives.contains(QStringLiteral("reduce_scatter")));
+        QVERIFY(!collectives.contains(QStringLiteral("all_reduce")));
+    }
+}
+
+void TestPlanRun::droppedAllReduceFailsVerification()
+{
+    for (const QString &model : {QStringLiteral("zoo:mlp"), kGpt}) {
+        const Run r = mpirun(2, {QStringLiteral("--model"), model, QStringLiteral("--plan"),
+                                 referencePlan(model, QStringLiteral("2"), QStringLiteral("megatron")),
+                                 QStringLiteral("--verify"), QStringLiteral("--steps"), QStringLiteral("1"),
+                                 QStringLiteral("--test-drop-collective"), QStringLiteral("1")});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("verification FAILED"), r.err.constData());
+    }
+}
+
+void TestPlanRun::meshMustMatchRanks()
+{
+    const Run r = mpirun(4, {QStringLiteral("--model"), QStringLiteral("zoo:mlp"), QStringLiteral("--plan"),
+                             referencePlan(QStringLiteral("zoo:mlp"), QStringLiteral("2"), QStringLiteral("megatron"))});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY(r.out.isEmpty());
+    QStringList ours;
+    for (const QByteArray &line : r.err.split('\n'))
+        if (line.startsWith("tapestry-exec:"))
+            ours << QString::fromUtf8(line);
+    QCOMPARE(ours.size(), 1);
+    QVERIFY2(ours[0].contains(QStringLiteral("has 2 devices but the job has 4 ranks")), qPrintable(ours[0]));
+}
+
+void TestPlanRun::cliRunReportsPassAndThroughput()
+{
+    const Run r = run(QStringLiteral(TAPESTRY_CLI),
+                      {QStringLiteral("run"), QStringLiteral("zoo:mlp"), QStringLiteral("--plan"),
+                       referencePlan(QStringLiteral("zoo:mlp"), QStringLiteral("2"), QStringLiteral("megatron")),
+                       QStringLiteral("--np"), QStringLiteral("2"), QStringLiteral("--verify"), QStringLiteral("--steps"),
+                       QStringLiteral("2"), QStringLiteral("--json")});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+    QVERIFY2(j.value(QStringLiteral("verification")).toObject().value(QStringLiteral("passed")).toBool(),
+             r.out.constData());
+    QVERIFY(j.value(QStringLiteral("tokens_per_s")).toDouble() > 0);
+    QVERIFY(j.value(QStringLiteral("measured_step_time_s")).toDouble() > 0);
+    QVERIFY(j.value(QStringLiteral("predicted_step_time_s")).toDouble() > 0);
+}
+
+QTEST_GUILESS_MAIN(TestPlanRun)
+#include "tst_planrun.moc"
