@@ -18,35 +18,43 @@ std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, con
             if (x.shape.size() == 3 && specs[op.inputs[0].index()].splitFactor(1, mesh) > 1)
                 sequenceParallel = true;
         }
-    static const std::set<std::string> kScoreOps{"Add", "Sub", "Mul", "Div", "Where"};
     std::vector<TransformerLayerShape> layers;
-    for (const auto &op : graph.ops()) {
-        if (op.type != "Softmax" || op.inputs.empty())
-            continue;
-        const ir::Tensor &scores = graph.tensor(op.inputs[0]);
-        if (scores.shape.size() != 4)
-            continue;
-        // Walk back through scale and mask to the q·kᵀ MatMul for the head dim.
-        ir::OpId p = scores.producer;
-        for (int depth = 0; depth < 4 && p.valid() && kScoreOps.count(graph.op(p).type); ++depth)
-            p = graph.tensor(graph.op(p).inputs[0]).producer;
-        if (!p.valid() || graph.op(p).type != "MatMul")
-            continue;
-        const ir::Shape &q = graph.tensor(graph.op(p).inputs[0]).shape;
-        if (q.size() != 4)
-            continue;
-        const auto &spec = specs[op.inputs[0].index()];
-        TransformerLayerShape l;
-        l.softmaxOp = op.name;
-        l.b = scores.shape[0] / spec.splitFactor(0, mesh);
-        l.a = scores.shape[1];
-        l.s = scores.shape[2];
-        l.h = l.a * q[3];
-        l.t = spec.splitFactor(1, mesh);
-        l.sequenceParallel = sequenceParallel && l.t > 1;
-        layers.push_back(l);
-    }
+    for (std::size_t o = 0; o < graph.opCount(); ++o)
+        if (auto l = transformerLayer(graph, mesh, specs, ir::OpId(static_cast<std::int32_t>(o)), sequenceParallel))
+            layers.push_back(*l);
     return layers;
+}
+
+std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, const sharding::Mesh &mesh,
+                                                     const std::vector<sharding::ShardingSpec> &specs, ir::OpId softmax,
+                                                     bool sequenceParallel)
+{
+    static const std::set<std::string> kScoreOps{"Add", "Sub", "Mul", "Div", "Where"};
+    const ir::Op &op = graph.op(softmax);
+    if (op.type != "Softmax" || op.inputs.empty())
+        return std::nullopt;
+    const ir::Tensor &scores = graph.tensor(op.inputs[0]);
+    if (scores.shape.size() != 4)
+        return std::nullopt;
+    // Walk back through scale and mask to the q·kᵀ MatMul for the head dim.
+    ir::OpId p = scores.producer;
+    for (int depth = 0; depth < 4 && p.valid() && kScoreOps.count(graph.op(p).type); ++depth)
+        p = graph.tensor(graph.op(p).inputs[0]).producer;
+    if (!p.valid() || graph.op(p).type != "MatMul")
+        return std::nullopt;
+    const ir::Shape &q = graph.tensor(graph.op(p).inputs[0]).shape;
+    if (q.size() != 4)
+        return std::nullopt;
+    const auto &spec = specs[op.inputs[0].index()];
+    TransformerLayerShape l;
+    l.softmaxOp = op.name;
+    l.b = scores.shape[0] / spec.splitFactor(0, mesh);
+    l.a = scores.shape[1];
+    l.s = scores.shape[2];
+    l.h = l.a * q[3];
+    l.t = spec.splitFactor(1, mesh);
+    l.sequenceParallel = sequenceParallel && l.t > 1;
+    return l;
 }
 
 std::int64_t korthikantiBytes(const TransformerLayerShape &l)

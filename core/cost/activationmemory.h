@@ -5,6 +5,7 @@
 #include "sharding/shardingspec.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct TransformerLayerShape {
 // when the graph has none.
 std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, const sharding::Mesh &mesh,
                                                      const std::vector<sharding::ShardingSpec> &specs);
+
+// The layer whose score Softmax is `softmax`; nothing for any other op.
+// `sequenceParallel`: the graph's norms run on sequence shards.
+std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, const sharding::Mesh &mesh,
+                                                     const std::vector<sharding::ShardingSpec> &specs, ir::OpId softmax,
+                                                     bool sequenceParallel);
 
 // Activation bytes per device of one layer, for 16-bit activations:
 // 34·s·b·h + 5·a·s²·b unsharded; 10·s·b·h + (24·s·b·h + 5·a·s²·b)/t with

@@ -3,11 +3,13 @@
 #include "cost/activationmemory.h"
 #include "cost/collectivetime.h"
 #include "ir/error.h"
+#include "sharding/oprule.h"
 #include "sharding/reshard.h"
 #include "sharding/strategy.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace tapestry::cost {
@@ -24,12 +26,33 @@ struct OpCosts {
 
 } // namespace
 
-PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
-                      const CostOptions &options)
+std::vector<bool> gradientFlow(const ir::Graph &graph)
 {
+    std::vector<bool> flow(graph.tensorCount(), false);
+    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
+        flow[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
     const auto order = graph.topologicalOrder();
     if (!order)
         throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
+    for (ir::OpId id : *order) {
+        const ir::Op &op = graph.op(id);
+        const auto rule = sharding::opRule(graph, op);
+        bool flows = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            flows = flows || ((!rule || !rule->ignored[i]) && flow[op.inputs[i].index()]);
+        if (!flows)
+            continue;
+        for (auto t : op.outputs)
+            if (sharding::isFloat(graph.tensor(t).dtype))
+                flow[t.index()] = true;
+    }
+    return flow;
+}
+
+PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
+                     const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
+                     const std::vector<bool> &flow)
+{
     PlanCost cost;
     auto costed = [&](const Collective &c, const std::string &op, Phase phase) {
         const auto &axis = mesh.axes[static_cast<std::size_t>(c.axis)];
@@ -44,33 +67,24 @@ PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const 
                               c.reason};
     };
 
-    std::vector<bool> needsGrad(graph.tensorCount(), false);
-    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
-        needsGrad[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
-
-    std::vector<OpCosts> perOp(graph.opCount());
+    std::vector<OpCosts> perOp(ops.size());
     std::set<std::pair<std::size_t, ShardingSpec>> reshardedForward;
-    // Per tensor: the distinct specs its gradient contributions come in, with
-    // the first consumer producing each (charged the reduction).
-    std::vector<std::vector<std::pair<ShardingSpec, ir::OpId>>> gradients(graph.tensorCount());
-    std::map<std::string, std::pair<int, std::string>> noRule;  // op type -> count, first op
+    // Per tensor (by index, so reductions come out in tensor order): the
+    // distinct specs its gradient contributions come in, with the position
+    // of the first consumer producing each (charged the reduction).
+    std::map<std::size_t, std::vector<std::pair<ShardingSpec, std::size_t>>> gradients;
 
-    for (ir::OpId id : *order) {
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+        const ir::OpId id = ops[k];
         const ir::Op &op = graph.op(id);
-        std::vector<ShardingSpec> inputs;
-        for (auto t : op.inputs)
-            inputs.push_back(specs[t.index()]);
-        const sharding::OpStrategy s = sharding::resolveStrategy(graph, id, inputs, mesh);
-        if (!s.hasRule) {
-            auto &entry = noRule[op.type];
-            if (entry.first++ == 0)
-                entry.second = op.name;
-        }
-        OpCosts &oc = perOp[id.index()];
+        const sharding::OpStrategy &s = strategies[k];
+        OpCosts &oc = perOp[k];
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             if (!s.dataInputs[i] || !reshardedForward.insert({op.inputs[i].index(), s.inputs[i]}).second)
                 continue;
-            for (const auto &c : sharding::reshard(graph.tensor(op.inputs[i]), inputs[i], s.inputs[i], mesh).collectives)
+            for (const auto &c :
+                 sharding::reshard(graph.tensor(op.inputs[i]), specs[op.inputs[i].index()], s.inputs[i], mesh)
+                     .collectives)
                 oc.forward.push_back(costed(c, op.name, Phase::Forward));
         }
         for (const auto &c : s.internalForward)
@@ -83,7 +97,7 @@ PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const 
 
         bool flows = false;
         for (std::size_t i = 0; i < op.inputs.size(); ++i)
-            flows = flows || (s.dataInputs[i] && needsGrad[op.inputs[i].index()]);
+            flows = flows || (s.dataInputs[i] && flow[op.inputs[i].index()]);
         const double peak = mesh.device.peak(s.computeType) * mesh.device.achievableFraction;
         CostTotals &totals = cost.byOp[op.name];
         totals.flops += s.forwardFlops;
@@ -100,7 +114,6 @@ PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const 
             const ir::Tensor &out = graph.tensor(op.outputs[o]);
             if (!sharding::isFloat(out.dtype))
                 continue;
-            needsGrad[op.outputs[o].index()] = true;
             const ShardingSpec stored = sharding::gradientSpec(specs[op.outputs[o].index()]);
             for (auto c : sharding::reshard(out, stored, sharding::gradientSpec(s.outputs[o]), mesh).collectives) {
                 c.reason = "gradient: " + c.reason;
@@ -111,31 +124,31 @@ PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const 
             oc.backward.push_back(costed(c, op.name, Phase::Backward));
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             const auto t = op.inputs[i].index();
-            if (!s.dataInputs[i] || !needsGrad[t])
+            if (!s.dataInputs[i] || !flow[t])
                 continue;
             auto &contributions = gradients[t];
             const bool seen = std::any_of(contributions.begin(), contributions.end(),
                                           [&](const auto &c) { return c.first == s.inputGradients[i]; });
             if (!seen)
-                contributions.push_back({s.inputGradients[i], id});
+                contributions.push_back({s.inputGradients[i], k});
         }
     }
 
-    for (std::size_t t = 0; t < graph.tensorCount(); ++t) {
+    for (const auto &[t, contributions] : gradients) {
         const ir::Tensor &tensor = graph.tensors()[t];
         const ShardingSpec target = sharding::gradientSpec(specs[t]);
-        for (const auto &[spec, consumer] : gradients[t])
+        for (const auto &[spec, consumer] : contributions)
             for (auto c : sharding::reshard(tensor, spec, target, mesh).collectives) {
                 c.reason = (tensor.role == ir::Role::Parameter ? "weight gradient: " : "gradient: ") + c.reason;
-                perOp[consumer.index()].backward.push_back(costed(c, graph.op(consumer).name, Phase::Backward));
+                perOp[consumer].backward.push_back(costed(c, graph.op(ops[consumer]).name, Phase::Backward));
             }
     }
 
-    for (ir::OpId id : *order)
-        for (const auto &c : perOp[id.index()].forward)
+    for (const auto &oc : perOp)
+        for (const auto &c : oc.forward)
             cost.collectives.push_back(c);
-    for (auto it = order->rbegin(); it != order->rend(); ++it)
-        for (const auto &c : perOp[it->index()].backward)
+    for (auto it = perOp.rbegin(); it != perOp.rend(); ++it)
+        for (const auto &c : it->backward)
             cost.collectives.push_back(c);
     for (const auto &c : cost.collectives) {
         for (CostTotals *totals : {&cost.byOp[c.op], &cost.byCollective[std::string(sharding::toString(c.kind))],
@@ -147,6 +160,35 @@ PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const 
         cost.comm += c.time;
         cost.commBytes += c.wireBytes;
     }
+    for (const auto &[phase, totals] : cost.byPhase)
+        cost.compute += totals.compute;
+    cost.stepTime = cost.compute + cost.comm;
+    return cost;
+}
+
+PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
+                      const CostOptions &options)
+{
+    const auto order = graph.topologicalOrder();
+    if (!order)
+        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
+    std::vector<sharding::OpStrategy> strategies;
+    strategies.reserve(order->size());
+    std::map<std::string, std::pair<int, std::string>> noRule;  // op type -> count, first op
+    for (ir::OpId id : *order) {
+        const ir::Op &op = graph.op(id);
+        std::vector<ShardingSpec> inputs;
+        for (auto t : op.inputs)
+            inputs.push_back(specs[t.index()]);
+        strategies.push_back(sharding::resolveStrategy(graph, id, inputs, mesh));
+        if (!strategies.back().hasRule) {
+            auto &entry = noRule[op.type];
+            if (entry.first++ == 0)
+                entry.second = op.name;
+        }
+    }
+    PlanCost cost = evaluateOps(graph, mesh, specs, *order, strategies, gradientFlow(graph));
+    cost.compute = 0;
 
     std::int64_t localParameters = 0;
     for (auto t : graph.tensorsWithRole(ir::Role::Parameter))

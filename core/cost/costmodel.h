@@ -5,6 +5,7 @@
 #include "ir/graph.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
+#include "sharding/strategy.h"
 
 #include <vector>
 
@@ -27,5 +28,21 @@ namespace tapestry::cost {
 // gradient and optimizer shards plus activations (activationmemory.h).
 PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh,
                       const std::vector<sharding::ShardingSpec> &specs, const CostOptions &options = {});
+
+// Which tensors carry a gradient in the backward pass (indexed by tensor
+// id): float parameters and what is computed from them through data inputs.
+// It depends on the graph alone, so searches compute it once.
+std::vector<bool> gradientFlow(const ir::Graph &graph);
+
+// What evaluatePlan charges to `ops` alone (some of the graph's ops in
+// topological order, `strategies[i]` resolved for `ops[i]` from `specs`):
+// compute, collectives and their breakdowns; no optimizer and no memory.
+// Work is proportional to the ops given, not to the graph, and a graph cut
+// into parts whose tensors have all their consumers in one part costs the
+// sum of its parts -- which is what lets a search cost one instance of a
+// repeated layer and multiply. stepTime is compute + comm.
+PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
+                     const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
+                     const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow);
 
 } // namespace tapestry::cost

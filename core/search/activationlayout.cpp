@@ -1,0 +1,54 @@
+#include "search/activationlayout.h"
+
+namespace tapestry::search {
+
+sharding::ShardingSpec ActivationLayout::specFor(const ir::Tensor &tensor, const sharding::Mesh &mesh) const
+{
+    using sharding::Placement;
+    sharding::ShardingSpec spec = sharding::ShardingSpec::replicated(mesh.rank());
+    const auto &shape = tensor.shape;
+    const bool integer = tensor.dtype == ir::DType::I64 || tensor.dtype == ir::DType::I32;
+    for (std::size_t a = 0; a < axes.size() && a < spec.placements.size(); ++a) {
+        int dim = -1;
+        if (axes[a] == Split::Batch && !shape.empty() && shape[0] > 1)
+            dim = 0;
+        else if (axes[a] == Split::Sequence && (shape.size() >= 3 || (shape.size() == 2 && integer)) && shape[1] > 1)
+            dim = 1;
+        if (dim < 0)
+            continue;
+        spec.placements[a] = Placement::shard(dim);
+        if (spec.problem(shape, mesh))
+            spec.placements[a] = Placement::replicate();
+    }
+    return spec;
+}
+
+std::string ActivationLayout::toString(const sharding::Mesh &mesh) const
+{
+    std::string s;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+        s += s.empty() ? "" : ", ";
+        s += (a < mesh.axes.size() ? mesh.axes[a].name : "axis " + std::to_string(a)) + ": ";
+        s += axes[a] == Split::Replicate ? "replicate" : axes[a] == Split::Batch ? "batch" : "sequence";
+    }
+    return s;
+}
+
+std::vector<ActivationLayout> allLayouts(int rank)
+{
+    std::vector<ActivationLayout> layouts{ActivationLayout{}};
+    for (int a = 0; a < rank; ++a) {
+        std::vector<ActivationLayout> next;
+        for (const auto &l : layouts)
+            for (auto split : {ActivationLayout::Split::Replicate, ActivationLayout::Split::Batch,
+                               ActivationLayout::Split::Sequence}) {
+                ActivationLayout n = l;
+                n.axes.push_back(split);
+                next.push_back(n);
+            }
+        layouts = std::move(next);
+    }
+    return layouts;
+}
+
+} // namespace tapestry::search

@@ -1,0 +1,35 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <string>
+#include <vector>
+
+namespace tapestry::search {
+
+// How the activations crossing a segment boundary (the residual stream
+// between transformer layers, the embedding output, graph inputs) are
+// stored: per mesh axis replicated, split over the batch, or split over the
+// sequence. The searches choose one per boundary; weights and the
+// activations inside a segment follow from the strategy rules.
+struct ActivationLayout {
+    enum class Split { Replicate, Batch, Sequence };
+    std::vector<Split> axes;  // one per mesh axis
+
+    // The spec of `tensor` under this layout. Batch is dim 0, sequence dim 1
+    // (of [b, s, ...] activations and of [b, s] token ids); an axis whose
+    // split the tensor cannot take (a broadcast dim of size 1, an
+    // indivisible dim, no such dim) leaves it replicated.
+    sharding::ShardingSpec specFor(const ir::Tensor &tensor, const sharding::Mesh &mesh) const;
+    // "data: batch, model: replicate"
+    std::string toString(const sharding::Mesh &mesh) const;
+    friend bool operator==(const ActivationLayout &, const ActivationLayout &) = default;
+    friend auto operator<=>(const ActivationLayout &, const ActivationLayout &) = default;
+};
+
+// Every layout of a mesh of `rank` axes (3^rank), the replicated one first.
+std::vector<ActivationLayout> allLayouts(int rank);
+
+} // namespace tapestry::search

@@ -1,0 +1,29 @@
+#pragma once
+
+#include "plan/plan.h"
+
+#include <cstddef>
+#include <string>
+
+namespace tapestry::search {
+
+struct SearchStats {
+    std::string algorithm;           // "tap", "exact"
+    double seconds = 0;              // the search alone, model loading and pruning excluded
+    std::size_t plansEvaluated = 0;  // segment (tap) or strategy (exact) costings
+    std::size_t classes = 0;         // unique subgraph classes searched
+    std::size_t segments = 0;        // blocks searched (tap) or coarse nodes (exact)
+    bool optimal = true;             // exact: false when the time limit stopped the solver
+};
+
+// What a search returns: the plan of least step time among those that fit
+// in device memory (the least-memory plan, with a warning, when none fits),
+// and the plan that communicates least among those that fit, as TAP's paper
+// reports both.
+struct SearchResult {
+    plan::Plan plan;
+    plan::Plan leastCommunication;
+    SearchStats stats;
+};
+
+} // namespace tapestry::search

@@ -1,0 +1,31 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "sharding/shardingspec.h"
+
+#include <string>
+#include <vector>
+
+namespace tapestry::search {
+
+// A part of the graph searched as one unit: a block of the representative
+// instance of a subgraph class (its plan then serves every instance), or a
+// block of the ops outside every class. Blocks are cut at residual-stream
+// tensors, so a transformer layer is searched as its attention half and its
+// MLP half with the layout of the tensor between them as the link.
+struct Segment {
+    std::string name;      // "transformer/h.0 [1/2]", "(rest) [1/1]"
+    int classIndex = -1;   // the subgraph class, -1 for the ops outside classes
+    int instances = 1;     // copies the plan is reused for
+    std::vector<ir::OpId> ops;            // in topological order
+    std::vector<ir::TensorId> weights;    // parameters of rank >= 2: the choices searched
+    std::vector<ir::TensorId> derived;    // smaller parameters (biases, norm scales): stored as their first
+                                          // consumer computes on them
+    std::vector<ir::TensorId> inputs;     // read here, written elsewhere (activations and graph inputs)
+    std::vector<ir::TensorId> outputs;    // written here, read elsewhere or graph outputs
+    // The weights' choices: per weight, its legal specs (per mesh axis
+    // replicate or one split dim), the replicated one first.
+    std::vector<std::vector<sharding::ShardingSpec>> choices;
+};
+
+} // namespace tapestry::search

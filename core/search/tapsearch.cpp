@@ -1,0 +1,468 @@
+#include "search/tapsearch.h"
+
+#include "ir/error.h"
+#include "plan/plan.h"
+#include "search/activationlayout.h"
+#include "search/segmentcost.h"
+#include "sharding/propagation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace tapestry::search {
+
+namespace {
+
+using sharding::ShardingSpec;
+
+// A partial plan as the dynamic program carries it: its totals and the
+// choices that made it (per block: the layout index of the link after it,
+// or -1, and the mixed-radix index of its weight choices).
+struct Candidate {
+    double time = 0;
+    double comm = 0;
+    std::int64_t memory = 0;
+    std::vector<std::int64_t> trail;
+};
+
+Candidate operator+(const Candidate &a, const Candidate &b)
+{
+    Candidate c{a.time + b.time, a.comm + b.comm, a.memory + b.memory, a.trail};
+    c.trail.insert(c.trail.end(), b.trail.begin(), b.trail.end());
+    return c;
+}
+
+// What a front minimises besides memory: step time, or communication for
+// the least-communication plan.
+enum class Metric { Time, Comm };
+
+double value(const Candidate &c, Metric m)
+{
+    return m == Metric::Time ? c.time : c.comm;
+}
+
+// Keeps the candidates no other beats in the metric and memory together
+// (of equal ones, the first): sorted by the metric, each kept one needs
+// less memory than every one before it.
+std::vector<Candidate> paretoFront(std::vector<Candidate> cs, Metric m)
+{
+    std::stable_sort(cs.begin(), cs.end(), [m](const Candidate &a, const Candidate &b) {
+        return value(a, m) != value(b, m) ? value(a, m) < value(b, m) : a.memory < b.memory;
+    });
+    std::vector<Candidate> front;
+    for (auto &c : cs)
+        if (front.empty() || c.memory < front.back().memory)
+            front.push_back(std::move(c));
+    return front;
+}
+
+std::vector<Candidate> paretoSum(const std::vector<Candidate> &a, const std::vector<Candidate> &b, Metric m)
+{
+    std::vector<Candidate> sums;
+    sums.reserve(a.size() * b.size());
+    for (const auto &x : a)
+        for (const auto &y : b)
+            sums.push_back(x + y);
+    return paretoFront(std::move(sums), m);
+}
+
+// The fronts of both objectives, carried side by side so that every
+// choice is costed once.
+struct Fronts {
+    std::vector<Candidate> time, comm;
+};
+
+Fronts frontsOf(std::vector<Candidate> cs)
+{
+    return {paretoFront(cs, Metric::Time), paretoFront(std::move(cs), Metric::Comm)};
+}
+
+Fronts sum(const Fronts &a, const Fronts &b)
+{
+    return {paretoSum(a.time, b.time, Metric::Time), paretoSum(a.comm, b.comm, Metric::Comm)};
+}
+
+// One class (or the ops outside classes): its blocks and the tensors linking them.
+struct Group {
+    int classIndex = -1;
+    int instances = 1;
+    std::vector<Segment> blocks;
+    std::vector<ir::TensorId> links;  // links[k] joins blocks[k] and blocks[k+1]
+    Segment whole;                    // all blocks as one, for the exhaustive mode
+    std::vector<int> variables;       // layout variables its costs depend on, sorted
+};
+
+std::int64_t comboCount(const Segment &s)
+{
+    std::int64_t n = 1;
+    for (const auto &c : s.choices) {
+        if (n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(c.size()))
+            return std::numeric_limits<std::int64_t>::max();
+        n *= static_cast<std::int64_t>(c.size());
+    }
+    return n;
+}
+
+std::vector<ShardingSpec> comboSpecs(const Segment &s, std::int64_t combo)
+{
+    std::vector<ShardingSpec> specs;
+    for (const auto &c : s.choices) {
+        const auto n = static_cast<std::int64_t>(c.size());
+        specs.push_back(c[static_cast<std::size_t>(combo % n)]);
+        combo /= n;
+    }
+    return specs;
+}
+
+class TapSearch {
+public:
+    TapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes, const sharding::Mesh &mesh,
+              const SearchOptions &options)
+        : m_graph(graph), m_classes(classes), m_mesh(mesh), m_options(options), m_coster(graph, mesh, options.cost),
+          m_layouts(allLayouts(mesh.rank())), m_capacity(mesh.device.memoryBytes > 0
+                                                             ? mesh.device.memoryBytes
+                                                             : std::numeric_limits<std::int64_t>::max())
+    {
+        buildGroups();
+    }
+
+    SearchResult run(const std::string &modelSource);
+
+private:
+    void buildGroups();
+    int variableOf(int classIndex) const { return classIndex >= 0 ? classIndex : 0; }
+    ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
+    std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
+                                                    int before, int after, std::size_t block) const;
+    Fronts searchGroup(const Group &g, const std::vector<int> &vars);
+    Fronts searchGroupExhaustively(const Group &g, const std::vector<int> &vars);
+    // Replays a group's trail: the specs it fixes for the representative's tensors.
+    void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
+                std::map<ir::TensorId, ShardingSpec> &fixed);
+    plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best);
+
+    const ir::Graph &m_graph;
+    const passes::SubgraphClasses &m_classes;
+    const sharding::Mesh &m_mesh;
+    const SearchOptions &m_options;
+    SegmentCoster m_coster;
+    std::vector<ActivationLayout> m_layouts;
+    std::int64_t m_capacity;
+    std::vector<Group> m_groups;
+    int m_variables = 1;
+};
+
+void TapSearch::buildGroups()
+{
+    m_variables = std::max<int>(1, static_cast<int>(m_classes.classes.size()));
+    auto addGroup = [&](int classIndex, int instances, const std::vector<ir::OpId> &ops, const std::string &name) {
+        Group g;
+        g.classIndex = classIndex;
+        g.instances = instances;
+        const auto blocks = splitAtResidualCuts(m_graph, ops);
+        for (std::size_t b = 0; b < blocks.size(); ++b) {
+            g.blocks.push_back(makeSegment(m_graph, m_mesh,
+                                           name + " [" + std::to_string(b + 1) + "/" + std::to_string(blocks.size()) +
+                                               "]",
+                                           classIndex, instances, blocks[b]));
+            if (b + 1 < blocks.size())
+                g.links.push_back(m_graph.op(blocks[b].back()).outputs[0]);
+        }
+        g.whole = makeSegment(m_graph, m_mesh, name, classIndex, instances, ops);
+        std::set<int> vars{variableOf(classIndex)};
+        for (auto t : g.whole.inputs) {
+            const ir::OpId p = m_graph.tensor(t).producer;
+            if (p.valid() && m_classes.classOfOp[p.index()].valid())
+                vars.insert(static_cast<int>(m_classes.classOfOp[p.index()].index()));
+        }
+        for (auto t : g.whole.outputs)
+            for (auto c : m_graph.tensor(t).consumers)
+                if (m_classes.classOfOp[c.index()].valid())
+                    vars.insert(static_cast<int>(m_classes.classOfOp[c.index()].index()));
+        g.variables.assign(vars.begin(), vars.end());
+        m_groups.push_back(std::move(g));
+    };
+    for (std::size_t c = 0; c < m_classes.classes.size(); ++c) {
+        const auto &cls = m_classes.classes[c];
+        const auto &rep = cls.instances[cls.representative];
+        addGroup(static_cast<int>(c), static_cast<int>(cls.instances.size()), rep.ops, rep.scope);
+    }
+    const auto order = m_graph.topologicalOrder();
+    if (!order)
+        throw TapestryError(Error{m_graph.name, {}, "the graph has a cycle; no plan can be searched"});
+    std::vector<ir::OpId> rest;
+    for (ir::OpId id : *order)
+        if (id.index() >= m_classes.classOfOp.size() || !m_classes.classOfOp[id.index()].valid())
+            rest.push_back(id);
+    if (!rest.empty())
+        addGroup(-1, 1, rest, "(outside classes)");
+}
+
+ShardingSpec TapSearch::inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const
+{
+    const ir::Tensor &tensor = m_graph.tensor(t);
+    int var = variableOf(g.classIndex);
+    if (tensor.producer.valid() && m_classes.classOfOp[tensor.producer.index()].valid())
+        var = static_cast<int>(m_classes.classOfOp[tensor.producer.index()].index());
+    return m_layouts[static_cast<std::size_t>(vars[static_cast<std::size_t>(var)])].specFor(tensor, m_mesh);
+}
+
+std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const Segment &s,
+                                                           const std::vector<int> &vars, int before, int after,
+                                                           std::size_t block) const
+{
+    std::map<ir::TensorId, ShardingSpec> boundary;
+    for (auto t : s.inputs) {
+        if (m_graph.tensor(t).role == ir::Role::Parameter)
+            continue;  // a tied weight, decided where it is read first
+        if (block > 0 && t == g.links[block - 1])
+            boundary[t] = m_layouts[static_cast<std::size_t>(before)].specFor(m_graph.tensor(t), m_mesh);
+        else
+            boundary[t] = inputSpec(g, t, vars);
+    }
+    for (auto t : s.outputs) {
+        if (block < g.links.size() && t == g.links[block]) {
+            boundary[t] = m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(t), m_mesh);
+            continue;
+        }
+        // Class boundaries are stored in the layout of the class written
+        // or read; graph outputs (the loss) as they come out.
+        int var = g.classIndex;
+        for (auto c : m_graph.tensor(t).consumers)
+            if (var < 0 && m_classes.classOfOp[c.index()].valid())
+                var = static_cast<int>(m_classes.classOfOp[c.index()].index());
+        if (var >= 0)
+            boundary[t] = m_layouts[static_cast<std::size_t>(vars[static_cast<std::size_t>(var)])].specFor(
+                m_graph.tensor(t), m_mesh);
+    }
+    return boundary;
+}
+
+Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
+{
+    std::map<int, Fronts> front{{-1, Fronts{{Candidate{}}, {Candidate{}}}}};
+    for (std::size_t k = 0; k < g.blocks.size(); ++k) {
+        const Segment &block = g.blocks[k];
+        const std::int64_t combos = comboCount(block);
+        if (combos > 50'000'000)
+            throw TapestryError(Error{block.name, {}, "tap: " + std::to_string(block.weights.size()) +
+                                                          " weights in one block are too many choices to search"});
+        std::vector<int> afters{-1};
+        if (k < g.links.size()) {
+            afters.clear();
+            for (std::size_t l = 0; l < m_layouts.size(); ++l)
+                afters.push_back(static_cast<int>(l));
+        }
+        std::map<int, Fronts> next;
+        for (const auto &[before, previous] : front)
+            for (int after : afters) {
+                const auto boundary = boundaryOf(g, block, vars, before, after, k);
+                std::vector<Candidate> own;
+                for (std::int64_t combo = 0; combo < combos; ++combo) {
+                    const auto weights = comboSpecs(block, combo);
+                    if (m_coster.weightMemory(block, weights) > m_capacity / block.instances)
+                        continue;
+                    const SegmentCost c = m_coster.evaluate(block, boundary, weights);
+                    own.push_back(Candidate{c.time * block.instances, c.comm * block.instances,
+                                            c.memory * block.instances, {after, combo}});
+                }
+                const Fronts sums = sum(previous, frontsOf(std::move(own)));
+                auto &slot = next[after];
+                slot.time.insert(slot.time.end(), sums.time.begin(), sums.time.end());
+                slot.comm.insert(slot.comm.end(), sums.comm.begin(), sums.comm.end());
+            }
+        for (auto &[after, fs] : next)
+            fs = {paretoFront(std::move(fs.time), Metric::Time), paretoFront(std::move(fs.comm), Metric::Comm)};
+        front = std::move(next);
+    }
+    return front.count(-1) ? front[-1] : Fronts{};
+}
+
+Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int> &vars)
+{
+    std::vector<Candidate> all;
+    const auto layouts = static_cast<std::int64_t>(m_layouts.size());
+    std::int64_t linkCombos = 1;
+    for (std::size_t k = 0; k < g.links.size(); ++k)
+        linkCombos *= layouts;
+    std::int64_t weightCombos = 1;
+    for (const auto &b : g.blocks)
+        weightCombos *= comboCount(b);
+    for (std::int64_t lc = 0; lc < linkCombos; ++lc) {
+        std::vector<int> linkLayout;
+        for (std::int64_t r = lc, k = 0; k < static_cast<std::int64_t>(g.links.size()); ++k, r /= layouts)
+            linkLayout.push_back(static_cast<int>(r % layouts));
+        std::map<ir::TensorId, ShardingSpec> boundary;
+        for (std::size_t k = 0; k < g.blocks.size(); ++k)
+            for (auto &[t, spec] : boundaryOf(g, g.blocks[k], vars, k > 0 ? linkLayout[k - 1] : -1,
+                                              k < g.links.size() ? linkLayout[k] : -1, k))
+                boundary[t] = spec;
+        for (std::int64_t wc = 0; wc < weightCombos; ++wc) {
+            std::vector<ShardingSpec> weights;
+            Candidate c;
+            std::int64_t rest = wc;
+            for (std::size_t k = 0; k < g.blocks.size(); ++k) {
+                const std::int64_t n = comboCount(g.blocks[k]);
+                const auto specs = comboSpecs(g.blocks[k], rest % n);
+                weights.insert(weights.end(), specs.begin(), specs.end());
+                c.trail.push_back(k < g.links.size() ? linkLayout[k] : -1);
+                c.trail.push_back(rest % n);
+                rest /= n;
+            }
+            if (m_coster.weightMemory(g.whole, weights) > m_capacity / g.instances)
+                continue;
+            const SegmentCost cost = m_coster.evaluate(g.whole, boundary, weights);
+            c.time = cost.time * g.instances;
+            c.comm = cost.comm * g.instances;
+            c.memory = cost.memory * g.instances;
+            all.push_back(std::move(c));
+        }
+    }
+    return frontsOf(std::move(all));
+}
+
+void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
+                       std::map<ir::TensorId, ShardingSpec> &fixed)
+{
+    int before = -1;
+    for (std::size_t k = 0; k < g.blocks.size(); ++k) {
+        const Segment &block = g.blocks[k];
+        const int after = static_cast<int>(trail[2 * k]);
+        const auto boundary = boundaryOf(g, block, vars, before, after, k);
+        const auto weights = comboSpecs(block, trail[2 * k + 1]);
+        m_coster.evaluate(block, boundary, weights);
+        for (const auto &[t, spec] : boundary)
+            if (m_graph.tensor(t).role != ir::Role::Output)
+                fixed[t] = spec;
+        for (auto t : block.weights)
+            fixed[t] = m_coster.spec(t);
+        for (auto t : block.derived)
+            fixed[t] = m_coster.spec(t);
+        before = after;
+    }
+}
+
+plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best)
+{
+    std::map<ir::TensorId, ShardingSpec> fixed;
+    std::size_t at = 0;
+    for (const Group &g : m_groups) {
+        const std::size_t n = 2 * g.blocks.size();
+        const std::vector<std::int64_t> trail(best.trail.begin() + static_cast<std::ptrdiff_t>(at),
+                                              best.trail.begin() + static_cast<std::ptrdiff_t>(at + n));
+        at += n;
+        std::map<ir::TensorId, ShardingSpec> groupFixed;
+        replay(g, vars, trail, groupFixed);
+        if (g.classIndex < 0) {
+            for (auto &[t, spec] : groupFixed)
+                fixed[t] = spec;
+            continue;
+        }
+        // Every instance stores its tensors as the representative does,
+        // matched op by op (instances are structurally identical).
+        const auto &cls = m_classes.classes[static_cast<std::size_t>(g.classIndex)];
+        const auto &rep = cls.instances[cls.representative];
+        for (const auto &inst : cls.instances) {
+            std::map<ir::TensorId, ir::TensorId> same;
+            for (std::size_t k = 0; k < rep.ops.size() && k < inst.ops.size(); ++k) {
+                const ir::Op &a = m_graph.op(rep.ops[k]), &b = m_graph.op(inst.ops[k]);
+                for (std::size_t i = 0; i < a.inputs.size() && i < b.inputs.size(); ++i)
+                    same.emplace(a.inputs[i], b.inputs[i]);
+                for (std::size_t o = 0; o < a.outputs.size() && o < b.outputs.size(); ++o)
+                    same.emplace(a.outputs[o], b.outputs[o]);
+            }
+            for (const auto &[t, spec] : groupFixed)
+                if (auto it = same.find(t); it != same.end() && !fixed.count(it->second))
+                    fixed[it->second] = spec;
+        }
+    }
+    const auto specs = sharding::propagateSpecs(m_graph, m_mesh, fixed);
+    return plan::makePlan(m_graph, modelSource, m_mesh, specs, plan::SpecSource::Search, "tap", m_options.cost);
+}
+
+SearchResult TapSearch::run(const std::string &modelSource)
+{
+    const auto start = std::chrono::steady_clock::now();
+    std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;
+    const auto layouts = static_cast<int>(m_layouts.size());
+    std::size_t tuples = 1;
+    for (int v = 0; v < m_variables; ++v)
+        tuples *= static_cast<std::size_t>(layouts);
+    const std::size_t planned = tuples * m_groups.size();
+    std::size_t done = 0;
+
+    struct Best {
+        std::vector<int> vars;
+        Candidate candidate;
+        bool found = false;
+    };
+    Best fastest, leastComm, leastMemory;
+    for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
+        std::vector<int> vars;
+        for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
+            vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
+        Fronts total{{Candidate{}}, {Candidate{}}};
+        for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
+            const Group &g = m_groups[gi];
+            std::vector<int> key;
+            for (int v : g.variables)
+                key.push_back(vars[static_cast<std::size_t>(v)]);
+            auto it = memo.find({gi, key});
+            if (it == memo.end())
+                it = memo.emplace(std::make_pair(gi, key), m_options.decompose ? searchGroup(g, vars)
+                                                                               : searchGroupExhaustively(g, vars))
+                         .first;
+            total = sum(total, it->second);
+            if (m_options.progress)
+                m_options.progress(++done, planned);
+        }
+        for (const auto &c : total.time) {
+            if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
+                fastest = {vars, c, true};
+            if (!leastMemory.found || c.memory < leastMemory.candidate.memory)
+                leastMemory = {vars, c, true};
+        }
+        for (const auto &c : total.comm)
+            if (c.memory <= m_capacity && (!leastComm.found || c.comm < leastComm.candidate.comm))
+                leastComm = {vars, c, true};
+    }
+    if (!leastMemory.found)
+        throw TapestryError(Error{modelSource, {}, "tap: no choice of weights fits in device memory (" +
+                                                       std::to_string(m_mesh.device.memoryBytes) + " bytes)"});
+    std::vector<std::string> warnings;
+    if (!fastest.found) {
+        warnings.push_back("tap: no plan fits in device memory; the plan shown needs the least memory");
+        fastest = leastMemory;
+        leastComm = leastMemory;
+    }
+    SearchResult result;
+    result.stats.algorithm = "tap";
+    result.stats.plansEvaluated = m_coster.evaluations();
+    result.stats.classes = m_classes.classes.size();
+    for (const auto &g : m_groups)
+        result.stats.segments += g.blocks.size();
+    result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.plan = assemble(modelSource, fastest.vars, fastest.candidate);
+    result.leastCommunication = assemble(modelSource, leastComm.vars, leastComm.candidate);
+    for (auto *p : {&result.plan, &result.leastCommunication}) {
+        p->searchWarnings = warnings;
+        if (!p->cost.fitsMemory && p->searchWarnings.empty())
+            p->searchWarnings.push_back("tap: the plan's memory, costed on the whole graph, exceeds the device's");
+    }
+    result.leastCommunication.method = "tap";
+    return result;
+}
+
+} // namespace
+
+SearchResult tapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes,
+                       const std::string &modelSource, const sharding::Mesh &mesh, const SearchOptions &options)
+{
+    TapSearch search(graph, classes, mesh, options);
+    return search.run(modelSource);
+}
+
+} // namespace tapestry::search

@@ -1,0 +1,162 @@
+#include "io/modelloader.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
+#include "search/referenceplan.h"
+#include "search/tapsearch.h"
+#include "sharding/meshprofile.h"
+
+#include <QtTest>
+
+#include <regex>
+
+using namespace tapestry;
+
+namespace {
+
+sharding::Mesh mesh(std::vector<int> sizes)
+{
+    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+}
+
+search::SearchResult tap(const ir::Graph &g, const std::string &source, const sharding::Mesh &m, bool decompose = true)
+{
+    const auto coarse = passes::Coarsen().run(g);
+    const auto classes = passes::Prune().run(g, coarse);
+    search::SearchOptions options;
+    options.decompose = decompose;
+    return search::tapSearch(g, classes, source, m, options);
+}
+
+// "transformer.h.3.attn.q_proj.weight" -> "attn.q_proj.weight"; empty outside layers.
+std::string layerWeight(const std::string &name)
+{
+    static const std::regex layer(R"(^.*(?:\.h|\.layers)\.\d+\.(.*\.weight)$)");
+    std::smatch m;
+    return std::regex_match(name, m, layer) ? std::string(m[1]) : std::string();
+}
+
+// Compute and communication charged to the ops of transformer layers.
+double layerTime(const plan::Plan &p)
+{
+    static const std::regex layer(R"((?:^|/)(?:h|layers)\.\d+/)");
+    double t = 0;
+    for (const auto &[op, totals] : p.cost.byOp)
+        if (std::regex_search(op, layer))
+            t += totals.total();
+    return t;
+}
+
+} // namespace
+
+class TestTapSearch : public QObject {
+    Q_OBJECT
+
+private slots:
+    void findsMegatronWhenOnlyFullShardingFits_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("gpt2") << "zoo:gpt2?layers=2&batch=1&seq=64&hidden=256&heads=8&vocab=4096";
+        QTest::newRow("gpt3") << "zoo:gpt3-6.7b?layers=8&batch=1&seq=64&hidden=512&heads=8&vocab=4096";
+        QTest::newRow("llama") << "zoo:llama3-8b?layers=2&batch=1&seq=64&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=4096";
+    }
+    void findsMegatronWhenOnlyFullShardingFits()
+    {
+        QFETCH(QString, model);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        sharding::Mesh m = mesh({8});
+        const plan::Plan megatron = search::referencePlan(g, source, m, search::ReferenceMethod::Megatron);
+        // Room for Megatron's plan and not for one more replicated layer matrix.
+        m.device.memoryBytes = megatron.cost.memory.total() + 1024;
+        const auto result = tap(g, source, m);
+        QVERIFY(result.plan.cost.fitsMemory);
+        int layerWeights = 0;
+        for (const auto &[name, entry] : megatron.specs) {
+            if (layerWeight(name).empty())
+                continue;
+            ++layerWeights;
+            QVERIFY2(result.plan.specs.at(name).spec == entry.spec,
+                     (name + ": tap " + result.plan.specs.at(name).spec.toPlacements() + ", megatron " +
+                      entry.spec.toPlacements())
+                         .c_str());
+        }
+        QVERIFY(layerWeights >= 12);
+        // The layers cost what Megatron's cost; outside them tap may do
+        // better than Megatron's vocabulary-parallel embedding.
+        const double tapLayers = layerTime(result.plan), megatronLayers = layerTime(megatron);
+        QVERIFY2(std::abs(tapLayers - megatronLayers) <= 1e-3 * megatronLayers,
+                 (std::to_string(tapLayers) + " vs " + std::to_string(megatronLayers)).c_str());
+        QVERIFY(result.plan.cost.stepTime <= megatron.cost.stepTime * (1 + 1e-9));
+    }
+
+    void equalsExhaustiveSearch_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::newRow("mlp 1D") << "zoo:mlp?batch=8" << "4";
+        QTest::newRow("gpt2 1D") << "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256" << "4";
+        QTest::newRow("mlp 2D") << "zoo:mlp?batch=8" << "2x2";
+    }
+    void equalsExhaustiveSearch()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        const auto fast = tap(g, source, m, true);
+        const auto exhaustive = tap(g, source, m, false);
+        QCOMPARE(fast.plan.cost.stepTime, exhaustive.plan.cost.stepTime);
+        QCOMPARE(fast.leastCommunication.cost.comm, exhaustive.leastCommunication.cost.comm);
+        QVERIFY(fast.stats.plansEvaluated <= exhaustive.stats.plansEvaluated);
+    }
+
+    void atLeastAsCheapAsReferencePlans_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::newRow("gpt2 8") << "zoo:gpt2?layers=2&batch=8&seq=128&hidden=256&heads=8&vocab=1024" << "8";
+        QTest::newRow("llama 8") << "zoo:llama3-8b?layers=2&batch=8&seq=64&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024"
+                                 << "8";
+        QTest::newRow("bert 4") << "zoo:bert-base?layers=2&batch=8&seq=64&hidden=128&heads=4&vocab=512" << "4";
+    }
+    void atLeastAsCheapAsReferencePlans()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        const auto result = tap(g, source, m);
+        QVERIFY(result.plan.cost.fitsMemory);
+        QCOMPARE(result.plan.method, std::string("tap"));
+        for (auto method : {search::ReferenceMethod::Megatron, search::ReferenceMethod::DataParallel}) {
+            const auto reference = search::referencePlan(g, source, m, method);
+            QVERIFY2(result.plan.cost.stepTime <= reference.cost.stepTime * (1 + 1e-9),
+                     (std::string(search::toString(method)) + ": tap " + std::to_string(result.plan.cost.stepTime) +
+                      " vs " + std::to_string(reference.cost.stepTime))
+                         .c_str());
+        }
+        QVERIFY(result.leastCommunication.cost.comm <= result.plan.cost.comm);
+        QVERIFY(result.leastCommunication.cost.fitsMemory);
+    }
+
+    // The class is searched on one instance: the work does not grow with depth.
+    void workIsFlatInLayerCount()
+    {
+        const auto m = mesh({4});
+        std::size_t evaluated[2] = {0, 0};
+        int i = 0;
+        for (int layers : {2, 16}) {
+            const std::string source =
+                "zoo:gpt2?layers=" + std::to_string(layers) + "&batch=4&seq=32&hidden=64&heads=4&vocab=256";
+            const auto result = tap(io::loadModel(source), source, m);
+            QCOMPARE(result.stats.classes, std::size_t(1));
+            evaluated[i++] = result.stats.plansEvaluated;
+        }
+        QCOMPARE(evaluated[0], evaluated[1]);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTapSearch)
+#include "tst_tapsearch.moc"
