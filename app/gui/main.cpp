@@ -1,19 +1,18 @@
-#include "modelsummaryview.h"
-
-#include "io/modelloader.h"
-#include "ir/error.h"
+#include "graphpanel.h"
+#include "studiowindow.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QMainWindow>
-#include <QMessageBox>
 #include <QTimer>
 
 #include <iostream>
 
+using tapestry::views::StudioWindow;
+
 int main(int argc, char **argv)
 {
     QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("Tapestry"));
     QApplication::setApplicationName(QStringLiteral("Tapestry"));
     QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
 
@@ -22,40 +21,54 @@ int main(int argc, char **argv)
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("model"),
-                                 QStringLiteral("model to open (zoo:NAME, .json, .onnx, config.json)"),
+                                 QStringLiteral("model to open: zoo:NAME[?knobs], .onnx, .json, config.json "
+                                                "(default zoo:gpt2)"),
                                  QStringLiteral("[MODEL]"));
-    QCommandLineOption screenshot(QStringLiteral("screenshot"),
-                                  QStringLiteral("render the window to FILE.png and exit"),
-                                  QStringLiteral("FILE"));
-    parser.addOption(screenshot);
+    const QCommandLineOption screenshot(QStringLiteral("screenshot"),
+                                        QStringLiteral("render the window to FILE.png once the model is shown, then exit"),
+                                        QStringLiteral("FILE"));
+    const QCommandLineOption select(QStringLiteral("select"),
+                                    QStringLiteral("select the node or class block whose name contains NAME"),
+                                    QStringLiteral("NAME"));
+    const QCommandLineOption expand(QStringLiteral("expand"),
+                                    QStringLiteral("expand the first block of class CLASS (an id from the class list)"),
+                                    QStringLiteral("CLASS"));
+    parser.addOptions({screenshot, select, expand});
     parser.process(app);
 
-    const QString model =
-        parser.positionalArguments().value(0, QStringLiteral("zoo:gpt2"));
+    const QString model = parser.positionalArguments().value(0, QStringLiteral("zoo:gpt2"));
+    const bool shooting = parser.isSet(screenshot);
 
-    QMainWindow window;
-    window.setWindowTitle(QStringLiteral("Tapestry — %1").arg(model));
-    auto *summary = new tapestry::views::ModelSummaryView(&window);
-    window.setCentralWidget(summary);
-    window.resize(1000, 700);
-    try {
-        summary->setGraph(tapestry::io::loadModel(model.toStdString()), model);
-    } catch (const tapestry::TapestryError &e) {
-        if (parser.isSet(screenshot)) {
-            std::cerr << "tapestry: " << e.what() << '\n';
-            return 2;
-        }
-        QMessageBox::critical(&window, QStringLiteral("Tapestry"), QString::fromStdString(e.what()));
-    }
+    StudioWindow window;
+    window.setQuietErrors(shooting);
     window.show();
-    if (parser.isSet(screenshot)) {
-        const QString file = parser.value(screenshot);
-        QTimer::singleShot(100, &window, [&window, file] {
-            const bool ok = window.grab().save(file);
-            if (!ok)
-                std::cerr << "tapestry: cannot write screenshot " << file.toStdString() << '\n';
-            QApplication::exit(ok ? 0 : 2);
-        });
-    }
+
+    // After the model loads: expand (which lays out again), then select, then
+    // take the screenshot once the last layout is on screen.
+    bool expandPending = parser.isSet(expand);
+    QObject::connect(&window, &StudioWindow::layoutReady, &window, [&] {
+        if (expandPending) {
+            expandPending = false;
+            bool ok = false;
+            const int cls = parser.value(expand).toInt(&ok);
+            if (ok && window.expandClass(cls))
+                return;  // another layoutReady follows
+            std::cerr << "tapestry: --expand " << parser.value(expand).toStdString() << ": no such class block\n";
+        }
+        if (parser.isSet(select) && !window.selectByName(parser.value(select)))
+            std::cerr << "tapestry: --select " << parser.value(select).toStdString() << ": nothing matches\n";
+        if (shooting) {
+            QTimer::singleShot(50, &window, [&] {
+                const QString file = parser.value(screenshot);
+                const bool ok = window.grab().save(file);
+                if (!ok)
+                    std::cerr << "tapestry: " << file.toStdString() << ": cannot write the screenshot\n";
+                QApplication::exit(ok ? 0 : 2);
+            });
+        }
+    });
+    if (shooting)
+        QObject::connect(&window, &StudioWindow::loadFailed, &window, [] { QApplication::exit(2); });
+    window.openModel(model);
     return app.exec();
 }

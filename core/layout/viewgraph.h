@@ -1,0 +1,53 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "passes/coarsegraph.h"
+#include "passes/subgraphclasses.h"
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tapestry::layout {
+
+// What the graph view draws: the coarse graph with each run of chained
+// instances of a repeated class folded into one block ("h.* ×12"). Never the
+// whole op graph at once: a 1000-layer model folds to a handful of nodes.
+struct ViewNode {
+    enum class Kind { Coarse, Block };
+    Kind kind = Kind::Coarse;
+    passes::NodeId node;                // Kind::Coarse: the coarse node
+    passes::ClassId cls;                // the class it belongs to (invalid: none)
+    std::vector<std::size_t> instances; // Kind::Block: instance indices it folds; Coarse in a class: its instance
+    std::string title;
+    std::string subtitle;
+    int repeat = 1;                     // instances folded (Kind::Block)
+};
+
+struct ViewEdge {
+    int from = 0;
+    int to = 0;
+    ir::TensorId tensor;  // the first tensor flowing along it
+    int tensors = 1;      // how many distinct tensors it stands for
+    std::string label;    // "8×1024×768"
+};
+
+struct ViewGraph {
+    std::vector<ViewNode> nodes;
+    std::vector<ViewEdge> edges;
+};
+
+// An expanded run is named by its class and the index of the run's first
+// instance.
+using ExpandedRuns = std::set<std::pair<int, std::size_t>>;
+
+ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coarse,
+                         const passes::SubgraphClasses &classes, const ExpandedRuns &expanded = {});
+
+// "8×1024×768"
+std::string shapeLabel(const ir::Shape &shape);
+// The common pattern of instance scopes: "transformer/h.0", "transformer/h.11" → "transformer/h.*".
+std::string scopePattern(const std::vector<std::string> &scopes);
+
+} // namespace tapestry::layout

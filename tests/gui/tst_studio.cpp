@@ -1,0 +1,243 @@
+#include "classlistmodel.h"
+#include "graphpanel.h"
+#include "inspectorview.h"
+#include "studiowindow.h"
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDir>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace tapestry::views;
+
+namespace {
+
+// Opens `source` and waits until it is loaded and laid out.
+bool openAndWait(StudioWindow &w, const QString &source)
+{
+    QSignalSpy laid(&w, &StudioWindow::layoutReady);
+    QSignalSpy failed(&w, &StudioWindow::loadFailed);
+    w.openModel(source);
+    for (int i = 0; i < 600 && laid.isEmpty() && failed.isEmpty(); ++i)
+        laid.wait(100);
+    return !laid.isEmpty();
+}
+
+int blockCount(const GraphPanel &panel)
+{
+    int n = 0;
+    for (const auto &v : panel.viewGraph().nodes)
+        n += v.kind == tapestry::layout::ViewNode::Kind::Block;
+    return n;
+}
+
+QString inspectorText(const InspectorView &inspector)
+{
+    QStringList lines;
+    for (int i = 0; i < inspector.topLevelItemCount(); ++i) {
+        const auto *item = inspector.topLevelItem(i);
+        lines << item->text(0) + QLatin1Char('=') + item->text(1);
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
+QString shotDir()
+{
+    const QString dir = QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots");
+    QDir().mkpath(dir);
+    return dir;
+}
+
+} // namespace
+
+class TestStudio : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);  // QSettings go to a test location
+    }
+
+    void opensGptWithOneClassBlock()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=6")));
+        QCOMPARE(w.classModel()->rowCount(), 1);
+        const auto idx = w.classModel()->index(0, ClassListModel::Instances);
+        QCOMPARE(idx.data().toString(), QStringLiteral("×6"));
+        QCOMPARE(blockCount(*w.graphPanel()), 1);
+        bool found = false;
+        for (auto *node : w.graphPanel()->scene()->canvasNodes())
+            found = found || node->style().repeat == 6;
+        QVERIFY(found);
+        // Edges carry tensor shapes.
+        bool labelled = false;
+        for (const auto &e : w.graphPanel()->viewGraph().edges)
+            labelled = labelled || e.label.find("\u00d7") != std::string::npos;
+        QVERIFY(labelled);
+    }
+
+    void classListModelIsSound()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QAbstractItemModelTester tester(w.classModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester proxyTester(w.classProxy(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:t5-base?layers=2")));
+        QCOMPARE(w.classModel()->rowCount(), 2);  // encoder and decoder blocks
+        w.classTable()->sortByColumn(ClassListModel::Parameters, Qt::DescendingOrder);
+        QVERIFY(w.classProxy()->index(0, ClassListModel::Parameters).data(ClassListModel::SortRole).toLongLong() >=
+                w.classProxy()->index(1, ClassListModel::Parameters).data(ClassListModel::SortRole).toLongLong());
+    }
+
+    void selectionSyncs()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=4")));
+        // Class list → graph and inspector.
+        w.classTable()->selectRow(0);
+        const int selected = w.graphPanel()->selectedViewNode();
+        QVERIFY(selected >= 0);
+        const auto &v = w.graphPanel()->viewGraph().nodes[static_cast<std::size_t>(selected)];
+        QCOMPARE(v.kind, tapestry::layout::ViewNode::Kind::Block);
+        QVERIFY(inspectorText(*w.inspector()).contains(QStringLiteral("Instances in the model=4")));
+        // Graph → class list: select a node outside any class clears the class selection.
+        int outside = -1;
+        const auto &nodes = w.graphPanel()->viewGraph().nodes;
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            if (!nodes[i].cls.valid())
+                outside = static_cast<int>(i);
+        QVERIFY(outside >= 0);
+        w.graphPanel()->selectViewNode(outside);
+        QVERIFY(!w.classTable()->selectionModel()->hasSelection());
+        QVERIFY(inspectorText(*w.inspector()).contains(QStringLiteral("Kind=")));
+        // And back to the block: the class row is selected again.
+        w.graphPanel()->selectViewNode(selected);
+        QVERIFY(w.classTable()->selectionModel()->hasSelection());
+    }
+
+    void expandAndCollapse()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=4")));
+        const auto folded = w.graphPanel()->viewGraph().nodes.size();
+        QSignalSpy laid(&w, &StudioWindow::layoutReady);
+        QVERIFY(w.expandClass(0));
+        QVERIFY(laid.wait(20000));
+        const auto &nodes = w.graphPanel()->viewGraph().nodes;
+        QVERIFY(nodes.size() > folded);
+        // The other three instances stay folded in a ×3 block.
+        int repeat = 0;
+        int opened = -1;
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            if (nodes[i].kind == tapestry::layout::ViewNode::Kind::Block)
+                repeat = nodes[i].repeat;
+            else if (nodes[i].cls.valid())
+                opened = static_cast<int>(i);
+        }
+        QCOMPARE(repeat, 3);
+        QVERIFY(opened >= 0);
+        // Double-click on a node of the open instance folds it again.
+        w.graphPanel()->toggleExpanded(opened);
+        QVERIFY(laid.wait(20000));
+        QCOMPARE(w.graphPanel()->viewGraph().nodes.size(), folded);
+    }
+
+    void findSelectsMatches()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        QVERIFY(w.findNext(QStringLiteral("lm_head")) || w.findNext(QStringLiteral("wte")));
+        QVERIFY(w.graphPanel()->selectedViewNode() >= 0);
+        QVERIFY(w.findNext(QStringLiteral("768x3072")));  // a shape, typed with an x
+        QVERIFY(!w.findNext(QStringLiteral("no-such-thing-anywhere")));
+    }
+
+    void exportsImages()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        QTemporaryDir dir;
+        const QString png = dir.filePath(QStringLiteral("g.png"));
+        const QString svg = dir.filePath(QStringLiteral("g.svg"));
+        QVERIFY(w.exportImage(png));
+        QVERIFY(w.exportImage(svg));
+        QImage image(png);
+        QVERIFY(!image.isNull());
+        QVERIFY(image.width() > 100 && image.height() > 100);
+        QFile f(svg);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray text = f.readAll();
+        QVERIFY(text.contains("<svg"));
+        QVERIFY(text.contains("</svg>"));
+        QVERIFY(!QFile::exists(png + QStringLiteral(".part")));
+    }
+
+    void badFileKeepsPreviousModel()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        QTemporaryDir dir;
+        const QString bad = dir.filePath(QStringLiteral("broken.json"));
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"format\": \"tapestry.model\", \"vers");
+        f.close();
+        QSignalSpy failed(&w, &StudioWindow::loadFailed);
+        w.openModel(bad);
+        QVERIFY(failed.wait(20000));
+        QVERIFY(w.lastError().contains(bad));
+        QVERIFY(w.lastError().contains(QStringLiteral("not valid JSON")));
+        QVERIFY(!w.lastError().contains(QLatin1Char('\n')));
+        QCOMPARE(w.document().source, QStringLiteral("zoo:gpt2?layers=2"));
+        QCOMPARE(w.classModel()->rowCount(), 1);
+    }
+
+    void recentFilesPersist()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:mlp")));
+        QCOMPARE(w.recentFiles().value(0), QStringLiteral("zoo:mlp"));
+    }
+
+    void screenshots_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("file");
+        QTest::newRow("gpt2") << QStringLiteral("zoo:gpt2") << QStringLiteral("gpt2.png");
+        QTest::newRow("onnx gpt") << QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/onnx/gpt-tiny.onnx")
+                                  << QStringLiteral("onnx-tiny-gpt.png");
+    }
+    void screenshots()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, file);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(openAndWait(w, model));
+        const QString path = shotDir() + QLatin1Char('/') + file;
+        QVERIFY(w.grab().save(path));
+        QVERIFY(!QImage(path).isNull());
+    }
+};
+
+QTEST_MAIN(TestStudio)
+#include "tst_studio.moc"

@@ -1,0 +1,117 @@
+#include "classlistmodel.h"
+
+#include "layout/viewgraph.h"
+#include "palette.h"
+
+#include <QLocale>
+
+namespace tapestry::views {
+
+ClassListModel::ClassListModel(QObject *parent) : QAbstractTableModel(parent) {}
+
+void ClassListModel::setModel(const LoadedModel &model)
+{
+    beginResetModel();
+    m_model = model;
+    m_rows.clear();
+    m_costShares.clear();
+    if (model.classes)
+        for (const auto &c : model.classes->classes)
+            if (static_cast<int>(c.instances.size()) >= model.classes->minDuplicate)
+                m_rows.push_back(c.id.value);
+    endResetModel();
+}
+
+void ClassListModel::setCostShares(const QVector<double> &shares)
+{
+    m_costShares = shares;
+    if (!m_rows.isEmpty())
+        emit dataChanged(index(0, Share), index(static_cast<int>(m_rows.size()) - 1, Share));
+}
+
+int ClassListModel::rowCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
+}
+
+int ClassListModel::columnCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+int ClassListModel::rowOfClass(int classId) const
+{
+    return static_cast<int>(m_rows.indexOf(classId));
+}
+
+QVariant ClassListModel::data(const QModelIndex &index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+        return {};
+    const int id = m_rows[index.row()];
+    const auto &cls = m_model.classes->classes[static_cast<std::size_t>(id)];
+    const double opShare = m_model.graph && m_model.graph->opCount()
+                               ? static_cast<double>(cls.opsPerInstance * cls.instances.size()) /
+                                     static_cast<double>(m_model.graph->opCount())
+                               : 0.0;
+    const double share = id < m_costShares.size() ? m_costShares[id] : opShare;
+    switch (role) {
+    case ClassIdRole:
+        return id;
+    case Qt::DecorationRole:
+        return index.column() == Name ? QVariant(classColor(id)) : QVariant();
+    case Qt::TextAlignmentRole:
+        return index.column() == Name ? QVariant() : QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    case Qt::ToolTipRole: {
+        std::vector<std::string> scopes;
+        for (const auto &i : cls.instances)
+            scopes.push_back(i.scope);
+        return QString::fromStdString(layout::scopePattern(scopes));
+    }
+    case SortRole:
+    case Qt::DisplayRole: {
+        const bool sort = role == SortRole;
+        switch (index.column()) {
+        case Name: {
+            std::vector<std::string> scopes;
+            for (const auto &i : cls.instances)
+                scopes.push_back(i.scope);
+            return QString::fromStdString(layout::scopePattern(scopes));
+        }
+        case Instances:
+            return sort ? QVariant(static_cast<qlonglong>(cls.instances.size()))
+                        : QVariant(QStringLiteral("×%1").arg(cls.instances.size()));
+        case Ops:
+            return static_cast<qlonglong>(cls.opsPerInstance);
+        case Parameters:
+            return sort ? QVariant(static_cast<qlonglong>(cls.parametersPerInstance))
+                        : QVariant(QLocale().toString(static_cast<qlonglong>(cls.parametersPerInstance)));
+        case Share:
+            return sort ? QVariant(share) : QVariant(QStringLiteral("%1 %").arg(share * 100, 0, 'f', 1));
+        }
+        return {};
+    }
+    }
+    return {};
+}
+
+QVariant ClassListModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case Name:
+        return tr("Class");
+    case Instances:
+        return tr("Instances");
+    case Ops:
+        return tr("Ops");
+    case Parameters:
+        return tr("Params");
+    case Share:
+        return m_costShares.isEmpty() ? tr("Ops share") : tr("Cost share");
+    }
+    return {};
+}
+
+} // namespace tapestry::views

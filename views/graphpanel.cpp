@@ -1,0 +1,191 @@
+#include "graphpanel.h"
+
+#include "ir/error.h"
+#include "palette.h"
+
+#include <QGridLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace tapestry::views {
+
+GraphPanel::GraphPanel(QWidget *parent)
+    : QWidget(parent), m_scene(new GraphScene(this)), m_graphView(new GraphView(this)),
+      m_minimap(nullptr)
+{
+    m_graphView->setScene(m_scene);
+    m_minimap = new Minimap(m_graphView, this);
+    m_minimap->setFixedSize(180, 220);
+    auto *grid = new QGridLayout(this);
+    grid->setContentsMargins(0, 0, 0, 0);
+    grid->addWidget(m_graphView, 0, 0);
+    grid->addWidget(m_minimap, 0, 0, Qt::AlignRight | Qt::AlignBottom);
+
+    connect(m_scene, &GraphScene::nodeSelected, this, &GraphPanel::viewNodeSelected);
+    connect(m_scene, &GraphScene::nodeActivated, this, &GraphPanel::toggleExpanded);
+    connect(&m_watcher, &QFutureWatcher<LayoutOutcome>::finished, this, [this] {
+        if (m_watcher.property("generation").toInt() != m_generation)
+            return;  // a newer layout was requested meanwhile
+        const LayoutOutcome outcome = m_watcher.result();
+        if (!outcome.error.isEmpty()) {
+            emit layoutFailed(outcome.error);
+            return;
+        }
+        {
+            m_scene->setContent(m_pendingStyles, m_pendingEdges, outcome.result);
+            m_minimap->refit();
+            m_graphView->fitAll();
+            if (m_pendingSelection >= 0) {
+                m_scene->selectKey(m_pendingSelection);
+                m_graphView->centerOnItem(m_scene->nodeForKey(m_pendingSelection));
+            }
+            emit layoutFinished();
+        }
+    });
+}
+
+GraphPanel::~GraphPanel()
+{
+    // Items emit selection changes while the scene tears them down; nobody
+    // listening may be half destroyed by then.
+    m_scene->blockSignals(true);
+    disconnect(this, nullptr, nullptr, nullptr);
+    m_watcher.waitForFinished();
+}
+
+void GraphPanel::setModel(const LoadedModel &model)
+{
+    m_model = model;
+    m_expanded.clear();
+    m_highlightClass = -1;
+    m_pinned.clear();
+    m_pendingSelection = -1;
+    rebuild();
+}
+
+void GraphPanel::setColouring(Colouring colouring)
+{
+    m_colouring = std::move(colouring);
+    const auto s = styles();
+    for (auto *node : m_scene->canvasNodes())
+        node->setStyle(s.value(node->style().key));
+}
+
+void GraphPanel::setPinnedNodes(const QSet<int> &viewNodes)
+{
+    m_pinned = viewNodes;
+    setColouring(m_colouring);
+}
+
+bool GraphPanel::isExpanded(int classId, std::size_t firstInstance) const
+{
+    return m_expanded.count({classId, firstInstance}) > 0;
+}
+
+void GraphPanel::toggleExpanded(int viewNode)
+{
+    if (viewNode < 0 || viewNode >= static_cast<int>(m_view.nodes.size()))
+        return;
+    const auto &v = m_view.nodes[static_cast<std::size_t>(viewNode)];
+    if (!v.cls.valid())
+        return;
+    const std::size_t first = v.instances.front();
+    // A block folds instances [first+1..] when the run's first one is open.
+    std::pair<int, std::size_t> key{v.cls.value, first};
+    if (v.kind == layout::ViewNode::Kind::Block) {
+        // Opening a block opens its first instance.
+        m_expanded.insert(key);
+    } else {
+        // Double-clicking a node of an open instance folds the run again.
+        m_expanded.erase(key);
+    }
+    m_pendingSelection = -1;
+    rebuild();
+}
+
+void GraphPanel::highlightClass(int classId)
+{
+    m_highlightClass = classId;
+    setColouring(m_colouring);
+}
+
+void GraphPanel::selectViewNode(int viewNode)
+{
+    m_scene->selectKey(viewNode);
+    m_graphView->centerOnItem(m_scene->nodeForKey(viewNode));
+}
+
+int GraphPanel::selectedViewNode() const
+{
+    return m_scene->selectedKey();
+}
+
+int GraphPanel::viewNodeOf(passes::NodeId node) const
+{
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i) {
+        const auto &v = m_view.nodes[i];
+        if (v.kind == layout::ViewNode::Kind::Coarse && v.node == node)
+            return static_cast<int>(i);
+    }
+    if (!m_model.classes)
+        return -1;
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i) {
+        const auto &v = m_view.nodes[i];
+        if (v.kind != layout::ViewNode::Kind::Block)
+            continue;
+        const auto &cls = m_model.classes->classes[v.cls.index()];
+        for (auto inst : v.instances)
+            for (auto n : cls.instances[inst].nodes)
+                if (n == node)
+                    return static_cast<int>(i);
+    }
+    return -1;
+}
+
+QVector<NodeStyle> GraphPanel::styles() const
+{
+    QVector<NodeStyle> out;
+    out.reserve(static_cast<qsizetype>(m_view.nodes.size()));
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i) {
+        const auto &v = m_view.nodes[i];
+        NodeStyle s;
+        s.key = static_cast<int>(i);
+        s.title = QString::fromStdString(v.title);
+        s.subtitle = QString::fromStdString(v.subtitle);
+        s.repeat = v.kind == layout::ViewNode::Kind::Block ? v.repeat : 0;
+        if (v.kind == layout::ViewNode::Kind::Block && v.repeat == 1)
+            s.repeat = 1;
+        s.fill = m_colouring ? m_colouring(v) : (v.cls.valid() ? classColor(v.cls.value) : neutralColor());
+        s.highlighted = m_highlightClass >= 0 && v.cls.value == m_highlightClass;
+        s.pinned = m_pinned.contains(s.key);
+        out.push_back(s);
+    }
+    return out;
+}
+
+void GraphPanel::rebuild()
+{
+    ++m_generation;
+    if (!m_model.graph) {
+        m_view = {};
+        m_scene->setContent({}, {}, {});
+        return;
+    }
+    m_view = layout::buildViewGraph(*m_model.graph, *m_model.coarse, *m_model.classes, m_expanded);
+    m_pendingStyles = styles();
+    m_pendingEdges.clear();
+    for (const auto &e : m_view.edges)
+        m_pendingEdges.push_back({e.from, e.to, QString::fromStdString(e.label)});
+    auto request = GraphScene::layoutRequest(m_pendingStyles, m_pendingEdges);
+    m_watcher.setProperty("generation", m_generation);
+    m_watcher.setFuture(QtConcurrent::run([request] {
+        LayoutOutcome outcome;
+        try {
+            outcome.result = layout::layoutWithDot(request);
+        } catch (const std::exception &e) {
+            outcome.error = QString::fromUtf8(e.what());
+        }
+        return outcome;
+    }));
+}
+
+} // namespace tapestry::views

@@ -1,0 +1,77 @@
+#pragma once
+
+#include "graphscene.h"
+#include "graphview.h"
+#include "layout/viewgraph.h"
+#include "loadedmodel.h"
+
+#include <QFutureWatcher>
+#include <QWidget>
+
+#include <functional>
+
+namespace tapestry::views {
+
+// A layout or the one-line reason there is none; errors travel as values so
+// that waiting on the future never rethrows.
+struct LayoutOutcome {
+    layout::LayoutResult result;
+    QString error;
+};
+
+// The graph view with its minimap: folds the coarse graph into class blocks,
+// lays it out with Graphviz on a worker thread, and keeps selection in terms
+// of classes and coarse nodes.
+class GraphPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit GraphPanel(QWidget *parent = nullptr);
+    ~GraphPanel() override;
+
+    void setModel(const LoadedModel &model);
+    const LoadedModel &model() const { return m_model; }
+    const layout::ViewGraph &viewGraph() const { return m_view; }
+    GraphScene *scene() const { return m_scene; }
+    GraphView *view() const { return m_graphView; }
+    bool isLayoutRunning() const { return m_watcher.isRunning(); }
+
+    // Colour per view node; an empty function colours by class.
+    using Colouring = std::function<QColor(const layout::ViewNode &)>;
+    void setColouring(Colouring colouring);
+    void setPinnedNodes(const QSet<int> &viewNodes);
+
+    // Expanding a folded block lays out its first instance node by node.
+    void toggleExpanded(int viewNode);
+    bool isExpanded(int classId, std::size_t firstInstance) const;
+    void highlightClass(int classId);  // -1: none
+    void selectViewNode(int viewNode);
+    // The view node showing a coarse node (folded into a block or not); -1 if none.
+    int viewNodeOf(passes::NodeId node) const;
+    int selectedViewNode() const;
+
+signals:
+    void viewNodeSelected(int viewNode);  // -1: cleared
+    void layoutFinished();
+    void layoutFailed(const QString &message);
+
+private:
+    void rebuild();
+    QVector<NodeStyle> styles() const;
+
+    LoadedModel m_model;
+    layout::ViewGraph m_view;
+    layout::ExpandedRuns m_expanded;
+    Colouring m_colouring;
+    QSet<int> m_pinned;
+    int m_highlightClass = -1;
+    int m_generation = 0;
+    int m_pendingSelection = -1;
+    GraphScene *m_scene;
+    GraphView *m_graphView;
+    Minimap *m_minimap;
+    QFutureWatcher<LayoutOutcome> m_watcher;
+    QVector<NodeStyle> m_pendingStyles;
+    QVector<EdgeSpec> m_pendingEdges;
+};
+
+} // namespace tapestry::views

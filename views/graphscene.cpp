@@ -1,0 +1,90 @@
+#include "graphscene.h"
+
+#include "canvasedge.h"
+
+#include <QGraphicsSceneMouseEvent>
+
+namespace tapestry::views {
+
+GraphScene::GraphScene(QObject *parent) : QGraphicsScene(parent)
+{
+    setBackgroundBrush(QColor(0xfafafa));
+    connect(this, &QGraphicsScene::selectionChanged, this, [this] { emit nodeSelected(selectedKey()); });
+}
+
+layout::LayoutRequest GraphScene::layoutRequest(const QVector<NodeStyle> &nodes,
+                                                const QVector<EdgeSpec> &edges)
+{
+    layout::LayoutRequest request;
+    for (const auto &n : nodes) {
+        const QSizeF s = CanvasNode::sizeFor(n);
+        // Room for the ×N card stack drawn below and right of the box.
+        request.nodes.push_back({s.width() + (n.repeat > 1 ? 8 : 0), s.height() + (n.repeat > 1 ? 8 : 0)});
+    }
+    for (const auto &e : edges)
+        request.edges.push_back({e.from, e.to, e.label.toStdString()});
+    return request;
+}
+
+void GraphScene::setContent(const QVector<NodeStyle> &nodes, const QVector<EdgeSpec> &edges,
+                            const layout::LayoutResult &layout)
+{
+    const QSignalBlocker blocker(this);
+    clear();
+    m_nodes.clear();
+    m_edges.clear();
+    m_byKey.clear();
+    for (int i = 0; i < nodes.size(); ++i) {
+        auto *item = new CanvasNode(nodes[i], CanvasNode::sizeFor(nodes[i]));
+        const auto c = layout.centers.at(static_cast<std::size_t>(i));
+        item->setPos(c.x, c.y);
+        addItem(item);
+        m_nodes.push_back(item);
+        m_byKey.insert(nodes[i].key, item);
+    }
+    for (int i = 0; i < edges.size(); ++i) {
+        QVector<QPointF> points;
+        for (const auto &p : layout.edgePaths.at(static_cast<std::size_t>(i)))
+            points.push_back({p.x, p.y});
+        const auto l = layout.edgeLabels.at(static_cast<std::size_t>(i));
+        auto *edge = new CanvasEdge(points, edges[i].label, {l.x, l.y});
+        addItem(edge);
+        m_edges.push_back(edge);
+    }
+    setSceneRect(QRectF(-20, -20, layout.width + 40, layout.height + 40));
+}
+
+void GraphScene::selectKey(int key)
+{
+    CanvasNode *node = m_byKey.value(key);
+    if (node && node->isSelected() && selectedItems().size() == 1)
+        return;
+    {
+        const QSignalBlocker blocker(this);
+        clearSelection();
+        if (node)
+            node->setSelected(true);
+    }
+    emit nodeSelected(selectedKey());
+}
+
+int GraphScene::selectedKey() const
+{
+    for (QGraphicsItem *item : selectedItems())
+        if (auto *node = dynamic_cast<CanvasNode *>(item))
+            return node->style().key;
+    return -1;
+}
+
+void GraphScene::mouseDoubleClickEvent(QGraphicsSceneMouseEvent *event)
+{
+    for (QGraphicsItem *item : items(event->scenePos()))
+        if (auto *node = dynamic_cast<CanvasNode *>(item)) {
+            emit nodeActivated(node->style().key);
+            event->accept();
+            return;
+        }
+    QGraphicsScene::mouseDoubleClickEvent(event);
+}
+
+} // namespace tapestry::views

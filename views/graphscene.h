@@ -1,0 +1,52 @@
+#pragma once
+
+#include "canvasnode.h"
+#include "layout/graphvizlayout.h"
+
+#include <QGraphicsScene>
+#include <QHash>
+#include <QVector>
+
+namespace tapestry::views {
+
+class CanvasEdge;
+
+struct EdgeSpec {
+    int from = 0;  // index into the node list
+    int to = 0;
+    QString label; // tensor shape, "8×1024×768"
+};
+
+// The drawn graph: one CanvasNode per node, one CanvasEdge per edge, placed
+// by a layout computed elsewhere (off the GUI thread).
+class GraphScene : public QGraphicsScene {
+    Q_OBJECT
+public:
+    explicit GraphScene(QObject *parent = nullptr);
+
+    // Node sizes for the layout request, computed from the styles' text.
+    static layout::LayoutRequest layoutRequest(const QVector<NodeStyle> &nodes,
+                                               const QVector<EdgeSpec> &edges);
+    void setContent(const QVector<NodeStyle> &nodes, const QVector<EdgeSpec> &edges,
+                    const layout::LayoutResult &layout);
+
+    CanvasNode *nodeForKey(int key) const { return m_byKey.value(key); }
+    const QVector<CanvasNode *> &canvasNodes() const { return m_nodes; }
+    const QVector<CanvasEdge *> &canvasEdges() const { return m_edges; }
+    void selectKey(int key);
+    int selectedKey() const;
+
+signals:
+    void nodeSelected(int key);   // -1 when the selection is cleared
+    void nodeActivated(int key);  // double-click
+
+protected:
+    void mouseDoubleClickEvent(QGraphicsSceneMouseEvent *event) override;
+
+private:
+    QVector<CanvasNode *> m_nodes;
+    QVector<CanvasEdge *> m_edges;
+    QHash<int, CanvasNode *> m_byKey;
+};
+
+} // namespace tapestry::views

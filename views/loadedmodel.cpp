@@ -1,0 +1,38 @@
+#include "loadedmodel.h"
+
+#include "io/modelloader.h"
+#include "ir/error.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
+
+#include <QElapsedTimer>
+
+#include <atomic>
+
+namespace tapestry::views {
+
+LoadedModel loadModelForView(const QString &source, const std::atomic_bool *cancelled)
+{
+    auto check = [&] {
+        if (cancelled && cancelled->load())
+            throw TapestryError(Error{source.toStdString(), {}, "cancelled"});
+    };
+    LoadedModel m;
+    m.source = source;
+    QElapsedTimer timer;
+    timer.start();
+    auto graph = std::make_shared<ir::Graph>(io::loadModel(source.toStdString()));
+    m.loadSeconds = timer.nsecsElapsed() / 1e9;
+    check();
+    timer.restart();
+    auto coarse = std::make_shared<passes::CoarseGraph>(passes::Coarsen().run(*graph));
+    check();
+    auto classes = std::make_shared<passes::SubgraphClasses>(passes::Prune().run(*graph, *coarse));
+    m.pruneSeconds = timer.nsecsElapsed() / 1e9;
+    m.graph = std::move(graph);
+    m.coarse = std::move(coarse);
+    m.classes = std::move(classes);
+    return m;
+}
+
+} // namespace tapestry::views

@@ -1,0 +1,33 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "passes/coarsegraph.h"
+#include "passes/subgraphclasses.h"
+
+#include <QMetaType>
+#include <QString>
+
+#include <atomic>
+#include <memory>
+
+namespace tapestry::views {
+
+// What a load worker hands back to the GUI thread: the model, its coarse
+// graph and its classes, as one immutable value.
+struct LoadedModel {
+    QString source;  // what the user opened: a path or zoo:NAME
+    std::shared_ptr<const ir::Graph> graph;
+    std::shared_ptr<const passes::CoarseGraph> coarse;
+    std::shared_ptr<const passes::SubgraphClasses> classes;
+    double loadSeconds = 0;
+    double pruneSeconds = 0;
+    QString error;  // set instead of the fields above when loading failed
+};
+
+// Loads, coarsens and prunes; throws TapestryError. Safe on a worker thread.
+// `cancelled` is polled between stages.
+LoadedModel loadModelForView(const QString &source, const std::atomic_bool *cancelled = nullptr);
+
+} // namespace tapestry::views
+
+Q_DECLARE_METATYPE(tapestry::views::LoadedModel)

@@ -1,0 +1,418 @@
+#include "studiowindow.h"
+
+#include "classlistmodel.h"
+#include "finder.h"
+#include "graphpanel.h"
+#include "inspectorview.h"
+#include "ir/error.h"
+#include "zoodialog.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPainter>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QStatusBar>
+#include <QSvgGenerator>
+#include <QTableView>
+#include <QToolBar>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <iostream>
+
+namespace tapestry::views {
+
+namespace {
+constexpr int kMaxRecent = 10;
+} // namespace
+
+StudioWindow::StudioWindow(QWidget *parent)
+    : QMainWindow(parent), m_graph(new GraphPanel(this)), m_inspector(new InspectorView(this)),
+      m_classTable(new QTableView(this)), m_classModel(new ClassListModel(this)),
+      m_classProxy(new QSortFilterProxyModel(this)), m_find(new QLineEdit(this)),
+      m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_cancel(new QPushButton(tr("Cancel"), this))
+{
+    qRegisterMetaType<LoadedModel>();
+    setWindowTitle(tr("Tapestry"));
+
+    auto *central = new QWidget(this);
+    auto *layout = new QVBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    auto *findRow = new QHBoxLayout;
+    findRow->setContentsMargins(6, 4, 6, 4);
+    m_find->setPlaceholderText(tr("Find op, tensor or shape (Ctrl+F, Enter for next)"));
+    m_find->setClearButtonEnabled(true);
+    findRow->addWidget(m_find);
+    layout->addLayout(findRow);
+    layout->addWidget(m_graph, 1);
+    setCentralWidget(central);
+    connect(m_find, &QLineEdit::returnPressed, this, [this] {
+        if (!findNext(m_find->text()))
+            statusBar()->showMessage(tr("No match for \"%1\"").arg(m_find->text()), 4000);
+    });
+
+    m_classProxy->setSourceModel(m_classModel);
+    m_classProxy->setSortRole(ClassListModel::SortRole);
+    m_classTable->setModel(m_classProxy);
+    m_classTable->setSortingEnabled(true);
+    m_classTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_classTable->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_classTable->verticalHeader()->hide();
+    m_classTable->horizontalHeader()->setStretchLastSection(true);
+    m_classTable->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    connect(m_classTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex &current) { onClassActivated(current); });
+
+    auto *classDock = new QDockWidget(tr("Unique subgraphs"), this);
+    classDock->setObjectName(QStringLiteral("classes"));
+    classDock->setWidget(m_classTable);
+    addDockWidget(Qt::LeftDockWidgetArea, classDock);
+    auto *inspectorDock = new QDockWidget(tr("Inspector"), this);
+    inspectorDock->setObjectName(QStringLiteral("inspector"));
+    inspectorDock->setWidget(m_inspector);
+    addDockWidget(Qt::RightDockWidgetArea, inspectorDock);
+    resizeDocks({classDock, inspectorDock}, {300, 380}, Qt::Horizontal);
+
+    statusBar()->addWidget(m_status, 1);
+    m_progress->setMaximumWidth(180);
+    m_progress->setRange(0, 0);
+    m_progress->hide();
+    m_cancel->hide();
+    statusBar()->addPermanentWidget(m_progress);
+    statusBar()->addPermanentWidget(m_cancel);
+    connect(m_cancel, &QPushButton::clicked, this, [this] {
+        if (m_cancelFlag)
+            m_cancelFlag->store(true);
+    });
+
+    connect(m_graph, &GraphPanel::viewNodeSelected, this, &StudioWindow::onViewNodeSelected);
+    connect(m_graph, &GraphPanel::layoutFinished, this, [this] {
+        m_progress->hide();
+        emit layoutReady();
+    });
+    connect(m_graph, &GraphPanel::layoutFailed, this, [this](const QString &message) {
+        m_progress->hide();
+        showError(message);
+    });
+    connect(&m_loader, &QFutureWatcher<LoadedModel>::finished, this, [this] {
+        m_progress->hide();
+        m_cancel->hide();
+        const LoadedModel model = m_loader.result();
+        if (!model.error.isEmpty()) {
+            if (m_cancelFlag && m_cancelFlag->load()) {
+                m_status->setText(tr("Loading %1 cancelled").arg(model.source));
+                return;
+            }
+            showError(model.error);
+            emit loadFailed(m_lastError);
+            return;
+        }
+        adoptDocument(model);
+    });
+
+    createActions();
+    QSettings settings;
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    if (!settings.contains(QStringLiteral("window/geometry")))
+        resize(1400, 900);
+    m_status->setText(tr("Open a model: File › Open, or File › Model zoo"));
+}
+
+StudioWindow::~StudioWindow()
+{
+    m_graph->disconnect(this);
+    if (m_cancelFlag)
+        m_cancelFlag->store(true);
+    m_loader.waitForFinished();
+}
+
+void StudioWindow::createActions()
+{
+    auto *file = menuBar()->addMenu(tr("&File"));
+    auto *open = file->addAction(tr("&Open…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("Open model"), QString(),
+            tr("Models (*.onnx *.json);;ONNX (*.onnx);;Tapestry model or config.json (*.json);;All files (*)"));
+        if (!path.isEmpty())
+            openModel(path);
+    });
+    open->setShortcut(QKeySequence::Open);
+    auto *zoo = file->addAction(tr("Model &zoo…"), this, [this] {
+        ZooDialog dialog(this);
+        if (dialog.exec() == QDialog::Accepted && !dialog.spec().isEmpty())
+            openModel(dialog.spec());
+    });
+    zoo->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
+    m_recentMenu = file->addMenu(tr("Open &recent"));
+    rebuildRecentMenu();
+    file->addSeparator();
+    auto *exportImage = file->addAction(tr("Export &image…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export graph image"), QStringLiteral("graph.png"),
+                                                          tr("PNG image (*.png);;SVG drawing (*.svg)"));
+        if (!path.isEmpty() && !this->exportImage(path))
+            showError(tr("%1: cannot write the image").arg(path));
+    });
+    file->addSeparator();
+    file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows)->setShortcut(QKeySequence::Quit);
+
+    auto *edit = menuBar()->addMenu(tr("&Edit"));
+    auto *find = edit->addAction(tr("&Find…"), this, [this] {
+        m_find->setFocus();
+        m_find->selectAll();
+    });
+    find->setShortcut(QKeySequence::Find);
+
+    auto *view = menuBar()->addMenu(tr("&View"));
+    auto *fit = view->addAction(tr("&Fit to window"), m_graph->view(), &GraphView::fitAll);
+    fit->setShortcut(QKeySequence(tr("Ctrl+0")));
+    view->addAction(tr("Zoom &in"), this, [this] { m_graph->view()->zoomBy(1.25); })->setShortcut(QKeySequence::ZoomIn);
+    view->addAction(tr("Zoom &out"), this, [this] { m_graph->view()->zoomBy(0.8); })->setShortcut(QKeySequence::ZoomOut);
+
+    auto *toolbar = addToolBar(tr("Main"));
+    toolbar->setObjectName(QStringLiteral("main"));
+    toolbar->addAction(open);
+    toolbar->addAction(zoo);
+    toolbar->addSeparator();
+    toolbar->addAction(fit);
+    toolbar->addAction(exportImage);
+}
+
+bool StudioWindow::isBusy() const
+{
+    return m_loader.isRunning() || m_graph->isLayoutRunning();
+}
+
+void StudioWindow::openModel(const QString &source)
+{
+    if (m_cancelFlag)
+        m_cancelFlag->store(true);
+    m_loader.waitForFinished();
+    m_cancelFlag = std::make_shared<std::atomic_bool>(false);
+    m_loadingSource = source;
+    m_status->setText(tr("Loading %1…").arg(source));
+    m_progress->show();
+    m_cancel->show();
+    auto flag = m_cancelFlag;
+    m_loader.setFuture(QtConcurrent::run([source, flag] {
+        // Errors travel back as values: a QFuture would rethrow them anywhere
+        // it is waited on.
+        try {
+            return loadModelForView(source, flag.get());
+        } catch (const std::exception &e) {
+            LoadedModel failed;
+            failed.source = source;
+            failed.error = QString::fromUtf8(e.what());
+            return failed;
+        }
+    }));
+}
+
+void StudioWindow::adoptDocument(const LoadedModel &model)
+{
+    m_document = model;
+    m_classModel->setModel(model);
+    m_classTable->resizeColumnsToContents();
+    m_inspector->setModel(model);
+    m_progress->show();  // layout follows on a worker
+    m_graph->setModel(model);
+    setWindowTitle(tr("Tapestry — %1").arg(model.source));
+    std::size_t repeated = 0;
+    for (const auto &c : model.classes->classes)
+        if (static_cast<int>(c.instances.size()) >= model.classes->minDuplicate)
+            ++repeated;
+    m_status->setText(tr("%1: %2 ops, %3 parameters, %4 unique subgraphs covering %5 % of ops "
+                         "(loaded in %6 ms, pruned in %7 ms)")
+                          .arg(model.source)
+                          .arg(model.graph->opCount())
+                          .arg(QLocale().toString(static_cast<qlonglong>(model.graph->parameterCount())))
+                          .arg(repeated)
+                          .arg(model.classes->coverage * 100, 0, 'f', 1)
+                          .arg(model.loadSeconds * 1000, 0, 'f', 0)
+                          .arg(model.pruneSeconds * 1000, 0, 'f', 0));
+    addRecent(model.source);
+    m_lastQuery.clear();
+    emit loaded();
+}
+
+void StudioWindow::showError(const QString &message)
+{
+    m_lastError = message;
+    m_status->setText(m_document.graph ? tr("Kept %1 open after an error").arg(m_document.source) : QString());
+    if (m_quietErrors) {
+        std::cerr << "tapestry: " << message.toStdString() << '\n';
+        return;
+    }
+    QMessageBox::critical(this, tr("Tapestry"), message);
+}
+
+QStringList StudioWindow::recentFiles() const
+{
+    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void StudioWindow::addRecent(const QString &source)
+{
+    QStringList recent = recentFiles();
+    const QString entry = source.startsWith(QLatin1String("zoo:")) ? source : QFileInfo(source).absoluteFilePath();
+    recent.removeAll(entry);
+    recent.prepend(entry);
+    while (recent.size() > kMaxRecent)
+        recent.removeLast();
+    QSettings().setValue(QStringLiteral("recentFiles"), recent);
+    rebuildRecentMenu();
+}
+
+void StudioWindow::rebuildRecentMenu()
+{
+    if (!m_recentMenu)
+        return;
+    m_recentMenu->clear();
+    const auto recent = recentFiles();
+    for (const auto &entry : recent)
+        m_recentMenu->addAction(entry, this, [this, entry] { openModel(entry); });
+    m_recentMenu->setEnabled(!recent.isEmpty());
+}
+
+void StudioWindow::onViewNodeSelected(int viewNode)
+{
+    const auto &view = m_graph->viewGraph();
+    if (viewNode < 0 || viewNode >= static_cast<int>(view.nodes.size())) {
+        m_inspector->showNothing();
+        m_graph->highlightClass(-1);
+        return;
+    }
+    const auto &node = view.nodes[static_cast<std::size_t>(viewNode)];
+    m_inspector->showViewNode(&node);
+    if (m_syncing)
+        return;
+    m_syncing = true;
+    const int row = node.cls.valid() ? m_classModel->rowOfClass(node.cls.value) : -1;
+    if (row >= 0)
+        m_classTable->selectRow(m_classProxy->mapFromSource(m_classModel->index(row, 0)).row());
+    else
+        m_classTable->clearSelection();
+    m_graph->highlightClass(node.cls.valid() ? node.cls.value : -1);
+    m_syncing = false;
+}
+
+void StudioWindow::onClassActivated(const QModelIndex &index)
+{
+    if (m_syncing || !index.isValid())
+        return;
+    const int classId = index.data(ClassListModel::ClassIdRole).toInt();
+    m_graph->highlightClass(classId);
+    const auto &view = m_graph->viewGraph();
+    for (std::size_t i = 0; i < view.nodes.size(); ++i)
+        if (view.nodes[i].cls.value == classId) {
+            m_syncing = true;
+            m_graph->selectViewNode(static_cast<int>(i));
+            m_syncing = false;
+            break;
+        }
+}
+
+bool StudioWindow::findNext(const QString &query)
+{
+    const auto found = findNodes(m_document, query);
+    if (found.empty())
+        return false;
+    if (query != m_lastQuery) {
+        m_lastQuery = query;
+        m_findIndex = 0;
+    } else {
+        m_findIndex = (m_findIndex + 1) % found.size();
+    }
+    const int viewNode = m_graph->viewNodeOf(found[m_findIndex]);
+    if (viewNode < 0)
+        return false;
+    m_graph->selectViewNode(viewNode);
+    statusBar()->showMessage(tr("Match %1 of %2: %3")
+                                 .arg(m_findIndex + 1)
+                                 .arg(found.size())
+                                 .arg(QString::fromStdString(m_document.coarse->node(found[m_findIndex]).name)),
+                             6000);
+    return true;
+}
+
+bool StudioWindow::selectByName(const QString &name)
+{
+    const auto &view = m_graph->viewGraph();
+    for (std::size_t i = 0; i < view.nodes.size(); ++i) {
+        const auto &v = view.nodes[i];
+        const bool hit = QString::fromStdString(v.title).contains(name) ||
+                         (v.kind == layout::ViewNode::Kind::Coarse &&
+                          QString::fromStdString(m_document.coarse->node(v.node).name).contains(name));
+        if (hit) {
+            m_graph->selectViewNode(static_cast<int>(i));
+            return true;
+        }
+    }
+    return findNext(name);
+}
+
+bool StudioWindow::expandClass(int classId)
+{
+    const auto &view = m_graph->viewGraph();
+    for (std::size_t i = 0; i < view.nodes.size(); ++i)
+        if (view.nodes[i].kind == layout::ViewNode::Kind::Block && view.nodes[i].cls.value == classId) {
+            m_graph->toggleExpanded(static_cast<int>(i));
+            return true;
+        }
+    return false;
+}
+
+bool StudioWindow::exportImage(const QString &path)
+{
+    auto *scene = m_graph->scene();
+    const QRectF source = scene->sceneRect();
+    if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+        QSvgGenerator svg;
+        svg.setFileName(path + QStringLiteral(".part"));
+        svg.setSize(source.size().toSize());
+        svg.setViewBox(QRectF(QPointF(0, 0), source.size()));
+        svg.setTitle(m_document.source);
+        QPainter painter;
+        if (!painter.begin(&svg))
+            return false;
+        scene->render(&painter, QRectF(QPointF(0, 0), source.size()), source);
+        painter.end();
+    } else {
+        // Large graphs are scaled down so the image stays a sensible size.
+        const qreal scale = std::min(2.0, 8000.0 / std::max(source.width(), source.height()));
+        QImage image((source.size() * scale).toSize(), QImage::Format_ARGB32);
+        image.fill(Qt::white);
+        QPainter painter(&image);
+        painter.setRenderHint(QPainter::Antialiasing);
+        scene->render(&painter, QRectF(QPointF(0, 0), source.size() * scale), source);
+        painter.end();
+        if (!image.save(path + QStringLiteral(".part"), "PNG"))
+            return false;
+    }
+    QFile::remove(path);
+    return QFile::rename(path + QStringLiteral(".part"), path);
+}
+
+void StudioWindow::closeEvent(QCloseEvent *event)
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    QMainWindow::closeEvent(event);
+}
+
+} // namespace tapestry::views

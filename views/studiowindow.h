@@ -1,0 +1,99 @@
+#pragma once
+
+#include "loadedmodel.h"
+
+#include <QFutureWatcher>
+#include <QMainWindow>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace tapestry::views {
+
+class ClassListModel;
+class GraphPanel;
+class InspectorView;
+
+// The studio's main window: graph view with minimap, class list, inspector,
+// find bar; models load on a worker thread with progress and Cancel.
+class StudioWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit StudioWindow(QWidget *parent = nullptr);
+    ~StudioWindow() override;
+
+    // Starts loading; `loaded` or `loadFailed` follows. The open document stays
+    // until the new one has loaded.
+    void openModel(const QString &source);
+    bool isBusy() const;
+
+    const LoadedModel &document() const { return m_document; }
+    GraphPanel *graphPanel() const { return m_graph; }
+    InspectorView *inspector() const { return m_inspector; }
+    QTableView *classTable() const { return m_classTable; }
+    ClassListModel *classModel() const { return m_classModel; }
+    QSortFilterProxyModel *classProxy() const { return m_classProxy; }
+    QString lastError() const { return m_lastError; }
+    QStringList recentFiles() const;
+
+    // Find: selects the next coarse node matching `query`; false when none.
+    bool findNext(const QString &query);
+    // Selects the view node showing the coarse node or class block whose name
+    // contains `name`; false when none matches.
+    bool selectByName(const QString &name);
+    // Expands the first run of class `classId`.
+    bool expandClass(int classId);
+
+    bool exportImage(const QString &path);  // .png or .svg by suffix
+
+    // When set, errors go to lastError() and stderr instead of a dialog.
+    void setQuietErrors(bool quiet) { m_quietErrors = quiet; }
+
+signals:
+    void loaded();
+    void loadFailed(const QString &message);
+    void layoutReady();
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
+
+private:
+    void createActions();
+    void showError(const QString &message);
+    void adoptDocument(const LoadedModel &model);
+    void addRecent(const QString &source);
+    void rebuildRecentMenu();
+    void onViewNodeSelected(int viewNode);
+    void onClassActivated(const QModelIndex &index);
+
+    LoadedModel m_document;
+    GraphPanel *m_graph;
+    InspectorView *m_inspector;
+    QTableView *m_classTable;
+    ClassListModel *m_classModel;
+    QSortFilterProxyModel *m_classProxy;
+    QLineEdit *m_find;
+    QLabel *m_status;
+    QProgressBar *m_progress;
+    QPushButton *m_cancel;
+    QMenu *m_recentMenu = nullptr;
+    QFutureWatcher<LoadedModel> m_loader;
+    std::shared_ptr<std::atomic_bool> m_cancelFlag;
+    QString m_loadingSource;
+    QString m_lastError;
+    QString m_lastQuery;
+    std::size_t m_findIndex = 0;
+    bool m_quietErrors = false;
+    bool m_syncing = false;
+};
+
+} // namespace tapestry::views
