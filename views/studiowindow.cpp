@@ -1,6 +1,10 @@
 #include "studiowindow.h"
 
 #include "classlistmodel.h"
+#include "costsummarybar.h"
+#include "palette.h"
+#include "plan/planjson.h"
+#include "sharding/meshprofile.h"
 #include "finder.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
@@ -8,6 +12,7 @@
 #include "zoodialog.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -31,6 +36,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <iostream>
+#include <set>
 
 namespace tapestry::views {
 
@@ -43,8 +49,9 @@ StudioWindow::StudioWindow(QWidget *parent)
       m_classTable(new QTableView(this)), m_classModel(new ClassListModel(this)),
       m_classProxy(new QSortFilterProxyModel(this)), m_find(new QLineEdit(this)),
       m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this))
+      m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this))
 {
+    qRegisterMetaType<PlannedModel>();
     qRegisterMetaType<LoadedModel>();
     setWindowTitle(tr("Tapestry"));
 
@@ -59,6 +66,7 @@ StudioWindow::StudioWindow(QWidget *parent)
     findRow->addWidget(m_find);
     layout->addLayout(findRow);
     layout->addWidget(m_graph, 1);
+    layout->addWidget(m_costBar);
     setCentralWidget(central);
     connect(m_find, &QLineEdit::returnPressed, this, [this] {
         if (!findNext(m_find->text()))
@@ -124,7 +132,21 @@ StudioWindow::StudioWindow(QWidget *parent)
         adoptDocument(model);
     });
 
+    connect(&m_planner, &QFutureWatcher<PlannedModel>::finished, this, [this] {
+        m_progress->hide();
+        const PlannedModel planned = m_planner.result();
+        if (!planned.error.isEmpty()) {
+            m_costBar->clearCost();
+            m_planned = {};
+            showError(planned.error);
+            emit planFailed(planned.error);
+            return;
+        }
+        adoptPlan(planned);
+    });
+
     createActions();
+    installInspectorSections();
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
@@ -139,6 +161,7 @@ StudioWindow::~StudioWindow()
     if (m_cancelFlag)
         m_cancelFlag->store(true);
     m_loader.waitForFinished();
+    m_planner.waitForFinished();
 }
 
 void StudioWindow::createActions()
@@ -190,11 +213,259 @@ void StudioWindow::createActions()
     toolbar->addSeparator();
     toolbar->addAction(fit);
     toolbar->addAction(exportImage);
+
+    auto *planBar = addToolBar(tr("Plan"));
+    planBar->setObjectName(QStringLiteral("plan"));
+    m_method = new QComboBox(planBar);
+    m_method->addItems({QStringLiteral("tap"), QStringLiteral("megatron"), QStringLiteral("dp"), QStringLiteral("replicate")});
+    m_method->setToolTip(tr("How the plan is made: TAP search, or a reference plan"));
+    m_mesh = new QComboBox(planBar);
+    m_mesh->setEditable(true);
+    m_mesh->addItems({QStringLiteral("8"), QStringLiteral("4"), QStringLiteral("2"), QStringLiteral("2x8"),
+                      QStringLiteral("4x2"), QStringLiteral("8x8")});
+    m_mesh->setToolTip(tr("Device mesh shape: 8 devices on one axis, or 2x8 (data × model)"));
+    m_profile = new QComboBox(planBar);
+    for (const auto &name : sharding::meshProfileNames())
+        m_profile->addItem(QString::fromStdString(name));
+    m_profile->setCurrentText(QString::fromLatin1(sharding::kDefaultMeshProfile));
+    m_profile->setToolTip(tr("Machine profile: link bandwidths, device memory and FLOP/s"));
+    planBar->addWidget(new QLabel(tr(" Plan "), planBar));
+    planBar->addWidget(m_method);
+    planBar->addWidget(new QLabel(tr(" Mesh "), planBar));
+    planBar->addWidget(m_mesh);
+    planBar->addWidget(m_profile);
+    auto *derive = planBar->addAction(tr("Derive plan"), this, &StudioWindow::derivePlan);
+    derive->setShortcut(QKeySequence(tr("Ctrl+D")));
+    planBar->addSeparator();
+    planBar->addWidget(new QLabel(tr(" Colour by "), planBar));
+    m_colourBy = new QComboBox(planBar);
+    m_colourBy->addItems({tr("class"), tr("sharding"), tr("cost")});
+    planBar->addWidget(m_colourBy);
+    connect(m_colourBy, &QComboBox::currentIndexChanged, this,
+            [this](int i) { setColouring(static_cast<Colouring>(i)); });
+
+    auto *planMenu = menuBar()->addMenu(tr("&Plan"));
+    planMenu->addAction(derive);
+    planMenu->addAction(tr("&Save plan JSON…"), this, [this] {
+        if (!m_planned.plan) {
+            showError(tr("No plan to save: derive one first"));
+            return;
+        }
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save plan"), QStringLiteral("plan.json"),
+                                                          tr("Tapestry plan (*.json)"));
+        if (!path.isEmpty())
+            savePlan(path);
+    });
+}
+
+void StudioWindow::setPlanRequest(const PlanRequest &request)
+{
+    m_method->setCurrentText(request.method);
+    m_mesh->setCurrentText(request.meshShape);
+    m_profile->setCurrentText(request.profile);
+}
+
+PlanRequest StudioWindow::planRequest() const
+{
+    return {m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText()};
+}
+
+void StudioWindow::derivePlan()
+{
+    if (!m_document.graph)
+        return;
+    m_planner.waitForFinished();
+    m_progress->show();
+    m_status->setText(tr("Deriving a %1 plan on mesh %2…").arg(m_method->currentText(), m_mesh->currentText()));
+    const LoadedModel model = m_document;
+    const PlanRequest request = planRequest();
+    m_planner.setFuture(QtConcurrent::run([model, request] { return tapestry::views::derivePlan(model, request); }));
+}
+
+void StudioWindow::adoptPlan(const PlannedModel &planned)
+{
+    m_planned = planned;
+    const auto &p = *planned.plan;
+    m_costBar->setCost(p.cost, QStringLiteral("%1 on %2 ·").arg(QString::fromStdString(p.method),
+                                                                  QString::fromStdString(p.mesh.toString())));
+    QVector<double> shares;
+    if (m_document.classes && p.cost.stepTime > 0)
+        for (const auto &c : m_document.classes->classes) {
+            auto it = planned.byClass.find("class " + std::to_string(c.id.value));
+            shares.push_back(it == planned.byClass.end() ? 0.0 : it->second.total() / p.cost.stepTime);
+        }
+    m_classModel->setCostShares(shares);
+    m_status->setText(tr("%1 plan on %2 in %3 ms: step %4 ms%5")
+                          .arg(QString::fromStdString(p.method), QString::fromStdString(p.mesh.toString()))
+                          .arg(planned.searchSeconds * 1e3, 0, 'f', 1)
+                          .arg(p.cost.stepTime * 1e3, 0, 'f', 2)
+                          .arg(p.cost.fitsMemory ? QString() : tr(" — does not fit in device memory")));
+    setColouring(m_colouring);
+    onViewNodeSelected(m_graph->selectedViewNode());
+    emit planReady();
+}
+
+bool StudioWindow::savePlan(const QString &path)
+{
+    try {
+        plan::writePlanFile(path.toStdString(), *m_planned.plan);
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+std::vector<passes::NodeId> StudioWindow::nodesOf(const layout::ViewNode &node) const
+{
+    if (node.kind == layout::ViewNode::Kind::Coarse)
+        return {node.node};
+    std::vector<passes::NodeId> nodes;
+    const auto &cls = m_document.classes->classes[node.cls.index()];
+    for (auto i : node.instances)
+        nodes.insert(nodes.end(), cls.instances[i].nodes.begin(), cls.instances[i].nodes.end());
+    return nodes;
+}
+
+QColor StudioWindow::shardingColour(const layout::ViewNode &node) const
+{
+    if (!m_planned.plan)
+        return neutralColor();
+    // The node's largest weight decides: replicated grey, split rows green,
+    // split columns blue, split on several axes purple.
+    ir::TensorId biggest;
+    for (auto n : nodesOf(node)) {
+        for (auto t : m_document.coarse->node(n).parameters)
+            if (!biggest.valid() || m_document.graph->tensor(t).elementCount() > m_document.graph->tensor(biggest).elementCount())
+                biggest = t;
+        if (node.kind == layout::ViewNode::Kind::Block && biggest.valid())
+            break;
+    }
+    if (!biggest.valid())
+        return neutralColor();
+    const auto &spec = m_planned.specs[biggest.index()];
+    int splits = 0, dim = -1;
+    for (const auto &pl : spec.placements)
+        if (pl.isShard()) {
+            ++splits;
+            dim = pl.dim;
+        }
+    if (splits == 0)
+        return QColor(0xe0e0e0);
+    if (splits > 1)
+        return QColor(0xce93d8);
+    const int rank = static_cast<int>(m_document.graph->tensor(biggest).shape.size());
+    if (dim == rank - 1)
+        return QColor(0x90caf9);  // columns (output features)
+    if (dim == rank - 2)
+        return QColor(0xa5d6a7);  // rows (input features)
+    return QColor(0xffe082);
+}
+
+QColor StudioWindow::costColour(const layout::ViewNode &node) const
+{
+    if (!m_planned.plan || m_planned.byNode.empty())
+        return neutralColor();
+    double most = 0;
+    for (const auto &[_, t] : m_planned.byNode)
+        most = std::max(most, t.total());
+    double mine = 0;
+    for (auto n : nodesOf(node)) {
+        auto it = m_planned.byNode.find(n.value);
+        if (it != m_planned.byNode.end())
+            mine += it->second.total();
+    }
+    if (node.kind == layout::ViewNode::Kind::Block) {
+        // A block's heat is that of one instance, comparable with single nodes.
+        mine /= std::max<std::size_t>(1, node.instances.size());
+    }
+    return heatColor(most > 0 ? mine / most : 0);
+}
+
+void StudioWindow::setColouring(Colouring colouring)
+{
+    m_colouring = colouring;
+    if (m_colourBy && m_colourBy->currentIndex() != static_cast<int>(colouring)) {
+        const QSignalBlocker blocker(m_colourBy);
+        m_colourBy->setCurrentIndex(static_cast<int>(colouring));
+    }
+    switch (colouring) {
+    case Colouring::ByClass:
+        m_graph->setColouring({});
+        break;
+    case Colouring::BySharding:
+        m_graph->setColouring([this](const layout::ViewNode &n) { return shardingColour(n); });
+        break;
+    case Colouring::ByCost:
+        m_graph->setColouring([this](const layout::ViewNode &n) { return costColour(n); });
+        break;
+    }
+}
+
+void StudioWindow::installInspectorSections()
+{
+    m_inspector->setTensorSection([this](ir::TensorId t, QTreeWidgetItem *item) {
+        if (!m_planned.plan || t.index() >= m_planned.specs.size())
+            return;
+        const auto &p = *m_planned.plan;
+        const auto &tensor = m_document.graph->tensor(t);
+        const auto &spec = m_planned.specs[t.index()];
+        auto *sharding = m_inspector->addRow(item, tr("Sharding"), QString::fromStdString(spec.toPlacements()));
+        m_inspector->addRow(sharding, tr("PartitionSpec"),
+                            QString::fromStdString(spec.toPartitionSpec(static_cast<int>(tensor.shape.size()), p.mesh)));
+        for (std::size_t a = 0; a < p.mesh.axes.size() && a < spec.placements.size(); ++a)
+            m_inspector->addRow(sharding, tr("axis %1 (%2)").arg(QString::fromStdString(p.mesh.axes[a].name)).arg(p.mesh.axes[a].size),
+                                QString::fromStdString(spec.placements[a].toString()));
+        auto source = p.specs.find(tensor.name);
+        if (source != p.specs.end())
+            m_inspector->addRow(sharding, tr("Chosen by"), QString::fromLatin1(plan::toString(source->second.source).data()));
+        const auto local = spec.localShape(tensor.shape, p.mesh);
+        m_inspector->addRow(sharding, tr("Shard shape"), QString::fromStdString(layout::shapeLabel(local)));
+        m_inspector->addRow(sharding, tr("Bytes per device"),
+                            QLocale().formattedDataSize(spec.localElements(tensor.shape, p.mesh) * ir::byteSize(tensor.dtype), 2,
+                                                        QLocale::DataSizeTraditionalFormat));
+        item->setText(1, item->text(1) + QStringLiteral("  ") + QString::fromStdString(spec.toPlacements()));
+        sharding->setExpanded(true);
+    });
+    m_inspector->setNodeSection([this](passes::NodeId node, QTreeWidget *) {
+        if (!m_planned.plan)
+            return;
+        const auto &p = *m_planned.plan;
+        auto it = m_planned.byNode.find(node.value);
+        const cost::CostTotals totals = it == m_planned.byNode.end() ? cost::CostTotals{} : it->second;
+        auto *costRow = m_inspector->addRow(nullptr, tr("Cost per step"), tr("%1 ms").arg(totals.total() * 1e3, 0, 'f', 3));
+        m_inspector->addRow(costRow, tr("Compute"), tr("%1 ms").arg(totals.compute * 1e3, 0, 'f', 3));
+        m_inspector->addRow(costRow, tr("Communication"), tr("%1 ms").arg(totals.comm * 1e3, 0, 'f', 3));
+        m_inspector->addRow(costRow, tr("FLOPs per device"), QStringLiteral("%1 G").arg(totals.flops / 1e9, 0, 'f', 2));
+        m_inspector->addRow(costRow, tr("Share of step"),
+                            QStringLiteral("%1 %").arg(p.cost.stepTime > 0 ? totals.total() / p.cost.stepTime * 100 : 0, 0, 'f', 2));
+        std::set<std::string> opNames;
+        for (auto o : m_document.coarse->node(node).ops)
+            opNames.insert(m_document.graph->op(o).name);
+        auto *collectives = m_inspector->addRow(nullptr, tr("Collectives"));
+        int count = 0;
+        for (const auto &c : p.cost.collectives) {
+            if (!opNames.count(c.op))
+                continue;
+            ++count;
+            m_inspector->addRow(collectives,
+                                QStringLiteral("%1 %2 on %3").arg(QString::fromLatin1(cost::toString(c.phase).data()),
+                                                                   QString::fromLatin1(sharding::toString(c.kind).data()),
+                                                                   QString::fromStdString(c.axis)),
+                                tr("%1, %2 ms — %3")
+                                    .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeTraditionalFormat))
+                                    .arg(c.time * 1e3, 0, 'f', 3)
+                                    .arg(QString::fromStdString(c.reason)));
+        }
+        collectives->setText(1, count ? QString::number(count) : tr("none"));
+        collectives->setExpanded(true);
+        costRow->setExpanded(true);
+    });
 }
 
 bool StudioWindow::isBusy() const
 {
-    return m_loader.isRunning() || m_graph->isLayoutRunning();
+    return m_loader.isRunning() || m_graph->isLayoutRunning() || m_planner.isRunning();
 }
 
 void StudioWindow::openModel(const QString &source)
@@ -246,7 +517,10 @@ void StudioWindow::adoptDocument(const LoadedModel &model)
                           .arg(model.pruneSeconds * 1000, 0, 'f', 0));
     addRecent(model.source);
     m_lastQuery.clear();
+    m_planned = {};
+    m_costBar->clearCost();
     emit loaded();
+    derivePlan();
 }
 
 void StudioWindow::showError(const QString &message)

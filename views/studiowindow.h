@@ -1,6 +1,8 @@
 #pragma once
 
+#include "layout/viewgraph.h"
 #include "loadedmodel.h"
+#include "plannedmodel.h"
 
 #include <QFutureWatcher>
 #include <QMainWindow>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QMenu;
@@ -20,6 +23,7 @@ class QTableView;
 namespace tapestry::views {
 
 class ClassListModel;
+class CostSummaryBar;
 class GraphPanel;
 class InspectorView;
 
@@ -55,6 +59,17 @@ public:
 
     bool exportImage(const QString &path);  // .png or .svg by suffix
 
+    // The plan: derived after every load with the toolbar's method, mesh and
+    // profile; derivePlan() runs it again on a worker.
+    void setPlanRequest(const PlanRequest &request);
+    PlanRequest planRequest() const;
+    void derivePlan();
+    const PlannedModel &planned() const { return m_planned; }
+    CostSummaryBar *costBar() const { return m_costBar; }
+    bool savePlan(const QString &path);
+    enum class Colouring { ByClass, BySharding, ByCost };
+    void setColouring(Colouring colouring);
+
     // When set, errors go to lastError() and stderr instead of a dialog.
     void setQuietErrors(bool quiet) { m_quietErrors = quiet; }
 
@@ -62,6 +77,8 @@ signals:
     void loaded();
     void loadFailed(const QString &message);
     void layoutReady();
+    void planReady();
+    void planFailed(const QString &message);
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -74,6 +91,11 @@ private:
     void rebuildRecentMenu();
     void onViewNodeSelected(int viewNode);
     void onClassActivated(const QModelIndex &index);
+    void adoptPlan(const PlannedModel &planned);
+    void installInspectorSections();
+    QColor shardingColour(const layout::ViewNode &node) const;
+    QColor costColour(const layout::ViewNode &node) const;
+    std::vector<passes::NodeId> nodesOf(const layout::ViewNode &node) const;
 
     LoadedModel m_document;
     GraphPanel *m_graph;
@@ -87,6 +109,14 @@ private:
     QPushButton *m_cancel;
     QMenu *m_recentMenu = nullptr;
     QFutureWatcher<LoadedModel> m_loader;
+    QFutureWatcher<PlannedModel> m_planner;
+    PlannedModel m_planned;
+    CostSummaryBar *m_costBar;
+    QComboBox *m_method = nullptr;
+    QComboBox *m_mesh = nullptr;
+    QComboBox *m_profile = nullptr;
+    QComboBox *m_colourBy = nullptr;
+    Colouring m_colouring = Colouring::ByClass;
     std::shared_ptr<std::atomic_bool> m_cancelFlag;
     QString m_loadingSource;
     QString m_lastError;

@@ -33,7 +33,14 @@ int main(int argc, char **argv)
     const QCommandLineOption expand(QStringLiteral("expand"),
                                     QStringLiteral("expand the first block of class CLASS (an id from the class list)"),
                                     QStringLiteral("CLASS"));
-    parser.addOptions({screenshot, select, expand});
+    const QCommandLineOption mesh(QStringLiteral("mesh"), QStringLiteral("device mesh shape for the plan (8, 2x8, 4x2)"),
+                                  QStringLiteral("SHAPE"));
+    const QCommandLineOption method(QStringLiteral("plan"),
+                                    QStringLiteral("how to make the plan: tap (default), megatron, dp, replicate"),
+                                    QStringLiteral("METHOD"));
+    const QCommandLineOption colour(QStringLiteral("colour"), QStringLiteral("colour nodes by class, sharding or cost"),
+                                    QStringLiteral("MODE"));
+    parser.addOptions({screenshot, select, expand, mesh, method, colour});
     parser.process(app);
 
     const QString model = parser.positionalArguments().value(0, QStringLiteral("zoo:gpt2"));
@@ -41,7 +48,36 @@ int main(int argc, char **argv)
 
     StudioWindow window;
     window.setQuietErrors(shooting);
+    auto request = window.planRequest();
+    if (parser.isSet(mesh))
+        request.meshShape = parser.value(mesh);
+    if (parser.isSet(method))
+        request.method = parser.value(method);
+    window.setPlanRequest(request);
+    const QString colourMode = parser.value(colour);
+    if (colourMode == QLatin1String("sharding"))
+        window.setColouring(StudioWindow::Colouring::BySharding);
+    else if (colourMode == QLatin1String("cost"))
+        window.setColouring(StudioWindow::Colouring::ByCost);
     window.show();
+
+    // The screenshot waits until the layout is on screen and the plan settled.
+    bool laidOut = false;
+    bool shot = false;
+    auto shoot = [&] {
+        if (!shooting || shot || !laidOut || window.isBusy())
+            return;
+        shot = true;
+        QTimer::singleShot(50, &window, [&] {
+            const QString file = parser.value(screenshot);
+            const bool ok = window.grab().save(file);
+            if (!ok)
+                std::cerr << "tapestry: " << file.toStdString() << ": cannot write the screenshot\n";
+            QApplication::exit(ok ? 0 : 2);
+        });
+    };
+    QObject::connect(&window, &StudioWindow::planReady, &window, shoot);
+    QObject::connect(&window, &StudioWindow::planFailed, &window, shoot);
 
     // After the model loads: expand (which lays out again), then select, then
     // take the screenshot once the last layout is on screen.
@@ -57,15 +93,8 @@ int main(int argc, char **argv)
         }
         if (parser.isSet(select) && !window.selectByName(parser.value(select)))
             std::cerr << "tapestry: --select " << parser.value(select).toStdString() << ": nothing matches\n";
-        if (shooting) {
-            QTimer::singleShot(50, &window, [&] {
-                const QString file = parser.value(screenshot);
-                const bool ok = window.grab().save(file);
-                if (!ok)
-                    std::cerr << "tapestry: " << file.toStdString() << ": cannot write the screenshot\n";
-                QApplication::exit(ok ? 0 : 2);
-            });
-        }
+        laidOut = true;
+        shoot();
     });
     if (shooting)
         QObject::connect(&window, &StudioWindow::loadFailed, &window, [] { QApplication::exit(2); });

@@ -1,4 +1,5 @@
 #include "classlistmodel.h"
+#include "costsummarybar.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "studiowindow.h"
@@ -12,6 +13,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTreeWidgetItemIterator>
 
 using namespace tapestry::views;
 
@@ -205,6 +207,70 @@ private slots:
         QVERIFY(w.lastError().contains(QStringLiteral("not valid JSON")));
         QVERIFY(!w.lastError().contains(QLatin1Char('\n')));
         QCOMPARE(w.document().source, QStringLiteral("zoo:gpt2?layers=2"));
+        QCOMPARE(w.classModel()->rowCount(), 1);
+    }
+
+    void planIsDerivedAndShown()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100")});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&heads=16")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QVERIFY(w.planned().plan);
+        QCOMPARE(QString::fromStdString(w.planned().plan->method), QStringLiteral("megatron"));
+        QVERIFY(w.costBar()->text().contains(QStringLiteral("step")));
+        QVERIFY(w.costBar()->fits());
+        // The inspector shows the plan's spec of fc_in's weight: split columns.
+        QVERIFY(w.findNext(QStringLiteral("h.0/mlp/fc_in")));
+        QVERIFY(w.expandClass(0));
+        QSignalSpy laid(&w, &StudioWindow::layoutReady);
+        QVERIFY(laid.wait(20000));
+        QVERIFY(w.selectByName(QStringLiteral("transformer/h.0/mlp/fc_in")));
+        QString sharding;
+        QTreeWidgetItemIterator it(w.inspector());
+        for (; *it; ++it)
+            if ((*it)->text(0) == QStringLiteral("transformer.h.0.mlp.fc_in.weight"))
+                sharding = (*it)->text(1);
+        QVERIFY2(sharding.contains(QStringLiteral("[Shard(1)]")), qPrintable(sharding));
+        bool collectives = false;
+        for (QTreeWidgetItemIterator c(w.inspector()); *c; ++c)
+            collectives = collectives || (*c)->text(0) == QStringLiteral("Cost per step");
+        QVERIFY(collectives);
+        // Colouring by sharding tells column from row splits apart.
+        w.setColouring(StudioWindow::Colouring::BySharding);
+        QColor fcIn, fcOut;
+        for (auto *node : w.graphPanel()->scene()->canvasNodes()) {
+            if (node->style().title == QStringLiteral("mlp/fc_in"))
+                fcIn = node->style().fill;
+            if (node->style().title == QStringLiteral("mlp/fc_out"))
+                fcOut = node->style().fill;
+        }
+        QVERIFY(fcIn.isValid() && fcOut.isValid());
+        QVERIFY(fcIn != fcOut);
+        // Saving writes a plan file the CLI's format reads back.
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("plan.json"));
+        QVERIFY(w.savePlan(path));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(f.readAll().contains("tapestry.plan"));
+    }
+
+    void refusedPlanKeepsModel()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100")});
+        QSignalSpy failed(&w, &StudioWindow::planFailed);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));  // 12 heads: 8 does not divide
+        if (failed.isEmpty())
+            QVERIFY(failed.wait(60000));
+        QVERIFY(w.lastError().contains(QStringLiteral("heads")));
+        QVERIFY(!w.planned().plan);
         QCOMPARE(w.classModel()->rowCount(), 1);
     }
 

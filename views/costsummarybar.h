@@ -1,0 +1,34 @@
+#pragma once
+
+#include "cost/plancost.h"
+
+#include <QWidget>
+
+namespace tapestry::views {
+
+// One line under the graph: step time, communication against compute, and
+// memory per device against capacity (red when the plan does not fit).
+class CostSummaryBar : public QWidget {
+    Q_OBJECT
+public:
+    explicit CostSummaryBar(QWidget *parent = nullptr);
+
+    void setCost(const cost::PlanCost &cost, const QString &planLabel);
+    void clearCost();
+    QString text() const { return m_text; }
+    bool fits() const { return m_fits; }
+    QSize sizeHint() const override;
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+
+private:
+    bool m_hasCost = false;
+    bool m_fits = true;
+    double m_commShare = 0;
+    double m_memoryShare = 0;
+    QString m_text;
+    QString m_memoryText;
+};
+
+} // namespace tapestry::views

@@ -1,0 +1,42 @@
+#pragma once
+
+#include "loadedmodel.h"
+#include "plan/plan.h"
+#include "sharding/mesh.h"
+
+#include <QMetaType>
+#include <QString>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace tapestry::views {
+
+// A derived plan as the GUI shows it: the plan, its specs by tensor id, and
+// its cost grouped by coarse node and by class. Made on a worker thread.
+struct PlannedModel {
+    std::shared_ptr<const plan::Plan> plan;
+    std::vector<sharding::ShardingSpec> specs;          // by tensor id
+    std::map<std::string, cost::CostTotals> byClass;     // "class 0", "(other)"
+    std::map<int, cost::CostTotals> byNode;              // by coarse node id
+    double searchSeconds = 0;
+    QString error;  // set instead of the fields above when deriving failed
+};
+
+struct PlanRequest {
+    QString method = QStringLiteral("tap");  // tap, megatron, dp, replicate
+    QString meshShape = QStringLiteral("8");  // "8", "2x8", "4x2"
+    QString profile = QStringLiteral("dgx-h100");
+};
+
+// Derives (tap) or builds (reference methods) the plan for `model` and
+// groups its cost. Never throws: errors come back in `error`.
+PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request);
+
+// Groups an existing plan's cost for `model` (after a load or a recost).
+PlannedModel groupPlan(const LoadedModel &model, plan::Plan plan);
+
+} // namespace tapestry::views
+
+Q_DECLARE_METATYPE(tapestry::views::PlannedModel)
