@@ -161,7 +161,8 @@ StudioWindow::~StudioWindow()
     if (m_cancelFlag)
         m_cancelFlag->store(true);
     m_loader.waitForFinished();
-    m_planner.waitForFinished();
+    // A search still running works on its own copies of the model and is
+    // simply left to finish; nothing reads its result.
 }
 
 void StudioWindow::createActions()
@@ -274,7 +275,8 @@ void StudioWindow::derivePlan()
 {
     if (!m_document.graph)
         return;
-    m_planner.waitForFinished();
+    // A search already running is superseded, not waited for: its captured
+    // copies keep it safe, and setFuture() drops its result.
     m_progress->show();
     m_status->setText(tr("Deriving a %1 plan on mesh %2…").arg(m_method->currentText(), m_mesh->currentText()));
     const LoadedModel model = m_document;

@@ -86,6 +86,38 @@ private slots:
         QVERIFY(labelled);
     }
 
+    void classListMatchesPruning_data()
+    {
+        QTest::addColumn<QString>("model");
+        const QDir samples(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples"));
+        for (const auto &dir : {QStringLiteral("onnx"), QStringLiteral("models"), QStringLiteral("configs")})
+            for (const auto &file : QDir(samples.filePath(dir)).entryList({QStringLiteral("*.onnx"), QStringLiteral("*.json")}, QDir::Files)) {
+                if (file == QLatin1String("expected.json"))
+                    continue;
+                const QString path = samples.filePath(dir + QLatin1Char('/') + file);
+                QTest::newRow(qPrintable(dir + QLatin1Char('/') + file)) << path;
+            }
+    }
+    void classListMatchesPruning()
+    {
+        QFETCH(QString, model);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY2(openAndWait(w, model), qPrintable(w.lastError()));
+        const auto expected = tapestry::views::loadModelForView(model);
+        int repeated = 0;
+        for (const auto &c : expected.classes->classes)
+            if (static_cast<int>(c.instances.size()) >= expected.classes->minDuplicate) {
+                const int row = w.classModel()->rowOfClass(c.id.value);
+                QVERIFY(row >= 0);
+                QCOMPARE(w.classModel()->index(row, ClassListModel::Instances).data().toString(),
+                         QStringLiteral("×%1").arg(c.instances.size()));
+                ++repeated;
+            }
+        QCOMPARE(w.classModel()->rowCount(), repeated);
+        QVERIFY(!w.graphPanel()->viewGraph().nodes.empty());
+    }
+
     void classListModelIsSound()
     {
         StudioWindow w;
