@@ -1,4 +1,5 @@
 #include <QProcess>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
@@ -44,6 +45,27 @@ private slots:
         QCOMPARE(o.value(QStringLiteral("op_types")).toObject().value(QStringLiteral("MatMul")).toInt(), 2);
         QCOMPARE(o.value(QStringLiteral("scope_depth")).toInt(), 2);
         QVERIFY(o.contains(QStringLiteral("tensors")));
+    }
+
+    void zooListsEveryPresetWithKnobs()
+    {
+        const Run r = cli({QStringLiteral("zoo"), QStringLiteral("--json")});
+        QCOMPARE(r.code, 0);
+        const auto presets = QJsonDocument::fromJson(r.out).array();
+        QStringList names;
+        for (const auto &p : presets)
+            names << p.toObject().value(QStringLiteral("name")).toString();
+        for (const char *name : {"mlp", "abc", "gpt2", "gpt3-175b", "bert-large", "t5-base", "llama3-8b", "mixtral-8x7b"})
+            QVERIFY2(names.contains(QLatin1String(name)), name);
+        for (const auto &p : presets)
+            if (p.toObject().value(QStringLiteral("name")).toString() == QLatin1String("gpt2"))
+                QCOMPARE(p.toObject().value(QStringLiteral("knobs")).toObject().value(QStringLiteral("layers")).toInt(), 12);
+        // Every listed preset loads.
+        for (const auto &name : names)
+            QCOMPARE(cli({QStringLiteral("inspect"), QStringLiteral("zoo:") + name + QStringLiteral("?layers=1"),
+                          QStringLiteral("--json")}).code == 0 ||
+                         cli({QStringLiteral("inspect"), QStringLiteral("zoo:") + name, QStringLiteral("--json")}).code == 0,
+                     true);
     }
 
     void inspectText()
