@@ -1,0 +1,451 @@
+#include "search/exactsearch.h"
+
+#include "ir/error.h"
+#include "plan/plan.h"
+#include "search/activationlayout.h"
+#include "search/segmentcost.h"
+#include "sharding/propagation.h"
+
+#include <coin/Cbc_C_Interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace tapestry::search {
+
+namespace {
+
+using sharding::Placement;
+using sharding::ShardingSpec;
+using Clock = std::chrono::steady_clock;
+
+// One way to run a coarse node: its weights' choice and the stored spec of
+// every tensor it shares with other nodes, with what that costs.
+struct Strategy {
+    std::int64_t weightCombo = 0;
+    std::vector<ShardingSpec> shared;  // per NodeSpace::shared tensor
+    double time = 0;
+    double comm = 0;
+    std::int64_t memory = 0;
+};
+
+struct NodeSpace {
+    Segment segment;
+    // Tensors other nodes also touch: what it reads, what it writes for
+    // them, then the parameters it owns that another node reads (a tied
+    // embedding).
+    std::vector<ir::TensorId> shared;
+    std::size_t inputs = 0;   // shared[0, inputs) are read
+    std::size_t outputs = 0;  // shared[inputs, inputs + outputs) are written
+    std::vector<Strategy> strategies;
+};
+
+std::int64_t comboCount(const Segment &s)
+{
+    std::int64_t n = 1;
+    for (const auto &c : s.choices)
+        n = n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(c.size())
+                ? std::numeric_limits<std::int64_t>::max()
+                : n * static_cast<std::int64_t>(c.size());
+    return n;
+}
+
+std::vector<ShardingSpec> comboSpecs(const Segment &s, std::int64_t combo)
+{
+    std::vector<ShardingSpec> specs;
+    for (const auto &c : s.choices) {
+        const auto n = static_cast<std::int64_t>(c.size());
+        specs.push_back(c[static_cast<std::size_t>(combo % n)]);
+        combo /= n;
+    }
+    return specs;
+}
+
+// Every spec without partial sums that can hold the tensor.
+std::vector<ShardingSpec> legalSpecs(const ir::Tensor &tensor, const sharding::Mesh &mesh)
+{
+    std::vector<ShardingSpec> specs{ShardingSpec::replicated(mesh.rank())};
+    for (int a = 0; a < mesh.rank(); ++a) {
+        std::vector<ShardingSpec> next;
+        for (const auto &spec : specs) {
+            next.push_back(spec);
+            for (int d = 0; d < static_cast<int>(tensor.shape.size()); ++d) {
+                ShardingSpec n = spec;
+                n.placements[static_cast<std::size_t>(a)] = Placement::shard(d);
+                next.push_back(n);
+            }
+        }
+        specs = std::move(next);
+    }
+    std::erase_if(specs, [&](const ShardingSpec &s) { return s.problem(tensor.shape, mesh).has_value(); });
+    return specs;
+}
+
+// Mixed-radix counter over lists of sizes.
+bool advance(std::vector<std::size_t> &digits, const std::vector<std::size_t> &sizes)
+{
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (++digits[i] < sizes[i])
+            return true;
+        digits[i] = 0;
+    }
+    return false;
+}
+
+// Of strategies sharing every shared spec, only those no other beats in
+// both time and memory can be part of an optimum.
+void keepFront(std::vector<Strategy> &strategies)
+{
+    std::stable_sort(strategies.begin(), strategies.end(), [](const Strategy &a, const Strategy &b) {
+        if (a.shared != b.shared)
+            return a.shared < b.shared;
+        return a.time != b.time ? a.time < b.time : a.memory < b.memory;
+    });
+    std::vector<Strategy> kept;
+    for (auto &s : strategies)
+        if (kept.empty() || kept.back().shared != s.shared || s.memory < kept.back().memory)
+            kept.push_back(std::move(s));
+    strategies = std::move(kept);
+}
+
+class ExactSearch {
+public:
+    ExactSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse, const sharding::Mesh &mesh,
+                const SearchOptions &options)
+        : m_graph(graph), m_coarse(coarse), m_mesh(mesh), m_options(options), m_coster(graph, mesh, options.cost)
+    {
+    }
+
+    SearchResult run(const std::string &modelSource);
+
+private:
+    void buildSpaces();
+    void enumerate(NodeSpace &node);
+    struct Solution {
+        std::vector<std::size_t> chosen;  // strategy per node
+        bool optimal = false;
+    };
+    // Minimises sum(objective(strategy)) subject to the one-hot and
+    // agreement constraints and, when `capacity` is positive, memory.
+    std::optional<Solution> solve(const std::function<double(const Strategy &)> &objective, std::int64_t capacity,
+                                  double seconds) const;
+    plan::Plan assemble(const std::string &modelSource, const Solution &solution);
+
+    const ir::Graph &m_graph;
+    const passes::CoarseGraph &m_coarse;
+    const sharding::Mesh &m_mesh;
+    const SearchOptions &m_options;
+    SegmentCoster m_coster;
+    std::vector<NodeSpace> m_nodes;  // in topological order of the coarse graph
+    // Per shared tensor: the specs the nodes enumerated so far may store it in.
+    std::map<ir::TensorId, std::vector<ShardingSpec>> m_candidates;
+};
+
+void ExactSearch::buildSpaces()
+{
+    for (passes::NodeId id : m_coarse.topologicalOrder()) {
+        const auto &node = m_coarse.node(id);
+        NodeSpace space;
+        space.segment = makeSegment(m_graph, m_mesh, node.name, -1, 1, node.ops);
+        m_nodes.push_back(std::move(space));
+    }
+    std::set<ir::TensorId> sharedParameters;
+    for (const auto &n : m_nodes)
+        for (auto t : n.segment.inputs)
+            if (m_graph.tensor(t).role == ir::Role::Parameter)
+                sharedParameters.insert(t);
+    for (auto &n : m_nodes) {
+        n.shared = n.segment.inputs;
+        n.inputs = n.shared.size();
+        n.shared.insert(n.shared.end(), n.segment.outputs.begin(), n.segment.outputs.end());
+        n.outputs = n.segment.outputs.size();
+        for (const auto *list : {&n.segment.weights, &n.segment.derived})
+            for (auto t : *list)
+                if (sharedParameters.count(t))
+                    n.shared.push_back(t);
+    }
+}
+
+void ExactSearch::enumerate(NodeSpace &node)
+{
+    const Segment &seg = node.segment;
+    // What each read tensor may be stored as: what its writer offers, the
+    // activation layouts for graph inputs, any legal spec otherwise.
+    std::vector<std::vector<ShardingSpec>> inputChoices;
+    for (std::size_t i = 0; i < node.inputs; ++i) {
+        const ir::TensorId t = node.shared[i];
+        auto it = m_candidates.find(t);
+        if (it != m_candidates.end()) {
+            inputChoices.push_back(it->second);
+            continue;
+        }
+        const ir::Tensor &tensor = m_graph.tensor(t);
+        std::vector<ShardingSpec> specs;
+        if (tensor.role == ir::Role::Input) {
+            for (const auto &layout : allLayouts(m_mesh.rank()))
+                specs.push_back(layout.specFor(tensor, m_mesh));
+            std::sort(specs.begin(), specs.end());
+            specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
+        } else {
+            specs = legalSpecs(tensor, m_mesh);
+        }
+        inputChoices.push_back(specs);
+    }
+    // Where a written tensor may be stored besides as produced: the
+    // activation layouts tap links blocks and classes with. Graph outputs
+    // stay as they come out.
+    std::vector<std::vector<ShardingSpec>> outputLayouts;
+    for (std::size_t o = 0; o < node.outputs; ++o) {
+        const ir::Tensor &tensor = m_graph.tensor(node.shared[node.inputs + o]);
+        std::vector<ShardingSpec> specs;
+        if (tensor.role != ir::Role::Output && !tensor.consumers.empty())
+            for (const auto &layout : allLayouts(m_mesh.rank()))
+                specs.push_back(layout.specFor(tensor, m_mesh));
+        std::sort(specs.begin(), specs.end());
+        specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
+        outputLayouts.push_back(std::move(specs));
+    }
+
+    std::vector<std::size_t> inputSizes;
+    double planned = static_cast<double>(comboCount(seg));
+    for (const auto &c : inputChoices) {
+        inputSizes.push_back(c.size());
+        planned *= static_cast<double>(c.size());
+    }
+    std::vector<std::size_t> outputSizes;
+    for (const auto &c : outputLayouts) {
+        outputSizes.push_back(c.size() + 1);  // 0: as produced
+        planned *= static_cast<double>(c.size() + 1);
+    }
+    if (planned > 2e6)
+        throw TapestryError(Error{seg.name, {}, "exact: too many strategies for one coarse node (" +
+                                                    std::to_string(static_cast<long long>(planned)) + ")"});
+
+    std::vector<std::size_t> in(inputSizes.size(), 0);
+    do {
+        std::map<ir::TensorId, ShardingSpec> boundary;
+        for (std::size_t i = 0; i < node.inputs; ++i)
+            boundary[node.shared[i]] = inputChoices[i][in[i]];
+        for (std::int64_t combo = 0; combo < comboCount(seg); ++combo) {
+            const auto weights = comboSpecs(seg, combo);
+            std::vector<ShardingSpec> produced;
+            std::vector<std::size_t> out(outputSizes.size(), 0);
+            do {
+                auto b = boundary;
+                bool duplicate = false;
+                for (std::size_t o = 0; o < out.size(); ++o)
+                    if (out[o] > 0) {
+                        const ShardingSpec &spec = outputLayouts[o][out[o] - 1];
+                        duplicate = duplicate || spec == produced[o];
+                        b[node.shared[node.inputs + o]] = spec;
+                    }
+                if (duplicate)
+                    continue;  // the same as storing it as produced
+                const SegmentCost c = m_coster.evaluate(seg, b, weights);
+                Strategy s{combo, {}, c.time, c.comm, c.memory};
+                for (auto t : node.shared)
+                    s.shared.push_back(m_coster.spec(t));
+                if (produced.empty())
+                    for (std::size_t o = 0; o < node.outputs; ++o)
+                        produced.push_back(m_coster.spec(node.shared[node.inputs + o]));
+                node.strategies.push_back(std::move(s));
+            } while (advance(out, outputSizes));
+        }
+    } while (advance(in, inputSizes));
+    keepFront(node.strategies);
+
+    for (std::size_t k = node.inputs; k < node.shared.size(); ++k) {
+        std::set<ShardingSpec> specs;
+        for (const auto &s : node.strategies)
+            specs.insert(s.shared[k]);
+        m_candidates[node.shared[k]].assign(specs.begin(), specs.end());
+    }
+}
+
+// CBC's C model, deleted on every path out.
+struct CbcModel {
+    Cbc_Model *model = Cbc_newModel();
+    ~CbcModel() { Cbc_deleteModel(model); }
+    CbcModel() = default;
+    CbcModel(const CbcModel &) = delete;
+    CbcModel &operator=(const CbcModel &) = delete;
+};
+
+std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<double(const Strategy &)> &objective,
+                                                        std::int64_t capacity, double seconds) const
+{
+    CbcModel cbc;
+    Cbc_Model *model = cbc.model;
+    Cbc_setLogLevel(model, 0);
+    Cbc_setMaximumSeconds(model, std::max(seconds, 0.1));
+
+    std::vector<std::vector<int>> column(m_nodes.size());  // per node and strategy
+    int columns = 0;
+    for (std::size_t n = 0; n < m_nodes.size(); ++n)
+        for (const auto &s : m_nodes[n].strategies) {
+            Cbc_addCol(model, "", 0, 1, objective(s), 1, 0, nullptr, nullptr);
+            column[n].push_back(columns++);
+        }
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        std::vector<double> ones(column[n].size(), 1.0);
+        Cbc_addRow(model, "", static_cast<int>(column[n].size()), column[n].data(), ones.data(), 'E', 1.0);
+    }
+
+    // Per shared tensor, one-hot variables over its specs; every node that
+    // touches it picks strategies storing it in the same one.
+    std::map<ir::TensorId, std::vector<std::pair<std::size_t, std::size_t>>> touching;  // node, shared index
+    for (std::size_t n = 0; n < m_nodes.size(); ++n)
+        for (std::size_t k = 0; k < m_nodes[n].shared.size(); ++k)
+            touching[m_nodes[n].shared[k]].push_back({n, k});
+    for (const auto &[t, nodes] : touching) {
+        if (nodes.size() < 2)
+            continue;
+        std::set<ShardingSpec> specs;
+        for (const auto &[n, k] : nodes)
+            for (const auto &s : m_nodes[n].strategies)
+                specs.insert(s.shared[k]);
+        for (const auto &spec : specs) {
+            const int y = columns++;
+            Cbc_addCol(model, "", 0, 1, 0, 0, 0, nullptr, nullptr);
+            for (const auto &[n, k] : nodes) {
+                std::vector<int> cols{y};
+                std::vector<double> coefs{-1.0};
+                for (std::size_t s = 0; s < m_nodes[n].strategies.size(); ++s)
+                    if (m_nodes[n].strategies[s].shared[k] == spec) {
+                        cols.push_back(column[n][s]);
+                        coefs.push_back(1.0);
+                    }
+                Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), 'E', 0.0);
+            }
+        }
+    }
+    if (capacity > 0) {
+        // In MiB, so that the row's coefficients stay within the solver's
+        // tolerances.
+        std::vector<int> cols;
+        std::vector<double> coefs;
+        for (std::size_t n = 0; n < m_nodes.size(); ++n)
+            for (std::size_t s = 0; s < m_nodes[n].strategies.size(); ++s) {
+                cols.push_back(column[n][s]);
+                coefs.push_back(static_cast<double>(m_nodes[n].strategies[s].memory) / (1 << 20));
+            }
+        Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), 'L',
+                   static_cast<double>(capacity) / (1 << 20));
+    }
+
+    Cbc_solve(model);
+    const double *x = Cbc_bestSolution(model);
+    if (!x)
+        return std::nullopt;
+    Solution solution;
+    solution.optimal = Cbc_isProvenOptimal(model) != 0;
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        std::size_t best = 0;
+        for (std::size_t s = 1; s < column[n].size(); ++s)
+            if (x[column[n][s]] > x[column[n][best]])
+                best = s;
+        solution.chosen.push_back(best);
+    }
+    return solution;
+}
+
+plan::Plan ExactSearch::assemble(const std::string &modelSource, const Solution &solution)
+{
+    std::map<ir::TensorId, ShardingSpec> fixed;
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        const NodeSpace &node = m_nodes[n];
+        const Strategy &s = node.strategies[solution.chosen[n]];
+        std::map<ir::TensorId, ShardingSpec> boundary;
+        for (std::size_t k = 0; k < node.inputs + node.outputs; ++k)
+            boundary[node.shared[k]] = s.shared[k];
+        m_coster.evaluate(node.segment, boundary, comboSpecs(node.segment, s.weightCombo));
+        for (ir::OpId id : node.segment.ops) {
+            const ir::Op &op = m_graph.op(id);
+            for (const auto *list : {&op.inputs, &op.outputs})
+                for (auto t : *list)
+                    if (!fixed.count(t) && m_graph.tensor(t).role != ir::Role::Output)
+                        fixed[t] = m_coster.spec(t);
+        }
+        for (std::size_t k = 0; k < node.inputs + node.outputs; ++k)
+            if (m_graph.tensor(node.shared[k]).role != ir::Role::Output)
+                fixed[node.shared[k]] = s.shared[k];
+    }
+    const auto specs = sharding::propagateSpecs(m_graph, m_mesh, fixed);
+    return plan::makePlan(m_graph, modelSource, m_mesh, specs, plan::SpecSource::Search, "exact", m_options.cost);
+}
+
+SearchResult ExactSearch::run(const std::string &modelSource)
+{
+    const auto start = Clock::now();
+    buildSpaces();
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        enumerate(m_nodes[n]);
+        if (m_options.progress)
+            m_options.progress(n + 1, m_nodes.size() + 2);
+    }
+    for (const auto &node : m_nodes)
+        if (node.strategies.empty())
+            throw TapestryError(Error{modelSource, node.segment.name, "exact: the node has no legal strategy"});
+
+    const double limit = m_options.timeLimitSeconds > 0 ? m_options.timeLimitSeconds : 60;
+    auto remaining = [&] { return limit - std::chrono::duration<double>(Clock::now() - start).count(); };
+    const std::int64_t capacity = m_mesh.device.memoryBytes;  // none when not positive
+    // Seconds scaled to microseconds, so that the objective is not lost in
+    // the solver's tolerances; ties broken by the other metric.
+    auto fastest = [](const Strategy &s) { return 1e6 * s.time + 1e-3 * s.comm; };
+    auto leastComm = [](const Strategy &s) { return 1e6 * s.comm + 1e-3 * s.time; };
+
+    std::vector<std::string> warnings;
+    // The least-communication solve gets what the first leaves, but never
+    // less than a tenth of the limit.
+    auto best = solve(fastest, capacity, remaining() - 0.1 * limit);
+    std::optional<Solution> comm;
+    if (best) {
+        if (m_options.progress)
+            m_options.progress(m_nodes.size() + 1, m_nodes.size() + 2);
+        comm = solve(leastComm, capacity, std::max(remaining(), 0.1 * limit));
+    } else {
+        best = solve([](const Strategy &s) { return static_cast<double>(s.memory) / (1 << 20); }, 0,
+                     std::max(remaining(), 0.1 * limit));
+        if (!best)
+            throw TapestryError(Error{modelSource, {}, "exact: CBC found no plan within " +
+                                                           std::to_string(limit) + " s"});
+        warnings.push_back("exact: no plan fits in device memory; the plan shown needs the least memory");
+    }
+    if (m_options.progress)
+        m_options.progress(m_nodes.size() + 2, m_nodes.size() + 2);
+
+    SearchResult result;
+    result.stats.algorithm = "exact";
+    result.stats.plansEvaluated = m_coster.evaluations();
+    result.stats.segments = m_nodes.size();
+    result.stats.optimal = best->optimal && (!comm || comm->optimal);
+    result.stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result.plan = assemble(modelSource, *best);
+    result.leastCommunication = comm ? assemble(modelSource, *comm) : result.plan;
+    if (!result.stats.optimal)
+        warnings.push_back("exact: the time limit stopped CBC before it proved the plan optimal");
+    for (auto *p : {&result.plan, &result.leastCommunication}) {
+        p->searchWarnings = warnings;
+        if (!p->cost.fitsMemory && warnings.empty())
+            p->searchWarnings.push_back("exact: the plan's memory, costed on the whole graph, exceeds the device's");
+    }
+    return result;
+}
+
+} // namespace
+
+SearchResult exactSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse, const std::string &modelSource,
+                         const sharding::Mesh &mesh, const SearchOptions &options)
+{
+    ExactSearch search(graph, coarse, mesh, options);
+    return search.run(modelSource);
+}
+
+} // namespace tapestry::search
