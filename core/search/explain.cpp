@@ -1,0 +1,324 @@
+#include "search/explain.h"
+
+#include "cost/activationmemory.h"
+#include "cost/costmodel.h"
+#include "ir/error.h"
+#include "passes/coarsen.h"
+#include "sharding/strategy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+namespace tapestry::search {
+
+namespace {
+
+using sharding::Placement;
+using sharding::ShardingSpec;
+
+// Every spec without partial sums that can hold the tensor.
+std::vector<ShardingSpec> legalSpecs(const ir::Tensor &tensor, const sharding::Mesh &mesh)
+{
+    std::vector<ShardingSpec> specs{ShardingSpec::replicated(mesh.rank())};
+    for (int a = 0; a < mesh.rank(); ++a) {
+        std::vector<ShardingSpec> next;
+        for (const auto &spec : specs) {
+            next.push_back(spec);
+            for (int d = 0; d < static_cast<int>(tensor.shape.size()); ++d) {
+                ShardingSpec n = spec;
+                n.placements[static_cast<std::size_t>(a)] = Placement::shard(d);
+                next.push_back(n);
+            }
+        }
+        specs = std::move(next);
+    }
+    std::erase_if(specs, [&](const ShardingSpec &s) { return s.problem(tensor.shape, mesh).has_value(); });
+    return specs;
+}
+
+std::string formatTime(double seconds)
+{
+    const double a = std::abs(seconds);
+    if (a >= 1)
+        return fmt::format("{:.3g} s", seconds);
+    if (a >= 1e-3)
+        return fmt::format("{:.3g} ms", seconds * 1e3);
+    return fmt::format("{:.3g} us", seconds * 1e6);
+}
+
+std::string formatBytes(double bytes)
+{
+    const double a = std::abs(bytes);
+    if (a >= 1e9)
+        return fmt::format("{:.3g} GB", bytes / 1e9);
+    if (a >= 1e6)
+        return fmt::format("{:.3g} MB", bytes / 1e6);
+    if (a >= 1e3)
+        return fmt::format("{:.3g} kB", bytes / 1e3);
+    return fmt::format("{:.0f} B", bytes);
+}
+
+std::string signedTime(double seconds)
+{
+    return (seconds >= 0 ? "+" : "-") + formatTime(std::abs(seconds));
+}
+
+// "split columns on model", "replicate": a weight's rows and columns in the
+// words of the Megatron papers, other dims by number.
+std::string describe(const ShardingSpec &spec, const ir::Tensor &tensor, const sharding::Mesh &mesh)
+{
+    if (spec.isReplicated())
+        return "replicate";
+    std::string s;
+    for (std::size_t a = 0; a < spec.placements.size(); ++a) {
+        const Placement &p = spec.placements[a];
+        if (p.isReplicate())
+            continue;
+        std::string what = "partial sum";
+        if (p.isShard()) {
+            const bool matrix = tensor.role == ir::Role::Parameter && tensor.shape.size() == 2;
+            what = matrix && p.dim == 0   ? "split rows"
+                   : matrix && p.dim == 1 ? "split columns"
+                                          : "split dim " + std::to_string(p.dim);
+        }
+        s += (s.empty() ? "" : ", ") + what + " on " + mesh.axes[a].name;
+    }
+    return s;
+}
+
+std::string describe(const cost::CollectiveCost &c)
+{
+    return std::string(sharding::toString(c.kind)) + " of " + formatBytes(static_cast<double>(c.bytes)) + " on " +
+           c.axis + " (" + c.tensor + ")";
+}
+
+auto collectiveKey(const cost::CollectiveCost &c)
+{
+    return std::make_tuple(c.op, c.tensor, c.kind, c.axis, c.phase, c.bytes);
+}
+
+// Collectives of `from` that `to` does not have, as multisets.
+std::vector<cost::CollectiveCost> missingFrom(const std::vector<cost::CollectiveCost> &from,
+                                              const std::vector<cost::CollectiveCost> &to)
+{
+    std::multiset<decltype(collectiveKey(from.front()))> rest;
+    for (const auto &c : to)
+        rest.insert(collectiveKey(c));
+    std::vector<cost::CollectiveCost> missing;
+    for (const auto &c : from) {
+        auto it = rest.find(collectiveKey(c));
+        if (it != rest.end())
+            rest.erase(it);
+        else
+            missing.push_back(c);
+    }
+    return missing;
+}
+
+} // namespace
+
+Explainer::Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput)
+    : m_graph(graph), m_mesh(plan.mesh), m_options(plan.costOptions), m_coarse(passes::Coarsen().run(graph)),
+      m_specs(plan::planSpecs(plan, graph, planInput)), m_flow(cost::gradientFlow(graph)),
+      m_cost(cost::evaluatePlan(graph, m_mesh, m_specs, m_options)),
+      m_coster(std::make_unique<SegmentCoster>(graph, m_mesh, m_options))
+{
+    m_position.assign(graph.opCount(), 0);
+    const auto order = graph.topologicalOrder();
+    for (std::size_t k = 0; order && k < order->size(); ++k)
+        m_position[(*order)[k].index()] = k;
+}
+
+Explainer::~Explainer() = default;
+
+Explanation Explainer::explainTensor(const std::string &tensorName)
+{
+    const auto t = m_graph.findTensor(tensorName);
+    if (!t)
+        throw TapestryError(Error{m_graph.name, tensorName, "no tensor of this name in the model"});
+    return explain(*t);
+}
+
+Explanation Explainer::explainNode(passes::NodeId id)
+{
+    const passes::CoarseNode &node = m_coarse.node(id);
+    ir::TensorId subject;
+    for (auto p : node.parameters)
+        if (!subject.valid() || m_graph.tensor(p).elementCount() > m_graph.tensor(subject).elementCount())
+            subject = p;
+    if (!subject.valid() && !node.outputs.empty())
+        subject = node.outputs.front();
+    if (!subject.valid())
+        throw TapestryError(Error{m_graph.name, node.name, "the node has no parameter and no output to explain"});
+    return explain(subject);
+}
+
+std::int64_t Explainer::activationBytes(const std::vector<ShardingSpec> &specs) const
+{
+    if (m_cost.memory.activationModel == "korthikanti") {
+        std::int64_t bytes = 0;
+        for (const auto &l : cost::transformerLayers(m_graph, m_mesh, specs))
+            bytes += cost::korthikantiBytes(l);
+        return bytes;
+    }
+    return cost::savedTensorBytes(m_graph, m_mesh, specs);
+}
+
+Explanation Explainer::explain(ir::TensorId t)
+{
+    const ir::Tensor &tensor = m_graph.tensor(t);
+    Explanation e;
+    e.tensor = tensor.name;
+    e.chosen = m_specs[t.index()];
+    // The node whose ops follow the tensor's spec: where it is made, or,
+    // for parameters and inputs, where it is first read.
+    ir::OpId anchor = tensor.producer;
+    for (auto c : tensor.consumers)
+        if (!anchor.valid() || m_position[c.index()] < m_position[anchor.index()])
+            anchor = c;
+    const passes::NodeId node = anchor.valid() ? m_coarse.nodeOf(anchor) : passes::NodeId();
+    if (node.valid())
+        e.node = m_coarse.node(node).name;
+
+    auto specs = legalSpecs(tensor, m_mesh);
+    std::erase(specs, e.chosen);
+    specs.insert(specs.begin(), e.chosen);
+    for (const auto &spec : specs)
+        e.alternatives.push_back(alternative(t, node, spec));
+    std::stable_sort(e.alternatives.begin() + 1, e.alternatives.end(),
+                     [](const Alternative &a, const Alternative &b) { return a.stepTimeDelta < b.stepTimeDelta; });
+    return e;
+}
+
+Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const ShardingSpec &spec)
+{
+    const ir::Tensor &tensor = m_graph.tensor(t);
+    Alternative alt;
+    alt.spec = spec;
+    alt.chosen = spec == m_specs[t.index()];
+    alt.fits = m_cost.fitsMemory;
+    const std::string what = spec.toPlacements() + " (" + describe(spec, tensor, m_mesh) + ")";
+    if (alt.chosen) {
+        alt.summary = what + ": the plan's choice";
+        return alt;
+    }
+
+    // The plan with this spec, the tensor's node propagated again from it.
+    std::vector<ShardingSpec> specs = m_specs;
+    specs[t.index()] = spec;
+    if (node.valid()) {
+        Segment seg = makeSegment(m_graph, m_mesh, m_coarse.node(node).name, -1, 1, m_coarse.node(node).ops);
+        std::map<ir::TensorId, ShardingSpec> boundary;
+        for (const auto *list : {&seg.inputs, &seg.outputs})
+            for (auto b : *list)
+                boundary[b] = specs[b.index()];
+        // The tensor is held, whatever its part in the node.
+        if (std::erase(seg.derived, t) || tensor.role != ir::Role::Parameter)
+            boundary[t] = spec;
+        std::vector<ShardingSpec> weights;
+        for (auto w : seg.weights)
+            weights.push_back(specs[w.index()]);
+        m_coster->evaluate(seg, boundary, weights);
+        for (ir::OpId id : seg.ops) {
+            const ir::Op &op = m_graph.op(id);
+            for (const auto *list : {&op.inputs, &op.outputs})
+                for (auto x : *list)
+                    if (!boundary.count(x))
+                        specs[x.index()] = m_coster->spec(x);
+        }
+    }
+    std::set<ir::TensorId> changed;
+    for (std::size_t x = 0; x < specs.size(); ++x)
+        if (specs[x] != m_specs[x]) {
+            changed.insert(ir::TensorId(static_cast<std::int32_t>(x)));
+            alt.changes[m_graph.tensors()[x].name] = specs[x];
+        }
+
+    // The ops whose strategies may change, with every other reader of their
+    // inputs: a reshard or gradient sum shared between readers is then
+    // charged alike in both costings.
+    std::set<ir::OpId> affected;
+    for (auto x : changed) {
+        if (m_graph.tensor(x).producer.valid())
+            affected.insert(m_graph.tensor(x).producer);
+        for (auto c : m_graph.tensor(x).consumers)
+            affected.insert(c);
+    }
+    std::set<ir::OpId> costed = affected;
+    for (auto id : affected)
+        for (auto x : m_graph.op(id).inputs)
+            for (auto c : m_graph.tensor(x).consumers)
+                costed.insert(c);
+    std::vector<ir::OpId> ops(costed.begin(), costed.end());
+    std::sort(ops.begin(), ops.end(),
+              [&](ir::OpId a, ir::OpId b) { return m_position[a.index()] < m_position[b.index()]; });
+    auto costOps = [&](const std::vector<ShardingSpec> &s) {
+        std::vector<sharding::OpStrategy> strategies;
+        std::vector<ShardingSpec> inputs;
+        for (ir::OpId id : ops) {
+            inputs.clear();
+            for (auto x : m_graph.op(id).inputs)
+                inputs.push_back(s[x.index()]);
+            strategies.push_back(sharding::resolveStrategy(m_graph, id, inputs, m_mesh));
+        }
+        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow);
+    };
+    const cost::PlanCost before = costOps(m_specs), after = costOps(specs);
+
+    double parameters = 0;
+    for (auto x : changed)
+        if (m_graph.tensor(x).role == ir::Role::Parameter)
+            parameters += static_cast<double>(specs[x.index()].localElements(m_graph.tensor(x).shape, m_mesh) -
+                                              m_specs[x.index()].localElements(m_graph.tensor(x).shape, m_mesh));
+    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
+    const double optimizer = fp32 > 0 ? m_options.optimizerFlopsPerParameter * parameters / fp32 : 0;
+
+    // Phase totals of the whole step under the alternative, as evaluatePlan
+    // combines them (overlap makes step time more than a sum).
+    auto phase = [&](const std::string &name) {
+        auto get = [&](const cost::PlanCost &c) {
+            auto it = c.byPhase.find(name);
+            return it == c.byPhase.end() ? cost::CostTotals{} : it->second;
+        };
+        cost::CostTotals p = get(m_cost), a = get(after), b = get(before);
+        p.compute += a.compute - b.compute;
+        p.comm += a.comm - b.comm;
+        return p;
+    };
+    cost::CostTotals forward = phase("forward"), backward = phase("backward"), update = phase("optimizer");
+    update.compute += optimizer;
+    const double step = m_options.overlap
+                            ? forward.total() + std::max(backward.compute, backward.comm) + update.total()
+                            : forward.total() + backward.total() + update.total();
+    alt.stepTimeDelta = step - m_cost.stepTime;
+    alt.commDelta = after.comm - before.comm;
+    alt.computeDelta = after.compute - before.compute + optimizer;
+    alt.memoryDelta = std::llround(parameters * m_options.bytesPerParameter()) +
+                      (activationBytes(specs) - m_cost.memory.activations);
+    alt.fits = m_cost.memory.total() + alt.memoryDelta <= m_cost.memoryCapacity;
+    alt.collectivesAdded = missingFrom(after.collectives, before.collectives);
+    alt.collectivesRemoved = missingFrom(before.collectives, after.collectives);
+
+    alt.summary = what + ": " + signedTime(alt.stepTimeDelta) + " step (" + signedTime(alt.commDelta) + " comm, " +
+                  signedTime(alt.computeDelta) + " compute), " + (alt.memoryDelta >= 0 ? "+" : "-") +
+                  formatBytes(std::abs(static_cast<double>(alt.memoryDelta))) + " memory" +
+                  (alt.fits ? "" : " (does not fit)");
+    for (const auto &[verb, list] : {std::pair{"; adds ", &alt.collectivesAdded},
+                                     std::pair{"; removes ", &alt.collectivesRemoved}}) {
+        if (list->empty())
+            continue;
+        alt.summary += verb;
+        const std::size_t shown = std::min<std::size_t>(list->size(), 3);
+        for (std::size_t i = 0; i < shown; ++i)
+            alt.summary += (i ? ", " : "") + describe((*list)[i]);
+        if (list->size() > shown)
+            alt.summary += " and " + std::to_string(list->size() - shown) + " more";
+    }
+    return alt;
+}
+
+} // namespace tapestry::search
