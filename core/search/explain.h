@@ -63,6 +63,10 @@ public:
     // graph (plan::planSpecs).
     Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput = "plan");
     ~Explainer();
+    // Its coster refers to the mesh it holds, so an Explainer stays where
+    // it was made.
+    Explainer(const Explainer &) = delete;
+    Explainer &operator=(const Explainer &) = delete;
 
     // Throws TapestryError naming the tensor when the model has none of
     // that name.
