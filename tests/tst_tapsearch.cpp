@@ -5,6 +5,9 @@
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
 #include <QtTest>
 
 #include <regex>
@@ -139,6 +142,60 @@ private slots:
         }
         QVERIFY(result.leastCommunication.cost.comm <= result.plan.cost.comm);
         QVERIFY(result.leastCommunication.cost.fitsMemory);
+    }
+
+    // tapestry-cli plan --search tap (and exact): the library's plan, the search's
+    // figures and the least-communication plan in --json; bad input exits 2.
+    void cliPlanWithTap()
+    {
+        const std::string source = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256";
+        QProcess p;
+        p.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("plan"), QString::fromStdString(source),
+                                               QStringLiteral("--mesh"), QStringLiteral("4"), QStringLiteral("--search"),
+                                               QStringLiteral("tap"), QStringLiteral("--memory-gib"),
+                                               QStringLiteral("0.01"), QStringLiteral("--json")});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY2(p.readAllStandardError().isEmpty(), "progress must stay silent when stderr is not a terminal");
+        const QJsonObject j = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        sharding::Mesh m = mesh({4});
+        m.device.memoryBytes = static_cast<std::int64_t>(std::llround(0.01 * 1024.0 * 1024.0 * 1024.0));
+        const auto expected = tap(io::loadModel(source), source, m);
+        QCOMPARE(j[QStringLiteral("method")].toString(), QStringLiteral("tap"));
+        QCOMPARE(j[QStringLiteral("memory_capacity_bytes")].toDouble(), static_cast<double>(m.device.memoryBytes));
+        QCOMPARE(j[QStringLiteral("step_time_s")].toDouble(), expected.plan.cost.stepTime);
+        const QJsonObject search = j[QStringLiteral("search")].toObject();
+        QCOMPARE(search[QStringLiteral("algorithm")].toString(), QStringLiteral("tap"));
+        QCOMPARE(search[QStringLiteral("classes")].toInt(), 1);
+        QCOMPARE(static_cast<std::size_t>(search[QStringLiteral("plans_evaluated")].toDouble()),
+                 expected.stats.plansEvaluated);
+        QVERIFY(search[QStringLiteral("seconds")].toDouble() > 0);
+        QVERIFY(search[QStringLiteral("load_seconds")].toDouble() > 0);
+        const QJsonObject least = j[QStringLiteral("least_communication")].toObject();
+        QCOMPARE(least[QStringLiteral("comm_s")].toDouble(), expected.leastCommunication.cost.comm);
+        QCOMPARE(least[QStringLiteral("step_time_s")].toDouble(), expected.leastCommunication.cost.stepTime);
+
+        QProcess exact;
+        exact.start(QStringLiteral(TAPESTRY_CLI),
+                    {QStringLiteral("plan"), QStringLiteral("zoo:mlp?batch=8"), QStringLiteral("--mesh"),
+                     QStringLiteral("2"), QStringLiteral("--search"), QStringLiteral("exact"), QStringLiteral("--json")});
+        QVERIFY(exact.waitForFinished(60000));
+        QCOMPARE(exact.exitCode(), 0);
+        const QJsonObject e = QJsonDocument::fromJson(exact.readAllStandardOutput()).object();
+        QCOMPARE(e[QStringLiteral("method")].toString(), QStringLiteral("exact"));
+        QCOMPARE(e[QStringLiteral("search")].toObject()[QStringLiteral("algorithm")].toString(), QStringLiteral("exact"));
+
+        for (const QStringList &bad : {QStringList{QStringLiteral("--search"), QStringLiteral("tapp")},
+                                       QStringList{QStringLiteral("--search"), QStringLiteral("tap"),
+                                                   QStringLiteral("--memory-gib"), QStringLiteral("lots")}}) {
+            QProcess q;
+            q.start(QStringLiteral(TAPESTRY_CLI), QStringList{QStringLiteral("plan"), QStringLiteral("zoo:mlp"),
+                                                              QStringLiteral("--mesh"), QStringLiteral("2")} +
+                                                      bad);
+            QVERIFY(q.waitForFinished(60000));
+            QCOMPARE(q.exitCode(), 2);
+            QVERIFY(q.readAllStandardError().startsWith("tapestry-cli plan: --"));
+        }
     }
 
     // The class is searched on one instance: the work does not grow with depth.

@@ -3,7 +3,12 @@
 #include "ir/error.h"
 #include "sharding/meshprofile.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <iostream>
 
 namespace tapestry::cli {
 
@@ -58,6 +63,7 @@ std::vector<OptionSpec> meshOptions()
         {"--axes", "A,B", "axis names (default: 1D model; 2D data,model)"},
         {"--mesh-profile", "NAME|FILE", "machine profile: dgx-h100 (default), dgx-a100, pcie-8x, cpu-loopback, "
                                         "or a tapestry.mesh-profile .json"},
+        {"--memory-gib", "G", "device memory in GiB, overriding the profile's"},
     };
 }
 
@@ -83,7 +89,20 @@ sharding::Mesh meshFromArgs(const Args &args)
     }
     const auto profile =
         sharding::findMeshProfile(args.value("--mesh-profile").value_or(sharding::kDefaultMeshProfile));
-    return profile.mesh(sizes, names);
+    sharding::Mesh mesh = profile.mesh(sizes, names);
+    if (auto gib = args.value("--memory-gib")) {
+        double g = 0;
+        std::size_t used = 0;
+        try {
+            g = std::stod(*gib, &used);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used != gib->size() || !std::isfinite(g) || g <= 0)
+            throw TapestryError(Error{"--memory-gib", {}, "expects a positive number of GiB, got '" + *gib + "'"});
+        mesh.device.memoryBytes = std::llround(g * 1024.0 * 1024.0 * 1024.0);
+    }
+    return mesh;
 }
 
 nlohmann::ordered_json planReportJson(const plan::Plan &p)
@@ -192,6 +211,77 @@ void printPlanReport(const plan::Plan &p, std::ostream &out)
         for (const auto &w : c.warnings)
             out << "  " << w << "\n";
     }
+}
+
+void printSearchReport(const search::SearchResult &r, double loadSeconds, std::ostream &out)
+{
+    const auto &s = r.stats;
+    out << "\nsearch        " << s.algorithm << ": " << seconds(s.seconds) << " (model load and prune "
+        << seconds(loadSeconds) << "), " << s.plansEvaluated << " plans evaluated, " << s.classes
+        << (s.classes == 1 ? " class, " : " classes, ") << s.segments << " segments"
+        << (s.optimal ? "" : ", stopped at the time limit") << "\n";
+    const auto &c = r.leastCommunication.cost;
+    out << "least comm    step time " << seconds(c.stepTime) << ", comm " << seconds(c.comm) << ", "
+        << bytes(static_cast<double>(c.commBytes)) << " sent per device, memory "
+        << bytes(static_cast<double>(c.memory.total())) << " per device\n";
+}
+
+void addSearchReport(nlohmann::ordered_json &report, const search::SearchResult &r, double loadSeconds)
+{
+    using Json = nlohmann::ordered_json;
+    const auto &s = r.stats;
+    report["search"] = Json{{"algorithm", s.algorithm},
+                            {"seconds", s.seconds},
+                            {"load_seconds", loadSeconds},
+                            {"plans_evaluated", s.plansEvaluated},
+                            {"classes", s.classes},
+                            {"segments", s.segments},
+                            {"optimal", s.optimal}};
+    const auto &c = r.leastCommunication.cost;
+    report["least_communication"] = Json{{"step_time_s", c.stepTime},
+                                         {"compute_s", c.compute},
+                                         {"comm_s", c.comm},
+                                         {"comm_bytes", c.commBytes},
+                                         {"memory_per_device_bytes", c.memory.total()},
+                                         {"fits_memory", c.fitsMemory}};
+}
+
+ProgressBar::ProgressBar(std::string label)
+    : m_label(std::move(label)), m_terminal(isatty(STDERR_FILENO) != 0), m_start(std::chrono::steady_clock::now())
+{
+}
+
+ProgressBar::~ProgressBar()
+{
+    finish();
+}
+
+void ProgressBar::update(std::size_t done, std::size_t total)
+{
+    if (!m_terminal)
+        return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - m_start).count();
+    // Quick searches draw nothing; slow ones redraw at most ten times a second.
+    if (elapsed < 1.0 || (m_drawn && now - m_lastDraw < std::chrono::milliseconds(100) && done < total))
+        return;
+    constexpr int width = 30;
+    const double fraction = total > 0 ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 0;
+    const int filled = static_cast<int>(fraction * width);
+    char line[160];
+    std::snprintf(line, sizeof line, "\r\033[K%s [%s%s] %zu/%zu  %.1f s", m_label.c_str(),
+                  std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                  std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total, elapsed);
+    std::cerr << line << std::flush;
+    m_drawn = true;
+    m_lastDraw = now;
+}
+
+void ProgressBar::finish()
+{
+    if (m_drawn)
+        std::cerr << "\r\033[K" << std::flush;
+    m_drawn = false;
 }
 
 } // namespace tapestry::cli
