@@ -200,8 +200,8 @@ private slots:
                                   << "step time";
         QTest::newRow("json") << QStringList{"plan", "zoo:mlp", "--mesh", "2x2", "--search", "dp", "--json"} << 0
                               << "\"step_time_s\"";
-        QTest::newRow("unknown search") << QStringList{"plan", "zoo:mlp", "--mesh", "4", "--search", "tap"} << 2
-                                        << "unknown search 'tap'";
+        QTest::newRow("unknown search") << QStringList{"plan", "zoo:mlp", "--mesh", "4", "--search", "alpa"} << 2
+                                        << "unknown search 'alpa'";
         QTest::newRow("no mesh") << QStringList{"plan", "zoo:mlp", "--search", "dp"} << 2 << "--mesh";
         QTest::newRow("bad mesh") << QStringList{"plan", "zoo:mlp", "--mesh", "4y2", "--search", "dp"} << 2
                                   << "--mesh";
