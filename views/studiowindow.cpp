@@ -8,6 +8,8 @@
 #include "finder.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
+#include "meshview.h"
+#include "sharding/deviceblock.h"
 #include "ir/error.h"
 #include "zoodialog.h"
 
@@ -49,7 +51,7 @@ StudioWindow::StudioWindow(QWidget *parent)
       m_classTable(new QTableView(this)), m_classModel(new ClassListModel(this)),
       m_classProxy(new QSortFilterProxyModel(this)), m_find(new QLineEdit(this)),
       m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this))
+      m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this)), m_meshView(new MeshView(this))
 {
     qRegisterMetaType<PlannedModel>();
     qRegisterMetaType<LoadedModel>();
@@ -95,6 +97,40 @@ StudioWindow::StudioWindow(QWidget *parent)
     addDockWidget(Qt::RightDockWidgetArea, inspectorDock);
     resizeDocks({classDock, inspectorDock}, {300, 380}, Qt::Horizontal);
 
+    auto *meshPanel = new QWidget(this);
+    auto *meshLayout = new QVBoxLayout(meshPanel);
+    meshLayout->setContentsMargins(2, 2, 2, 2);
+    meshLayout->addWidget(m_meshView, 1);
+    auto *stepRow = new QHBoxLayout;
+    auto *prev = new QPushButton(tr("◀ Prev"), meshPanel);
+    auto *play = new QPushButton(tr("Play"), meshPanel);
+    play->setCheckable(true);
+    auto *next = new QPushButton(tr("Next ▶"), meshPanel);
+    auto *exportMesh = new QPushButton(tr("Export…"), meshPanel);
+    stepRow->addWidget(prev);
+    stepRow->addWidget(play);
+    stepRow->addWidget(next);
+    stepRow->addStretch(1);
+    stepRow->addWidget(exportMesh);
+    meshLayout->addLayout(stepRow);
+    connect(prev, &QPushButton::clicked, m_meshView, &MeshView::previous);
+    connect(next, &QPushButton::clicked, m_meshView, &MeshView::next);
+    connect(play, &QPushButton::toggled, m_meshView, &MeshView::play);
+    connect(exportMesh, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export mesh diagram"), QStringLiteral("mesh.png"),
+                                                          tr("PNG image (*.png);;SVG drawing (*.svg)"));
+        if (!path.isEmpty() && !m_meshView->exportImage(path))
+            showError(tr("%1: cannot write the image").arg(path));
+    });
+    auto *meshDock = new QDockWidget(tr("Device mesh"), this);
+    meshDock->setObjectName(QStringLiteral("mesh"));
+    meshDock->setWidget(meshPanel);
+    addDockWidget(Qt::RightDockWidgetArea, meshDock);
+    connect(m_inspector, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem *item) {
+        if (item && item->data(0, Qt::UserRole).isValid())
+            showOnMesh(ir::TensorId(item->data(0, Qt::UserRole).toInt()));
+    });
+
     statusBar()->addWidget(m_status, 1);
     m_progress->setMaximumWidth(180);
     m_progress->setRange(0, 0);
@@ -130,6 +166,10 @@ StudioWindow::StudioWindow(QWidget *parent)
             return;
         }
         adoptDocument(model);
+        if (!m_pendingPlanFile.isEmpty()) {
+            const QString planFile = std::exchange(m_pendingPlanFile, QString());
+            openPlanFile(planFile);
+        }
     });
 
     connect(&m_planner, &QFutureWatcher<PlannedModel>::finished, this, [this] {
@@ -201,6 +241,10 @@ void StudioWindow::createActions()
     });
     find->setShortcut(QKeySequence::Find);
 
+    auto *lessons = menuBar()->addMenu(tr("&Lessons"));
+    lessons->addAction(tr("1. Y = X·B·C: column split, then row split (one all-reduce)"), this, [this] { openLesson(1); });
+    lessons->addAction(tr("2. The 2-layer MLP on a 4x2 mesh (all-gathers, then reduce-scatter)"), this, [this] { openLesson(2); });
+
     auto *view = menuBar()->addMenu(tr("&View"));
     auto *fit = view->addAction(tr("&Fit to window"), m_graph->view(), &GraphView::fitAll);
     fit->setShortcut(QKeySequence(tr("Ctrl+0")));
@@ -247,6 +291,11 @@ void StudioWindow::createActions()
 
     auto *planMenu = menuBar()->addMenu(tr("&Plan"));
     planMenu->addAction(derive);
+    planMenu->addAction(tr("&Open plan JSON…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(), tr("Tapestry plan (*.json)"));
+        if (!path.isEmpty())
+            openPlanFile(path);
+    });
     planMenu->addAction(tr("&Save plan JSON…"), this, [this] {
         if (!m_planned.plan) {
             showError(tr("No plan to save: derive one first"));
@@ -297,6 +346,7 @@ void StudioWindow::adoptPlan(const PlannedModel &planned)
             shares.push_back(it == planned.byClass.end() ? 0.0 : it->second.total() / p.cost.stepTime);
         }
     m_classModel->setCostShares(shares);
+    m_meshView->setMesh(p.mesh);
     m_status->setText(tr("%1 plan on %2 in %3 ms: step %4 ms%5")
                           .arg(QString::fromStdString(p.method), QString::fromStdString(p.mesh.toString()))
                           .arg(planned.searchSeconds * 1e3, 0, 'f', 1)
@@ -316,6 +366,121 @@ bool StudioWindow::savePlan(const QString &path)
         showError(QString::fromUtf8(e.what()));
         return false;
     }
+}
+
+bool StudioWindow::openPlanFile(const QString &path)
+{
+    if (!m_document.graph)
+        return false;
+    try {
+        plan::Plan p = plan::readPlanFile(path.toStdString());
+        plan::recostPlan(p, *m_document.graph, path.toStdString());
+        adoptPlan(groupPlan(m_document, std::move(p)));
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        emit planFailed(m_lastError);
+        return false;
+    }
+}
+
+void StudioWindow::openLesson(int lesson)
+{
+    if (lesson == 1) {
+        setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("cpu-loopback")});
+        openModel(QStringLiteral("zoo:abc"));
+    } else {
+        // The reference methods cannot express the fully sharded 2D plan; it
+        // ships as a sample plan.
+        setPlanRequest({QStringLiteral("replicate"), QStringLiteral("4x2"), QStringLiteral("cpu-loopback")});
+        m_pendingPlanFile = QStringLiteral(TAPESTRY_SAMPLES_DIR "/plans/mlp-2d-4x2.json");
+        openModel(QStringLiteral("zoo:mlp"));
+    }
+}
+
+void StudioWindow::showOnMesh(ir::TensorId tensor)
+{
+    if (!m_planned.plan || !tensor.valid() || tensor.index() >= m_planned.specs.size())
+        return;
+    const auto &t = m_document.graph->tensor(tensor);
+    m_meshView->setMesh(m_planned.plan->mesh);
+    m_meshView->setTensor(QString::fromStdString(t.name), t.shape, m_planned.specs[tensor.index()]);
+}
+
+void StudioWindow::showNodeOnMesh(passes::NodeId node)
+{
+    if (!m_planned.plan)
+        return;
+    const auto &cn = m_document.coarse->node(node);
+    ir::TensorId shown;
+    for (auto t : cn.parameters)
+        if (!shown.valid() || m_document.graph->tensor(t).elementCount() > m_document.graph->tensor(shown).elementCount())
+            shown = t;
+    if (!shown.valid() && !cn.outputs.empty())
+        shown = cn.outputs.front();
+    if (!shown.valid())
+        return;
+    showOnMesh(shown);
+    // The node's collectives as steps: the moved tensor's spec with the
+    // collective's axis before (partial or split) and after it ran.
+    const auto &p = *m_planned.plan;
+    std::set<std::string> opNames;
+    for (auto o : cn.ops)
+        opNames.insert(m_document.graph->op(o).name);
+    QVector<CollectiveStep> steps;
+    for (const auto &c : p.cost.collectives) {
+        if (!opNames.count(c.op))
+            continue;
+        const auto axis = p.mesh.axisIndex(c.axis);
+        const auto tensor = m_document.graph->findTensor(c.tensor);
+        if (!axis || !tensor)
+            continue;
+        const auto a = static_cast<std::size_t>(*axis);
+        sharding::ShardingSpec planned = m_planned.specs[tensor->index()];
+        if (planned.placements.size() != p.mesh.axes.size())
+            continue;
+        int dim = planned.placements[a].isShard() ? planned.placements[a].dim : 0;
+        if (dim >= static_cast<int>(m_document.graph->tensor(*tensor).shape.size()))
+            dim = 0;
+        CollectiveStep step;
+        step.axis = *axis;
+        step.tensor = QString::fromStdString(c.tensor);
+        step.shape = m_document.graph->tensor(*tensor).shape;
+        step.before = step.after = planned;
+        QString change;
+        switch (c.kind) {
+        case sharding::CollectiveKind::AllReduce:
+            step.before.placements[a] = sharding::Placement::partial();
+            step.after.placements[a] = sharding::Placement::replicate();
+            change = tr("partial sums → whole on every device");
+            break;
+        case sharding::CollectiveKind::AllGather:
+            step.before.placements[a] = sharding::Placement::shard(dim);
+            step.after.placements[a] = sharding::Placement::replicate();
+            change = tr("split → whole on every device");
+            break;
+        case sharding::CollectiveKind::ReduceScatter:
+            step.before.placements[a] = sharding::Placement::partial();
+            step.after.placements[a] = sharding::Placement::shard(dim);
+            change = tr("partial sums → summed and split");
+            break;
+        case sharding::CollectiveKind::AllToAll:
+            step.before.placements[a] = sharding::Placement::shard(dim == 0 ? 1 : 0);
+            step.after.placements[a] = sharding::Placement::shard(dim);
+            change = tr("split on one dim → split on another");
+            break;
+        }
+        step.title = QStringLiteral("%1 %2 of %3 over %4")
+                         .arg(QString::fromLatin1(cost::toString(c.phase).data()),
+                              QString::fromLatin1(sharding::toString(c.kind).data()),
+                              QString::fromStdString(c.tensor), QString::fromStdString(c.axis));
+        step.detail = tr("%1 per device, %2 ms · %3")
+                          .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeTraditionalFormat))
+                          .arg(c.time * 1e3, 0, 'f', 3)
+                          .arg(change);
+        steps.push_back(step);
+    }
+    m_meshView->setSteps(steps);
 }
 
 std::vector<passes::NodeId> StudioWindow::nodesOf(const layout::ViewNode &node) const
@@ -522,7 +687,9 @@ void StudioWindow::adoptDocument(const LoadedModel &model)
     m_planned = {};
     m_costBar->clearCost();
     emit loaded();
-    derivePlan();
+    // A lesson brings its own plan; everything else gets one derived.
+    if (m_pendingPlanFile.isEmpty())
+        derivePlan();
 }
 
 void StudioWindow::showError(const QString &message)
@@ -574,6 +741,10 @@ void StudioWindow::onViewNodeSelected(int viewNode)
     }
     const auto &node = view.nodes[static_cast<std::size_t>(viewNode)];
     m_inspector->showViewNode(&node);
+    if (node.kind == layout::ViewNode::Kind::Coarse)
+        showNodeOnMesh(node.node);
+    else if (!nodesOf(node).empty())
+        showNodeOnMesh(nodesOf(node).front());
     if (m_syncing)
         return;
     m_syncing = true;

@@ -26,6 +26,7 @@ class ClassListModel;
 class CostSummaryBar;
 class GraphPanel;
 class InspectorView;
+class MeshView;
 
 // The studio's main window: graph view with minimap, class list, inspector,
 // find bar; models load on a worker thread with progress and Cancel.
@@ -67,6 +68,17 @@ public:
     const PlannedModel &planned() const { return m_planned; }
     CostSummaryBar *costBar() const { return m_costBar; }
     bool savePlan(const QString &path);
+    // Reads a tapestry.plan file for the open model and shows it (lessons,
+    // hand-written plans). False with the error shown when it does not fit.
+    bool openPlanFile(const QString &path);
+    MeshView *meshView() const { return m_meshView; }
+    // Opens a lesson of LESSONS.md: 1 = Y = X·B·C Megatron split on 4
+    // devices, 2 = the 2-layer MLP fully sharded on a 4x2 mesh.
+    void openLesson(int lesson);
+    // Shows a tensor, or a coarse node's main weight and its collectives,
+    // on the mesh view.
+    void showOnMesh(ir::TensorId tensor);
+    void showNodeOnMesh(passes::NodeId node);
     enum class Colouring { ByClass, BySharding, ByCost };
     void setColouring(Colouring colouring);
 
@@ -112,6 +124,8 @@ private:
     QFutureWatcher<PlannedModel> m_planner;
     PlannedModel m_planned;
     CostSummaryBar *m_costBar;
+    MeshView *m_meshView;
+    QString m_pendingPlanFile;
     QComboBox *m_method = nullptr;
     QComboBox *m_mesh = nullptr;
     QComboBox *m_profile = nullptr;

@@ -40,7 +40,10 @@ int main(int argc, char **argv)
                                     QStringLiteral("METHOD"));
     const QCommandLineOption colour(QStringLiteral("colour"), QStringLiteral("colour nodes by class, sharding or cost"),
                                     QStringLiteral("MODE"));
-    parser.addOptions({screenshot, select, expand, mesh, method, colour});
+    const QCommandLineOption lesson(QStringLiteral("lesson"),
+                                    QStringLiteral("open lesson N of the Lessons menu (1: X·B·C column/row split, 2: MLP on 4x2)"),
+                                    QStringLiteral("N"));
+    parser.addOptions({screenshot, select, expand, mesh, method, colour, lesson});
     parser.process(app);
 
     const QString model = parser.positionalArguments().value(0, QStringLiteral("zoo:gpt2"));
@@ -98,6 +101,9 @@ int main(int argc, char **argv)
     });
     if (shooting)
         QObject::connect(&window, &StudioWindow::loadFailed, &window, [] { QApplication::exit(2); });
-    window.openModel(model);
+    if (parser.isSet(lesson))
+        window.openLesson(parser.value(lesson).toInt());
+    else
+        window.openModel(model);
     return app.exec();
 }

@@ -2,6 +2,7 @@
 #include "costsummarybar.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
+#include "meshview.h"
 #include "studiowindow.h"
 
 #include <QAbstractItemModelTester>
@@ -304,6 +305,78 @@ private slots:
         QVERIFY(w.lastError().contains(QStringLiteral("heads")));
         QVERIFY(!w.planned().plan);
         QCOMPARE(w.classModel()->rowCount(), 1);
+    }
+
+    void lessonTwoDimensionalMlp()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QSignalSpy laid(&w, &StudioWindow::layoutReady);
+        w.openLesson(2);
+        QVERIFY(laid.wait(30000));
+        QVERIFY(!planned.isEmpty());
+        QCOMPARE(w.planned().plan->mesh.toString(), std::string("4x2 (y, x)"));
+        // B[H2_X, H1_Y]: device 5 sits at row 2, column 1 of the 4x2 grid.
+        QVERIFY(w.selectByName(QStringLiteral("mlp/fc2")));
+        auto *mesh = w.meshView();
+        QCOMPARE(mesh->frame(), 0);
+        QVERIFY2(mesh->caption().contains(QStringLiteral("mlp.fc2.weight[I_x, J_y]")), qPrintable(mesh->caption()));
+        QCOMPARE(mesh->deviceLabel(5), QStringLiteral("1/2 2/4"));
+        QCOMPARE(mesh->deviceLabel(0), QStringLiteral("0/2 0/4"));
+        // fc2's collectives step by step: gathers before the matmul, the
+        // reduce-scatter of the partial output after it.
+        QStringList titles;
+        for (int f = 1; f < mesh->frameCount(); f += 2) {
+            mesh->setFrame(f);
+            titles << mesh->caption();
+        }
+        QVERIFY(mesh->frameCount() >= 3);
+        const QString all = titles.join(QLatin1Char('\n'));
+        QVERIFY2(all.contains(QStringLiteral("all-gather")), qPrintable(all));
+        QVERIFY2(all.contains(QStringLiteral("reduce-scatter")), qPrintable(all));
+        QVERIFY(all.indexOf(QStringLiteral("all-gather")) < all.indexOf(QStringLiteral("reduce-scatter")));
+        // A reduce-scatter's "before" frame holds partial sums on every device.
+        for (int f = 1; f < mesh->frameCount(); f += 2) {
+            mesh->setFrame(f);
+            if (mesh->caption().contains(QStringLiteral("reduce-scatter"))) {
+                QVERIFY(mesh->shownSpec().hasPartial());
+                mesh->next();
+                QVERIFY(!mesh->shownSpec().hasPartial());
+                break;
+            }
+        }
+        mesh->setFrame(0);
+        const QString shot = shotDir() + QStringLiteral("/lesson-mlp-4x2.png");
+        QVERIFY(mesh->exportImage(shot));
+        QVERIFY(!QImage(shot).isNull());
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/lesson-mlp-4x2-window.png")));
+    }
+
+    void lessonColumnThenRow()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QSignalSpy laid(&w, &StudioWindow::layoutReady);
+        w.openLesson(1);
+        QVERIFY(laid.wait(30000));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(30000));
+        // X·B·C with B split by columns and C by rows: the first matmul needs
+        // no collective, the second one all-reduce forward.
+        QVERIFY(w.selectByName(QStringLiteral("first")));
+        QCOMPARE(w.meshView()->frameCount(), 1);
+        QVERIFY(w.meshView()->caption().contains(QStringLiteral("J_model")));
+        QVERIFY(w.selectByName(QStringLiteral("second")));
+        QVERIFY(w.meshView()->caption().contains(QStringLiteral("I_model")));
+        int forwardAllReduces = 0;
+        for (int f = 1; f < w.meshView()->frameCount(); f += 2) {
+            w.meshView()->setFrame(f);
+            forwardAllReduces += w.meshView()->caption().contains(QStringLiteral("forward all-reduce"));
+        }
+        QCOMPARE(forwardAllReduces, 1);
     }
 
     void recentFilesPersist()

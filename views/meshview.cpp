@@ -1,0 +1,270 @@
+#include "meshview.h"
+
+#include "layout/viewgraph.h"
+#include "palette.h"
+#include "sharding/deviceblock.h"
+
+#include <QFile>
+#include <QPainter>
+#include <QPainterPath>
+#include <QSvgGenerator>
+
+#include <cmath>
+
+namespace tapestry::views {
+
+MeshView::MeshView(QWidget *parent) : QWidget(parent)
+{
+    setMinimumSize(320, 220);
+    m_player.setInterval(1200);
+    connect(&m_player, &QTimer::timeout, this, [this] {
+        if (m_frame + 1 >= frameCount())
+            m_player.stop();
+        else
+            next();
+    });
+}
+
+void MeshView::setMesh(const sharding::Mesh &mesh)
+{
+    m_mesh = mesh;
+    update();
+}
+
+void MeshView::setTensor(const QString &name, const ir::Shape &shape, const sharding::ShardingSpec &spec)
+{
+    m_tensor = name;
+    m_shape = shape;
+    m_spec = spec;
+    m_steps.clear();
+    setFrame(0);
+}
+
+void MeshView::setSteps(const QVector<CollectiveStep> &steps)
+{
+    m_steps = steps;
+    setFrame(0);
+}
+
+void MeshView::clear()
+{
+    m_tensor.clear();
+    m_shape.clear();
+    m_steps.clear();
+    setFrame(0);
+}
+
+void MeshView::setFrame(int frame)
+{
+    m_frame = std::clamp(frame, 0, frameCount() - 1);
+    update();
+    emit frameChanged(m_frame);
+}
+
+void MeshView::next()
+{
+    setFrame(m_frame + 1);
+}
+
+void MeshView::previous()
+{
+    setFrame(m_frame - 1);
+}
+
+void MeshView::play(bool on)
+{
+    if (on) {
+        if (m_frame + 1 >= frameCount())
+            setFrame(0);
+        m_player.start();
+    } else {
+        m_player.stop();
+    }
+}
+
+const sharding::ShardingSpec &MeshView::shownSpec() const
+{
+    if (m_frame == 0 || m_steps.isEmpty())
+        return m_spec;
+    const auto &step = m_steps[(m_frame - 1) / 2];
+    return (m_frame - 1) % 2 == 0 ? step.before : step.after;
+}
+
+const QString &MeshView::shownTensor() const
+{
+    return m_frame == 0 || m_steps.isEmpty() ? m_tensor : m_steps[(m_frame - 1) / 2].tensor;
+}
+
+const ir::Shape &MeshView::shownShape() const
+{
+    return m_frame == 0 || m_steps.isEmpty() ? m_shape : m_steps[(m_frame - 1) / 2].shape;
+}
+
+int MeshView::activeAxis() const
+{
+    if (m_frame == 0 || m_steps.isEmpty())
+        return -1;
+    return m_steps[(m_frame - 1) / 2].axis;
+}
+
+QString MeshView::caption() const
+{
+    if (m_tensor.isEmpty())
+        return tr("Select a tensor or a node to see how it lies on the mesh");
+    const QString base = QString::fromStdString(
+        sharding::blockNotation(shownTensor().toStdString(), shownSpec(), static_cast<int>(shownShape().size()), m_mesh));
+    if (m_frame == 0)
+        return tr("%1 as planned · %2 on mesh %3").arg(base, QString::fromStdString(layout::shapeLabel(m_shape)),
+                                                       QString::fromStdString(m_mesh.toString()));
+    const auto &step = m_steps[(m_frame - 1) / 2];
+    return tr("Step %1/%2 %3: %4 — %5 · %6")
+        .arg((m_frame - 1) / 2 + 1)
+        .arg(m_steps.size())
+        .arg((m_frame - 1) % 2 == 0 ? tr("before") : tr("after"), step.title, base, step.detail);
+}
+
+QString MeshView::deviceLabel(int device) const
+{
+    const auto rank = static_cast<int>(shownShape().size());
+    const auto block = sharding::deviceBlock(shownSpec(), rank, m_mesh, device);
+    QString index;
+    for (std::size_t d = 0; d < block.index.size(); ++d)
+        if (block.blocks[d] > 1)
+            index += QStringLiteral("%1%2/%3").arg(index.isEmpty() ? QString() : QStringLiteral(" ")).arg(block.index[d]).arg(block.blocks[d]);
+    return index.isEmpty() ? tr("whole") : index;
+}
+
+void MeshView::paintEvent(QPaintEvent *)
+{
+    QPainter p(this);
+    p.fillRect(rect(), palette().base());
+    paintMesh(p, rect());
+}
+
+void MeshView::paintMesh(QPainter &p, const QRect &area)
+{
+    p.setRenderHint(QPainter::Antialiasing);
+    const QFontMetrics fm(font());
+    p.setPen(palette().color(QPalette::Text));
+    const QRect captionBox(area.left() + 8, area.top() + 4, area.width() - 16, fm.height() * 2 + 4);
+    p.drawText(captionBox, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, caption());
+    if (m_mesh.axes.empty())
+        return;
+    // Rows: every axis but the last; columns: the last axis.
+    const int cols = m_mesh.axes.back().size;
+    const int rows = m_mesh.deviceCount() / cols;
+    const QRect grid = area.adjusted(12, captionBox.height() + 14, -12, -10);
+    const qreal gap = 14;
+    const qreal tileW = (grid.width() - gap * (cols - 1)) / cols;
+    const qreal tileH = std::min<qreal>((grid.height() - gap * (rows - 1)) / rows, tileW * 0.9);
+    const int rank = static_cast<int>(shownShape().size());
+    const auto &spec = shownSpec();
+    auto tileRect = [&](int device) {
+        const int r = device / cols, c = device % cols;
+        return QRectF(grid.left() + c * (tileW + gap), grid.top() + r * (tileH + gap), tileW, tileH);
+    };
+    for (int device = 0; device < m_mesh.deviceCount(); ++device) {
+        const QRectF tile = tileRect(device);
+        p.setPen(QPen(QColor(0x90a4ae), 1));
+        p.setBrush(QColor(0xfafafa));
+        p.drawRoundedRect(tile, 5, 5);
+        const auto coord = sharding::meshCoordinate(m_mesh, device);
+        QString where;
+        for (int c : coord)
+            where += (where.isEmpty() ? QString() : QStringLiteral(",")) + QString::number(c);
+        QFont small = font();
+        small.setPointSizeF(std::max(6.0, font().pointSizeF() - 1.5));
+        p.setFont(small);
+        p.setPen(QColor(0x546e7a));
+        p.drawText(tile.adjusted(4, 2, -4, 0), Qt::AlignLeft | Qt::AlignTop,
+                   tr("dev %1 (%2)").arg(device).arg(where));
+        if (m_tensor.isEmpty() || rank == 0)
+            continue;
+        // The tensor as a rectangle (its last two dims), cut into blocks; this
+        // device's block filled, coloured by which block it is.
+        const auto block = sharding::deviceBlock(spec, rank, m_mesh, device);
+        const std::int64_t rowsBlocks = rank >= 2 ? block.blocks[static_cast<std::size_t>(rank - 2)] : 1;
+        const std::int64_t colBlocks = block.blocks[static_cast<std::size_t>(rank - 1)];
+        const std::int64_t rowIndex = rank >= 2 ? block.index[static_cast<std::size_t>(rank - 2)] : 0;
+        const std::int64_t colIndex = block.index[static_cast<std::size_t>(rank - 1)];
+        const QRectF body = tile.adjusted(8, fm.height() + 4, -8, -fm.height() - 4);
+        p.setPen(QPen(QColor(0xb0bec5), 1));
+        p.setBrush(Qt::white);
+        p.drawRect(body);
+        const qreal bw = body.width() / static_cast<qreal>(colBlocks), bh = body.height() / static_cast<qreal>(rowsBlocks);
+        const QRectF mine(body.left() + static_cast<qreal>(colIndex) * bw, body.top() + static_cast<qreal>(rowIndex) * bh, bw, bh);
+        QColor fill = classColor(static_cast<int>(block.linearIndex()));
+        p.setBrush(fill);
+        p.drawRect(mine);
+        if (!block.partialAxes.empty()) {
+            p.setBrush(QBrush(fill.darker(160), Qt::BDiagPattern));
+            p.drawRect(mine);
+        }
+        for (std::int64_t i = 1; i < colBlocks; ++i)
+            p.drawLine(QPointF(body.left() + static_cast<qreal>(i) * bw, body.top()), QPointF(body.left() + static_cast<qreal>(i) * bw, body.bottom()));
+        for (std::int64_t i = 1; i < rowsBlocks; ++i)
+            p.drawLine(QPointF(body.left(), body.top() + static_cast<qreal>(i) * bh), QPointF(body.right(), body.top() + static_cast<qreal>(i) * bh));
+        p.setPen(QColor(0x263238));
+        const auto local = spec.localShape(shownShape(), m_mesh);
+        p.drawText(tile.adjusted(4, 0, -4, -2), Qt::AlignHCenter | Qt::AlignBottom,
+                   QString::fromStdString(layout::shapeLabel(local)) +
+                       (block.partialAxes.empty() ? QString() : QStringLiteral(" Σ")));
+        p.setFont(font());
+    }
+    // Arrows along the axis the current collective runs over, ring order.
+    const int axis = activeAxis();
+    if (axis < 0 || axis >= m_mesh.rank())
+        return;
+    p.setPen(QPen(QColor(0xe65100), 2));
+    for (int device = 0; device < m_mesh.deviceCount(); ++device) {
+        auto coord = sharding::meshCoordinate(m_mesh, device);
+        const auto a = static_cast<std::size_t>(axis);
+        coord[a] = (coord[a] + 1) % m_mesh.axes[a].size;
+        if (coord[a] == 0 && m_mesh.axes[a].size <= 2 && sharding::meshCoordinate(m_mesh, device)[a] == 1)
+            continue;  // a ring of two is one exchange
+        int to = 0;
+        for (std::size_t k = 0; k < coord.size(); ++k)
+            to = to * m_mesh.axes[k].size + coord[k];
+        const QPointF from = tileRect(device).center(), target = tileRect(to).center();
+        QPainterPath path(from);
+        const QPointF mid = (from + target) / 2 + QPointF(0, -12);
+        path.quadTo(mid, target);
+        p.setBrush(Qt::NoBrush);
+        p.drawPath(path);
+        const double angle = std::atan2(target.y() - mid.y(), target.x() - mid.x());
+        QPolygonF head;
+        head << target << target - QPointF(std::cos(angle - 0.4) * 9, std::sin(angle - 0.4) * 9)
+             << target - QPointF(std::cos(angle + 0.4) * 9, std::sin(angle + 0.4) * 9);
+        p.setBrush(QColor(0xe65100));
+        p.drawPolygon(head);
+    }
+}
+
+bool MeshView::exportImage(const QString &path)
+{
+    const QRect area(0, 0, std::max(width(), 640), std::max(height(), 400));
+    if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+        QSvgGenerator svg;
+        svg.setFileName(path + QStringLiteral(".part"));
+        svg.setSize(area.size());
+        svg.setViewBox(area);
+        QPainter p;
+        if (!p.begin(&svg))
+            return false;
+        paintMesh(p, area);
+        p.end();
+    } else {
+        QImage image(area.size() * 2, QImage::Format_ARGB32);
+        image.fill(Qt::white);
+        QPainter p(&image);
+        p.scale(2, 2);
+        paintMesh(p, area);
+        p.end();
+        if (!image.save(path + QStringLiteral(".part"), "PNG"))
+            return false;
+    }
+    QFile::remove(path);
+    return QFile::rename(path + QStringLiteral(".part"), path);
+}
+
+} // namespace tapestry::views

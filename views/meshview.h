@@ -1,0 +1,77 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
+
+#include <QTimer>
+#include <QWidget>
+
+namespace tapestry::views {
+
+// One collective as the mesh view steps through it: the tensor's blocks
+// before and after, the axis it runs over, the bytes it moves.
+struct CollectiveStep {
+    QString title;  // "forward all-reduce over model"
+    QString detail; // "3.0 MB per device · partial sum → replicated"
+    int axis = 0;
+    QString tensor;  // the tensor it moves (or whose gradient it moves)
+    ir::Shape shape;
+    sharding::ShardingSpec before;
+    sharding::ShardingSpec after;
+};
+
+// The device mesh drawn in its real shape (8 in a row, 4x2 as four rows of
+// two), each device a tile showing which block of the selected tensor it
+// holds: one colour per distinct block, replicas share a colour, partial
+// sums hatched. With collective steps, Next/Prev (and Play) walk through
+// them: the blocks before, then after, with arrows along the axis.
+class MeshView : public QWidget {
+    Q_OBJECT
+public:
+    explicit MeshView(QWidget *parent = nullptr);
+
+    void setMesh(const sharding::Mesh &mesh);
+    void setTensor(const QString &name, const ir::Shape &shape, const sharding::ShardingSpec &spec);
+    void setSteps(const QVector<CollectiveStep> &steps);
+    void clear();
+
+    // Frames: 0 shows the tensor as planned; each step then has a "before"
+    // and an "after" frame.
+    int frameCount() const { return 1 + 2 * static_cast<int>(m_steps.size()); }
+    int frame() const { return m_frame; }
+    void setFrame(int frame);
+    void next();
+    void previous();
+    void play(bool on);
+    QString caption() const;
+    // The spec shown in the current frame.
+    const sharding::ShardingSpec &shownSpec() const;
+    const QString &shownTensor() const;
+    const ir::Shape &shownShape() const;
+    // Notation of the block `device` holds in the current frame.
+    QString deviceLabel(int device) const;
+    bool exportImage(const QString &path);
+
+    QSize sizeHint() const override { return {520, 320}; }
+
+signals:
+    void frameChanged(int frame);
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+
+private:
+    void paintMesh(QPainter &p, const QRect &area);
+    int activeAxis() const;
+
+    sharding::Mesh m_mesh;
+    QString m_tensor;
+    ir::Shape m_shape;
+    sharding::ShardingSpec m_spec;
+    QVector<CollectiveStep> m_steps;
+    int m_frame = 0;
+    QTimer m_player;
+};
+
+} // namespace tapestry::views
