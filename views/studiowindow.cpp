@@ -9,6 +9,8 @@
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "meshview.h"
+#include "planeditcommand.h"
+#include "search/explain.h"
 #include "sharding/deviceblock.h"
 #include "ir/error.h"
 #include "zoodialog.h"
@@ -33,6 +35,7 @@
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTableView>
+#include <QUndoStack>
 #include <QToolBar>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -51,7 +54,8 @@ StudioWindow::StudioWindow(QWidget *parent)
       m_classTable(new QTableView(this)), m_classModel(new ClassListModel(this)),
       m_classProxy(new QSortFilterProxyModel(this)), m_find(new QLineEdit(this)),
       m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this)), m_meshView(new MeshView(this))
+      m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this)), m_meshView(new MeshView(this)),
+      m_undo(new QUndoStack(this))
 {
     qRegisterMetaType<PlannedModel>();
     qRegisterMetaType<LoadedModel>();
@@ -126,6 +130,19 @@ StudioWindow::StudioWindow(QWidget *parent)
     meshDock->setObjectName(QStringLiteral("mesh"));
     meshDock->setWidget(meshPanel);
     addDockWidget(Qt::RightDockWidgetArea, meshDock);
+    connect(m_inspector, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem *item) {
+        if (!item || !item->data(0, Qt::UserRole + 1).isValid())
+            return;
+        const std::string tensor = item->data(0, Qt::UserRole + 1).toString().toStdString();
+        const auto index = static_cast<std::size_t>(item->data(0, Qt::UserRole + 2).toInt());
+        try {
+            const auto explanation = explainer()->explainTensor(tensor);
+            if (index < explanation.alternatives.size())
+                pinTensor(tensor, explanation.alternatives[index].spec);
+        } catch (const std::exception &e) {
+            showError(QString::fromUtf8(e.what()));
+        }
+    });
     connect(m_inspector, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem *item) {
         if (item && item->data(0, Qt::UserRole).isValid())
             showOnMesh(ir::TensorId(item->data(0, Qt::UserRole).toInt()));
@@ -182,6 +199,7 @@ StudioWindow::StudioWindow(QWidget *parent)
             emit planFailed(planned.error);
             return;
         }
+        m_undo->clear();
         adoptPlan(planned);
     });
 
@@ -197,6 +215,7 @@ StudioWindow::StudioWindow(QWidget *parent)
 
 StudioWindow::~StudioWindow()
 {
+    m_explainer.reset();
     m_graph->disconnect(this);
     if (m_cancelFlag)
         m_cancelFlag->store(true);
@@ -235,6 +254,14 @@ void StudioWindow::createActions()
     file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows)->setShortcut(QKeySequence::Quit);
 
     auto *edit = menuBar()->addMenu(tr("&Edit"));
+    auto *undo = m_undo->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    auto *redo = m_undo->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    edit->addAction(undo);
+    edit->addAction(redo);
+    edit->addAction(tr("Reset to &derived plan"), this, [this] { m_undo->setIndex(0); });
+    edit->addSeparator();
     auto *find = edit->addAction(tr("&Find…"), this, [this] {
         m_find->setFocus();
         m_find->selectAll();
@@ -336,6 +363,21 @@ void StudioWindow::derivePlan()
 void StudioWindow::adoptPlan(const PlannedModel &planned)
 {
     m_planned = planned;
+    m_explainer.reset();
+    QSet<int> pinned;
+    for (const auto &[name, tp] : planned.plan->specs) {
+        if (tp.source != plan::SpecSource::Override)
+            continue;
+        const auto t = m_document.graph->findTensor(name);
+        if (!t || m_document.graph->tensor(*t).role != ir::Role::Parameter)
+            continue;
+        for (auto consumer : m_document.graph->tensor(*t).consumers) {
+            const int v = m_graph->viewNodeOf(m_document.coarse->nodeOf(consumer));
+            if (v >= 0)
+                pinned.insert(v);
+        }
+    }
+    m_graph->setPinnedNodes(pinned);
     const auto &p = *planned.plan;
     m_costBar->setCost(p.cost, QStringLiteral("%1 on %2 ·").arg(QString::fromStdString(p.method),
                                                                   QString::fromStdString(p.mesh.toString())));
@@ -368,6 +410,84 @@ bool StudioWindow::savePlan(const QString &path)
     }
 }
 
+search::Explainer *StudioWindow::explainer()
+{
+    if (!m_explainer && m_planned.plan)
+        m_explainer = std::make_unique<search::Explainer>(*m_document.graph, *m_planned.plan, m_document.source.toStdString());
+    return m_explainer.get();
+}
+
+void StudioWindow::showPlan(const std::shared_ptr<const plan::Plan> &p)
+{
+    adoptPlan(groupPlan(m_document, *p));
+}
+
+bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::ShardingSpec &spec, bool wholeClass)
+{
+    if (!m_planned.plan)
+        return false;
+    try {
+        const auto explanation = explainer()->explainTensor(tensorName);
+        const search::Alternative *alt = nullptr;
+        for (const auto &a : explanation.alternatives)
+            if (a.spec == spec)
+                alt = &a;
+        if (!alt)
+            throw TapestryError(Error{tensorName, {}, "spec " + spec.toPlacements() + " is not a legal choice here"});
+        auto edited = std::make_shared<plan::Plan>(*m_planned.plan);
+        edited->method = m_planned.plan->method;
+        auto apply = [&](const std::string &name, const sharding::ShardingSpec &s) {
+            edited->specs[name] = plan::TensorPlan{s, plan::SpecSource::Override};
+        };
+        for (const auto &[name, s] : alt->changes)
+            apply(name, s);
+        apply(tensorName, spec);
+        if (wholeClass) {
+            // The same change in every other instance of the tensor's class:
+            // walk the instances' ops side by side.
+            const auto t = m_document.graph->findTensor(tensorName);
+            const auto &g = *m_document.graph;
+            for (const auto &cls : m_document.classes->classes) {
+                std::size_t home = cls.instances.size();
+                for (std::size_t i = 0; i < cls.instances.size(); ++i)
+                    for (auto p : cls.instances[i].parameters)
+                        if (t && p == *t)
+                            home = i;
+                if (home == cls.instances.size())
+                    continue;
+                const auto &ops = cls.instances[home].ops;
+                for (std::size_t j = 0; j < cls.instances.size(); ++j) {
+                    if (j == home || cls.instances[j].ops.size() != ops.size())
+                        continue;
+                    std::map<std::string, std::string> counterpart;
+                    for (std::size_t k = 0; k < ops.size(); ++k) {
+                        const auto &a = g.op(ops[k]);
+                        const auto &b = g.op(cls.instances[j].ops[k]);
+                        for (std::size_t x = 0; x < a.inputs.size() && x < b.inputs.size(); ++x)
+                            counterpart.emplace(g.tensor(a.inputs[x]).name, g.tensor(b.inputs[x]).name);
+                        for (std::size_t x = 0; x < a.outputs.size() && x < b.outputs.size(); ++x)
+                            counterpart.emplace(g.tensor(a.outputs[x]).name, g.tensor(b.outputs[x]).name);
+                    }
+                    for (const auto &[name, s] : alt->changes)
+                        if (auto it = counterpart.find(name); it != counterpart.end())
+                            apply(it->second, s);
+                    if (auto it = counterpart.find(tensorName); it != counterpart.end())
+                        apply(it->second, spec);
+                }
+                break;
+            }
+        }
+        plan::recostPlan(*edited, *m_document.graph, m_document.source.toStdString());
+        m_undo->push(new PlanEditCommand(tr("Pin %1 to %2").arg(QString::fromStdString(tensorName),
+                                                                 QString::fromStdString(spec.toPlacements())),
+                                         m_planned.plan, edited, [this](const auto &p) { showPlan(p); }));
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
 bool StudioWindow::openPlanFile(const QString &path)
 {
     if (!m_document.graph)
@@ -375,6 +495,7 @@ bool StudioWindow::openPlanFile(const QString &path)
     try {
         plan::Plan p = plan::readPlanFile(path.toStdString());
         plan::recostPlan(p, *m_document.graph, path.toStdString());
+        m_undo->clear();
         adoptPlan(groupPlan(m_document, std::move(p)));
         return true;
     } catch (const std::exception &e) {
@@ -593,6 +714,28 @@ void StudioWindow::installInspectorSections()
                                                         QLocale::DataSizeTraditionalFormat));
         item->setText(1, item->text(1) + QStringLiteral("  ") + QString::fromStdString(spec.toPlacements()));
         sharding->setExpanded(true);
+        if (tensor.role != ir::Role::Parameter || tensor.shape.size() < 2)
+            return;
+        // Why this spec and not another: every legal spec with its cost
+        // delta; double-click one to pin it.
+        try {
+            const auto explanation = explainer()->explainTensor(tensor.name);
+            auto *alternatives = m_inspector->addRow(item, tr("Alternatives"),
+                                                     tr("%1 — double-click one to pin it").arg(explanation.alternatives.size()));
+            for (std::size_t i = 0; i < explanation.alternatives.size(); ++i) {
+                const auto &alt = explanation.alternatives[i];
+                auto *row = m_inspector->addRow(alternatives,
+                                                QString::fromStdString(alt.spec.toPlacements()) +
+                                                    (alt.chosen ? tr("  ✓ chosen") : QString()),
+                                                QString::fromStdString(alt.summary));
+                row->setData(0, Qt::UserRole + 1, QString::fromStdString(tensor.name));
+                row->setData(0, Qt::UserRole + 2, static_cast<int>(i));
+                if (!alt.fits)
+                    row->setForeground(1, QColor(0xc62828));
+            }
+        } catch (const std::exception &e) {
+            m_inspector->addRow(item, tr("Alternatives"), QString::fromUtf8(e.what()));
+        }
     });
     m_inspector->setNodeSection([this](passes::NodeId node, QTreeWidget *) {
         if (!m_planned.plan)

@@ -8,6 +8,7 @@
 #include <QMainWindow>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,12 @@ class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
 class QTableView;
+class QTreeWidgetItem;
+class QUndoStack;
+
+namespace tapestry::search {
+class Explainer;
+}
 
 namespace tapestry::views {
 
@@ -79,6 +86,12 @@ public:
     // on the mesh view.
     void showOnMesh(ir::TensorId tensor);
     void showNodeOnMesh(passes::NodeId node);
+
+    // Pins `spec` on a tensor (marked override in the plan) and re-costs; with
+    // `wholeClass` the same tensor of every instance of its class is pinned
+    // too. Undoable. False with the error shown when the spec is not legal.
+    bool pinTensor(const std::string &tensor, const sharding::ShardingSpec &spec, bool wholeClass = true);
+    QUndoStack *undoStack() const { return m_undo; }
     enum class Colouring { ByClass, BySharding, ByCost };
     void setColouring(Colouring colouring);
 
@@ -126,6 +139,10 @@ private:
     CostSummaryBar *m_costBar;
     MeshView *m_meshView;
     QString m_pendingPlanFile;
+    QUndoStack *m_undo;
+    std::unique_ptr<search::Explainer> m_explainer;
+    void showPlan(const std::shared_ptr<const plan::Plan> &plan);
+    search::Explainer *explainer();
     QComboBox *m_method = nullptr;
     QComboBox *m_mesh = nullptr;
     QComboBox *m_profile = nullptr;

@@ -3,6 +3,7 @@
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "meshview.h"
+#include "plan/planjson.h"
 #include "studiowindow.h"
 
 #include <QAbstractItemModelTester>
@@ -14,6 +15,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QUndoStack>
 #include <QTreeWidgetItemIterator>
 
 using namespace tapestry::views;
@@ -377,6 +379,52 @@ private slots:
             forwardAllReduces += w.meshView()->caption().contains(QStringLiteral("forward all-reduce"));
         }
         QCOMPARE(forwardAllReduces, 1);
+    }
+
+    void pinMovesCostAndUndoRestores()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100")});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        const auto derived = w.planned().plan;
+        const std::string derivedJson = tapestry::plan::writePlanJson(*derived);
+        auto forwardAllReduces = [](const tapestry::plan::Plan &p) {
+            int n = 0;
+            for (const auto &c : p.cost.collectives)
+                n += c.phase == tapestry::cost::Phase::Forward && c.kind == tapestry::sharding::CollectiveKind::AllReduce;
+            return n;
+        };
+        // fc_in is column-parallel in Megatron's plan; pin it to split rows.
+        tapestry::sharding::ShardingSpec rows{{tapestry::sharding::Placement::shard(0)}};
+        QVERIFY(w.pinTensor("transformer.h.0.mlp.fc_in.weight", rows));
+        const auto pinned = w.planned().plan;
+        QVERIFY(pinned != derived);
+        QVERIFY(pinned->specs.at("transformer.h.0.mlp.fc_in.weight").spec == rows);
+        QVERIFY(pinned->specs.at("transformer.h.0.mlp.fc_in.weight").source == tapestry::plan::SpecSource::Override);
+        // The whole class follows: layer 1 is pinned too.
+        QVERIFY(pinned->specs.at("transformer.h.1.mlp.fc_in.weight").spec == rows);
+        QVERIFY(pinned->cost.stepTime != derived->cost.stepTime);
+        QVERIFY(forwardAllReduces(*pinned) > forwardAllReduces(*derived));
+        QVERIFY(w.costBar()->text().contains(QStringLiteral("%1").arg(pinned->cost.stepTime * 1e3, 0, 'f', 2)));
+        const std::string pinnedJson = tapestry::plan::writePlanJson(*pinned);
+        // Undo restores the derived plan bit for bit, redo the pinned one.
+        w.undoStack()->undo();
+        QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), derivedJson);
+        w.undoStack()->redo();
+        QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), pinnedJson);
+        // An illegal spec is refused and changes nothing.
+        tapestry::sharding::ShardingSpec bad{{tapestry::sharding::Placement::shard(5)}};
+        QVERIFY(!w.pinTensor("transformer.h.0.mlp.fc_in.weight", bad));
+        QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), pinnedJson);
+        // Pinned nodes carry the pin badge.
+        bool badge = false;
+        for (auto *node : w.graphPanel()->scene()->canvasNodes())
+            badge = badge || node->style().pinned;
+        QVERIFY(badge);
     }
 
     void recentFilesPersist()
