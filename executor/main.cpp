@@ -1,3 +1,4 @@
+#include "calibration.h"
 #include "collectivesselftest.h"
 #include "communicator.h"
 #include "interpreter.h"
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -27,6 +30,7 @@ constexpr const char *kUsage =
     "       mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
     "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
     "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
+    "       mpirun -np N tapestry-exec --calibrate FILE|- [--name NAME]\n"
     "\n"
     "  --model MODEL       a zoo preset (zoo:gpt2?layers=2), .onnx, .json or config.json\n"
     "  --batch B, --seq S  bind the batch and sequence dims\n"
@@ -53,6 +57,10 @@ constexpr const char *kUsage =
     "  --self-test collectives  check all-reduce, all-gather, reduce-scatter and\n"
     "                      all-to-all on every axis of --mesh (its size is the rank count)\n"
     "  --fail-rank R       with --self-test: rank R fails on purpose (the job must end)\n"
+    "  --calibrate FILE    measure this machine (sgemm FLOP/s per rank with all ranks busy,\n"
+    "                      all-reduce latency and bus bandwidth) and write a\n"
+    "                      tapestry.mesh-profile to FILE ('-': stdout); 2+ ranks per host\n"
+    "  --name NAME         the profile's name (default: FILE's stem, or 'calibrated')\n"
     "\n"
     "OpenBLAS runs one thread per rank unless OPENBLAS_NUM_THREADS says otherwise.\n"
     "Exit codes: 0 success, 1 a failed check, 2 bad input or usage.\n";
@@ -65,6 +73,8 @@ struct Options {
     exec::Optimizer optimizer = exec::Optimizer::Sgd;
     std::optional<float> learningRate;
     std::string selfTest;
+    std::string calibrate;
+    std::string profileName;
     std::string mesh;
     int failRank = -1;
     std::string plan;
@@ -134,7 +144,11 @@ Options parseOptions(int argc, char **argv)
             o.selfTest = value();
             if (o.selfTest != "collectives")
                 throw UsageError{"--self-test knows 'collectives', got '" + o.selfTest + "'"};
-        } else if (arg == "--mesh")
+        } else if (arg == "--calibrate")
+            o.calibrate = value();
+        else if (arg == "--name")
+            o.profileName = value();
+        else if (arg == "--mesh")
             o.mesh = value();
         else if (arg == "--fail-rank")
             o.failRank = static_cast<int>(parseInt(arg, value(), 0));
@@ -159,7 +173,12 @@ Options parseOptions(int argc, char **argv)
     }
     if (o.help)
         return o;
-    if (!o.selfTest.empty()) {
+    if (!o.calibrate.empty()) {
+        if (!o.model.empty() || !o.selfTest.empty() || !o.plan.empty() || o.steps)
+            throw UsageError{"--calibrate runs alone: no --model, --plan, --steps or --self-test"};
+    } else if (!o.profileName.empty()) {
+        throw UsageError{"--name only goes with --calibrate"};
+    } else if (!o.selfTest.empty()) {
         if (o.mesh.empty())
             throw UsageError{"--self-test collectives needs --mesh (e.g. 2x2)"};
         if (!o.model.empty() || o.steps)
@@ -240,6 +259,43 @@ int train(exec::Interpreter &interpreter, const Options &o, int steps)
     return 0;
 }
 
+// --calibrate: every rank measures, rank 0 writes the profile (to a
+// temporary name renamed into place, so no half-written profile is left).
+int calibrate(const Options &o, int rank)
+{
+    int rc = 0;
+    try {
+        exec::Communicator world = exec::Communicator::world();
+        std::string name = o.profileName;
+        if (name.empty()) {
+            const std::string file = o.calibrate.substr(o.calibrate.find_last_of('/') + 1);
+            name = o.calibrate == "-" ? "calibrated" : file.substr(0, file.rfind(".json"));
+        }
+        const nlohmann::json profile = exec::calibrateMeshProfile(world, name);
+        if (rank == 0) {
+            if (o.calibrate == "-") {
+                std::cout << profile.dump(2) << '\n';
+            } else {
+                const std::string tmp = o.calibrate + ".tmp";
+                std::ofstream f(tmp);
+                f << profile.dump(2) << '\n';
+                f.close();
+                if (!f || std::rename(tmp.c_str(), o.calibrate.c_str()) != 0) {
+                    std::remove(tmp.c_str());
+                    throw TapestryError(Error{o.calibrate, {}, "cannot write the profile"});
+                }
+                std::cerr << "tapestry-exec: wrote " << o.calibrate << '\n';
+            }
+        }
+    } catch (const TapestryError &e) {
+        rc = 2;
+        if (rank == 0)
+            std::cerr << "tapestry-exec: " << e.what() << '\n';
+    }
+    MPI_Finalize();
+    return rc;
+}
+
 } // namespace
 
 // tapestry-exec: runs on MPI ranks. Set-up errors (usage, model, mesh) are
@@ -274,6 +330,9 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
+
+    if (!o.calibrate.empty())
+        return calibrate(o, rank);
 
     if (!o.plan.empty()) {
         exec::PlanRunOptions run;

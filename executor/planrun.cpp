@@ -108,6 +108,10 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
 
     const double tokens = static_cast<double>(program.tokensPerStep());
     const double flops = program.flopsPerStep();
+    nlohmann::json gemms = nlohmann::json::array();
+    for (const kernels::GemmCall &c : program.gemmsPerStep())
+        gemms.push_back({{"trans_a", c.transA}, {"trans_b", c.transB}, {"m", c.m}, {"n", c.n}, {"k", c.k},
+                         {"calls", c.count}});
     if (root && o.report)
         out << nlohmann::json{{"event", "start"},
                               {"model", o.model},
@@ -118,6 +122,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
                               {"objective", program.objective() == Objective::Loss ? "loss" : "sum_of_squares"},
                               {"tokens_per_step", program.tokensPerStep()},
                               {"flops_per_step_per_rank", flops},
+                              {"gemms_per_step_per_rank", gemms},
                               {"arena_bytes_per_rank", program.arenaBytes()},
                               {"plan_all_reduces", program.planAllReduces()},
                               {"predicted_step_time_s", predicted},
@@ -146,11 +151,13 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
             program.update();
         }
         double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
+        double gemmTotal = 0.0, otherTotal = 0.0;
         float first = 0.0f, last = 0.0f;
         CollectiveStats all;
         for (int s = 1; s <= o.steps; ++s) {
             for (std::size_t a = 0; a < shape.size(); ++a)
                 mesh.axis(a).resetStats();
+            program.resetKernelTimes();
             MPI_Barrier(world.handle());
             const auto t0 = Clock::now();
             const float loss = program.forward();
@@ -164,6 +171,9 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
             forwardTotal += seconds(t0, t1);
             backwardTotal += seconds(t1, t2);
             updateTotal += seconds(t2, t3);
+            const ShardedProgram::KernelTimes kernels = program.kernelTimes();
+            gemmTotal += kernels.gemm;
+            otherTotal += kernels.other;
             if (s == 1)
                 first = loss;
             last = loss;
@@ -185,9 +195,12 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
                                       {"backward_s", seconds(t1, t2)},
                                       {"update_s", seconds(t2, t3)},
                                       {"comm_s", commSeconds(stats)},
+                                      {"gemm_s", kernels.gemm},
+                                      {"other_kernels_s", kernels.other},
                                       {"collectives", statsJson(stats, 1.0)},
                                       {"tokens_per_s", tokens / step},
-                                      {"gflops_per_rank", flops / step * 1e-9}}
+                                      {"gflops_per_rank", flops / step * 1e-9},
+                                      {"gemm_gflops_per_rank", kernels.gemm > 0 ? flops / kernels.gemm * 1e-9 : 0.0}}
                            .dump()
                     << '\n'
                     << std::flush;
@@ -211,9 +224,12 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
                                    {"backward_s", backwardTotal / o.steps},
                                    {"update_s", updateTotal / o.steps},
                                    {"comm_s", commSeconds(all) / o.steps},
+                                   {"gemm_s", gemmTotal / o.steps},
+                                   {"other_kernels_s", otherTotal / o.steps},
                                    {"collectives", statsJson(all, o.steps)},
                                    {"tokens_per_s", tokens * o.steps / total},
                                    {"gflops_per_rank", flops * o.steps / total * 1e-9},
+                                   {"gemm_gflops_per_rank", gemmTotal > 0 ? flops * o.steps / gemmTotal * 1e-9 : 0.0},
                                    {"predicted_step_time_s", predicted},
                                    {"mesh_profile", o.meshProfile},
                                    {"predicted_over_measured", predicted / (total / o.steps)}};

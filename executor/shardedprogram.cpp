@@ -18,6 +18,7 @@
 #include "sharding/strategy.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace tapestry::exec {
@@ -484,11 +485,17 @@ void ShardedProgram::run(const std::vector<Action> &actions)
             runStep(m_steps[a.index], m_auxStep[a.index]);
             break;
         case Action::Type::Forward:
-            runForward(m_ops[a.index]);
+        case Action::Type::Backward: {
+            const OpStep &op = m_ops[a.index];
+            const auto t0 = std::chrono::steady_clock::now();
+            if (a.type == Action::Type::Forward)
+                runForward(op);
+            else
+                runBackward(op);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            (op.kind == Kind::MatMul ? m_kernelTimes.gemm : m_kernelTimes.other) += s;
             break;
-        case Action::Type::Backward:
-            runBackward(m_ops[a.index]);
-            break;
+        }
         case Action::Type::AddInto: {
             const TensorView &src = m_buffers.view(a.src), &dst = m_buffers.view(a.dst);
             const std::int64_t n = dst.size();
@@ -577,6 +584,37 @@ TensorView ShardedProgram::gatherGradient(const std::string &parameter)
         }
     throw TapestryError(Error{m_graph.name, "tensor '" + parameter + "'",
                               "no gathered gradient (a trained parameter, with gatherGradients set)"});
+}
+
+std::vector<kernels::GemmCall> ShardedProgram::gemmsPerStep() const
+{
+    std::vector<kernels::GemmCall> calls;
+    auto add = [&](const std::vector<Action> &actions) {
+        for (const Action &a : actions) {
+            if (a.type != Action::Type::Forward && a.type != Action::Type::Backward)
+                continue;
+            const OpStep &op = m_ops[a.index];
+            if (op.kind != Kind::MatMul)
+                continue;
+            const bool backward = a.type == Action::Type::Backward;
+            for (const kernels::GemmCall &c :
+                 kernels::matmulGemms(m_buffers.shape(op.out[0]), m_buffers.shape(op.in[0]),
+                                      m_buffers.shape(op.in[1]), backward, op.din[0] != kNoSlot,
+                                      op.din[1] != kNoSlot)) {
+                auto same = std::find_if(calls.begin(), calls.end(), [&](const kernels::GemmCall &e) {
+                    return e.transA == c.transA && e.transB == c.transB && e.m == c.m && e.n == c.n &&
+                           e.k == c.k;
+                });
+                if (same == calls.end())
+                    calls.push_back(c);
+                else
+                    same->count += c.count;
+            }
+        }
+    };
+    add(m_forward);
+    add(m_backward);
+    return calls;
 }
 
 void ShardedProgram::runForward(const OpStep &op)

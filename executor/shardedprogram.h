@@ -2,6 +2,7 @@
 
 #include "buffertable.h"
 #include "interpreter.h"
+#include "kernels/matmul.h"
 #include "rankmesh.h"
 #include "reshardsteps.h"
 #include "tensorview.h"
@@ -66,6 +67,19 @@ public:
     TensorView gatherGradient(const std::string &parameter);
 
     double flopsPerStep() const { return m_flops; }            // this rank's matmuls
+    // Seconds this rank spent inside op kernels since the last reset, by
+    // family: the GEMMs (OpenBLAS) apart from everything else (norms,
+    // softmax, elementwise, layout copies), so that the GEMM rate is
+    // measured on the GEMMs alone and the rest is visible to the cost model.
+    // `other` includes the few scalar-per-token all-reduces inside the
+    // vocab-parallel loss, which the collective statistics count too.
+    struct KernelTimes {
+        double gemm = 0.0, other = 0.0;
+    };
+    // The GEMMs of one step (forward and backward), equal shapes merged.
+    std::vector<kernels::GemmCall> gemmsPerStep() const;
+    const KernelTimes &kernelTimes() const { return m_kernelTimes; }
+    void resetKernelTimes() { m_kernelTimes = {}; }
     std::int64_t tokensPerStep() const { return m_tokens; }    // the whole job's
     std::int64_t arenaBytes() const { return m_buffers.bytes(); }
     int planAllReduces() const { return m_allReduces; }        // per step
@@ -143,6 +157,7 @@ private:
     std::vector<Parameter> m_parameters;
     std::int64_t m_updates = 0;
     double m_flops = 0.0;
+    KernelTimes m_kernelTimes;
     std::int64_t m_tokens = 0;
     int m_allReduces = 0;
 };

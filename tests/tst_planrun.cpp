@@ -145,6 +145,20 @@ void TestPlanRun::verifiedRun()
     QCOMPARE(summary.value(QStringLiteral("ranks")).toInt(), ranks);
     QVERIFY(summary.value(QStringLiteral("tokens_per_s")).toDouble() > 0);
     QVERIFY(summary.value(QStringLiteral("predicted_step_time_s")).toDouble() > 0);
+    // Kernel time is part of the step, and the GEMMs listed for a benchmark
+    // to replay are exactly the FLOPs the rate is computed from.
+    const double gemm = summary.value(QStringLiteral("gemm_s")).toDouble();
+    QVERIFY(gemm > 0);
+    QVERIFY(gemm + summary.value(QStringLiteral("other_kernels_s")).toDouble() <=
+            summary.value(QStringLiteral("step_time_s")).toDouble());
+    const QJsonObject start = lastJsonLine(r.out, QStringLiteral("start"));
+    double gemmFlops = 0;
+    for (const QJsonValue g : start.value(QStringLiteral("gemms_per_step_per_rank")).toArray()) {
+        const QJsonObject c = g.toObject();
+        gemmFlops += 2.0 * c.value(QStringLiteral("m")).toDouble() * c.value(QStringLiteral("n")).toDouble() *
+                     c.value(QStringLiteral("k")).toDouble() * c.value(QStringLiteral("calls")).toDouble();
+    }
+    QCOMPARE(gemmFlops, start.value(QStringLiteral("flops_per_step_per_rank")).toDouble());
     const QJsonObject collectives = summary.value(QStringLiteral("collectives")).toObject();
     if (allReduces >= 0) {
         // Megatron's plans: every collective of a step is an all-reduce, as many as the plan lists.

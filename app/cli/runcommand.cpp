@@ -87,7 +87,9 @@ void printSummary(const nlohmann::json &start, const nlohmann::json &summary, st
         << "predicted   " << ms(predicted) << " (" << summary.value("mesh_profile", "") << " profile), "
         << human(100.0 * predicted / measured) << "% of measured\n"
         << "throughput  " << human(summary.value("tokens_per_s", 0.0)) << " tokens/s, "
-        << human(summary.value("gflops_per_rank", 0.0)) << " GFLOP/s per rank\n";
+        << human(summary.value("gflops_per_rank", 0.0)) << " GFLOP/s per rank over the step, "
+        << human(summary.value("gemm_gflops_per_rank", 0.0)) << " inside the GEMMs (" << ms(summary.value("gemm_s", 0.0))
+        << "; other kernels " << ms(summary.value("other_kernels_s", 0.0)) << ")\n";
     if (summary.contains("collectives") && !summary["collectives"].empty()) {
         out << "\ncollectives per step (rank 0)\n  kind              calls        bytes         time\n";
         for (const auto &[kind, e] : summary["collectives"].items()) {
@@ -200,6 +202,9 @@ int runRun(const Args &args)
                            {"ranks", summary["ranks"]},
                            {"tokens_per_s", summary["tokens_per_s"]},
                            {"gflops_per_rank", summary["gflops_per_rank"]},
+                           {"gemm_gflops_per_rank", summary.value("gemm_gflops_per_rank", 0.0)},
+                           {"gemm_s", summary.value("gemm_s", 0.0)},
+                           {"other_kernels_s", summary.value("other_kernels_s", 0.0)},
                            {"measured_step_time_s", measured},
                            {"predicted_step_time_s", summary["predicted_step_time_s"]},
                            {"mesh_profile", summary["mesh_profile"]},

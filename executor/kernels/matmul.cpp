@@ -92,6 +92,29 @@ void matmulBackward(const TensorView &dout, const TensorView &a, const TensorVie
     });
 }
 
+std::vector<GemmCall> matmulGemms(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b, bool backward,
+                                  bool wantDa, bool wantDb)
+{
+    const std::int64_t K = a.back(), N = b.back();
+    std::int64_t M = a[a.size() - 2], count = 1;
+    if (b.size() == 2) {
+        M = 1;
+        for (std::size_t i = 0; i + 1 < a.size(); ++i)
+            M *= a[i];
+    } else {
+        for (std::size_t i = 0; i + 2 < out.size(); ++i)
+            count *= out[i];
+    }
+    if (!backward)
+        return {{false, false, M, N, K, count}};
+    std::vector<GemmCall> calls;
+    if (wantDa)
+        calls.push_back({false, true, M, K, N, count});
+    if (wantDb)
+        calls.push_back({true, false, K, N, M, count});
+    return calls;
+}
+
 double matmulFlops(const TensorView &out, const TensorView &a)
 {
     return 2.0 * static_cast<double>(out.size()) * static_cast<double>(a.cols());

@@ -2,6 +2,8 @@
 
 #include "tensorview.h"
 
+#include <vector>
+
 namespace tapestry::exec::kernels {
 
 // out = a · b with numpy matmul semantics: a[..., M, K], b[..., K, N],
@@ -14,6 +16,18 @@ void matmulForward(const TensorView &out, const TensorView &a, const TensorView 
 // was broadcast along. A view without data is skipped (no gradient wanted).
 void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b,
                     const TensorView &da, const TensorView &db);
+
+// One cblas_sgemm shape the kernels above issue (row-major), `count` times.
+struct GemmCall {
+    bool transA = false, transB = false;
+    std::int64_t m = 0, n = 0, k = 0, count = 1;
+};
+
+// The GEMMs matmulForward (`backward` false) or matmulBackward (with the
+// gradients wanted) issue for these shapes, so that a benchmark can time
+// OpenBLAS alone on exactly the calls a step makes.
+std::vector<GemmCall> matmulGemms(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b, bool backward,
+                                  bool wantDa, bool wantDb);
 
 // Multiply-adds of the forward product times two.
 double matmulFlops(const TensorView &out, const TensorView &a);
