@@ -1,0 +1,94 @@
+#include "cli/command.h"
+#include "cli/modelargs.h"
+
+#include "io/jsonmodel.h"
+#include "ir/error.h"
+#include "plan/planjson.h"
+#include "search/exportjax.h"
+#include "search/exportmegatron.h"
+#include "search/exporttorch.h"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+namespace tapestry::cli {
+
+namespace {
+
+int runExport(const Args &args)
+{
+    if (args.positional.size() != 1) {
+        std::cerr << "tapestry-cli export: expected one PLAN (try 'tapestry-cli export --help')\n";
+        return BadInput;
+    }
+    const std::string planFile = args.positional[0];
+    const std::string to = args.value("--to").value_or("");
+    if (to != "torch" && to != "jax" && to != "megatron")
+        throw TapestryError(Error{"--to", {}, to.empty() ? std::string("is required (torch, jax, megatron)")
+                                                         : "unknown format '" + to + "' (known: torch, jax, megatron)"});
+    const plan::Plan p = plan::readPlanFile(planFile);
+    // The exports need the model's structure (which op reads a weight, the
+    // layouts around it): the plan's own source unless --model names it.
+    const auto graph = loadModelFromArgs(args.value("--model").value_or(p.model.source), args);
+    const auto in = search::exportInput(graph, p, planFile, to, to != "jax");
+
+    using Json = nlohmann::ordered_json;
+    Json summary{{"to", to}, {"plan", planFile}};
+    std::string text;
+    if (to == "torch") {
+        const auto torch = search::torchPlan(in, planFile);
+        text = search::torchPlanPython(torch, p);
+        summary["mesh_axis"] = torch.meshAxis;
+        summary["entries"] = torch.modules.size();
+    } else if (to == "jax") {
+        text = search::jaxPartitionSpecs(in);
+    } else {
+        const auto megatron = search::megatronArguments(in, planFile);
+        for (const auto &a : megatron.arguments())
+            text += (text.empty() ? "" : " ") + a;
+        text += "\n";
+        summary["tensor_parallel"] = megatron.tensorParallel;
+        summary["data_parallel"] = megatron.dataParallel;
+        summary["sequence_parallel"] = megatron.sequenceParallel;
+        summary["arguments"] = megatron.arguments();
+    }
+    if (auto path = args.value("-o")) {
+        io::writeFileAtomically(*path, text);
+        summary["file"] = *path;
+        if (!args.has("--json"))
+            std::cout << to << " export written to " << *path << '\n';
+    } else if (!args.has("--json")) {
+        std::cout << text;
+    }
+    if (args.has("--json")) {
+        if (!args.value("-o"))
+            summary["text"] = text;
+        std::cout << summary.dump(2) << '\n';
+    }
+    return Ok;
+}
+
+Registration exportCommand([] {
+    Command c;
+    c.name = "export";
+    c.usage = "export PLAN --to torch|jax|megatron [--model MODEL] [-o FILE] [--json]";
+    c.summary = "write a plan for a training framework";
+    c.details = "torch: a Python file defining `plan` for parallelize_module (ColwiseParallel,\n"
+                "RowwiseParallel, SequenceParallel by module name, layer indices folded into globs\n"
+                "where every layer shares the style); refused where parameters are split over two\n"
+                "mesh axes. jax: PartitionSpecs per parameter and graph input. megatron: Megatron-LM's\n"
+                "parallelism arguments, refused naming the first parameter that Megatron-LM would\n"
+                "store otherwise. The model is loaded from the plan's source unless --model names it,\n"
+                "and must be the one the plan was made for.\n";
+    c.options = modelOptions();
+    c.options.push_back({"--to", "FORMAT", "torch, jax or megatron"});
+    c.options.push_back({"--model", "MODEL", "the plan's model, where its source does not load as recorded"});
+    c.options.push_back({"-o", "FILE", "write the export there (atomically) instead of stdout"});
+    c.options.push_back({"--json", "", "print a summary as one JSON object (with the text when no -o)"});
+    c.run = runExport;
+    return c;
+}());
+
+} // namespace
+} // namespace tapestry::cli

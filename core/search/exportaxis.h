@@ -1,0 +1,40 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "plan/plan.h"
+#include "sharding/shardingspec.h"
+
+#include <string>
+#include <vector>
+
+namespace tapestry::search {
+
+// What the framework exports start from: a plan checked against its model
+// (fingerprint, every spec legal), its specs by tensor id, and the one mesh
+// axis its parameters are split on.
+struct ExportInput {
+    const ir::Graph &graph;
+    const plan::Plan &plan;
+    std::vector<sharding::ShardingSpec> specs;  // by tensor id
+    // The tensor-parallel axis: the only axis any parameter is split on; -1
+    // when every parameter is replicated (a data-parallel plan).
+    int tensorParallelAxis = -1;
+};
+
+// Validates `plan` against `graph` (errors name `planInput`) and finds the
+// tensor-parallel axis. Frameworks with a 1-D tensor-parallel mesh (torch's
+// parallelize_module, Megatron-LM) cannot hold parameters split on two axes:
+// `format` names the export in the error, which names the first parameter
+// that needs a second axis.
+ExportInput exportInput(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
+                        const std::string &format, bool oneAxis);
+
+// "transformer.h.3.attn.q_proj.weight" -> "transformer.h.3.attn.q_proj";
+// empty when the name does not end in ".weight" or ".bias".
+std::string moduleOf(const std::string &parameterName);
+
+// The placement of `spec` on `axis` in DTensor notation, the last dim as -1
+// as torch's layouts write it: "Replicate()", "Shard(1)", "Shard(-1)".
+std::string torchLayout(const sharding::ShardingSpec &spec, int axis, std::size_t tensorRank);
+
+} // namespace tapestry::search

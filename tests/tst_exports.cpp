@@ -1,0 +1,332 @@
+#include "io/modelloader.h"
+#include "ir/error.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
+#include "plan/planjson.h"
+#include "search/exportjax.h"
+#include "search/exportmegatron.h"
+#include "search/exporttorch.h"
+#include "search/referenceplan.h"
+#include "search/tapsearch.h"
+#include "sharding/meshprofile.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+using namespace tapestry;
+
+namespace {
+
+const char *kLlama = "zoo:llama3-8b?layers=2&batch=8&seq=64&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024";
+const char *kGpt = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256";
+
+sharding::Mesh mesh(const std::string &shape)
+{
+    const auto sizes = sharding::parseMeshShape(shape);
+    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+}
+
+// The plans the exports are checked on: a reference plan, or tap's under
+// `memoryBytes` of device memory (0: the profile's).
+plan::Plan makePlan(const ir::Graph &g, const std::string &source, const std::string &shape,
+                    const std::string &method, std::int64_t memoryBytes = 0)
+{
+    sharding::Mesh m = mesh(shape);
+    if (memoryBytes > 0)
+        m.device.memoryBytes = memoryBytes;
+    if (method == "tap") {
+        const auto coarse = passes::Coarsen().run(g);
+        return search::tapSearch(g, passes::Prune().run(g, coarse), source, m).plan;
+    }
+    search::ReferenceOptions options;
+    options.sequenceParallel = method == "megatron-sp";
+    return search::referencePlan(g, source, m,
+                                 method == "dp" ? search::ReferenceMethod::DataParallel
+                                                : search::ReferenceMethod::Megatron,
+                                 options);
+}
+
+// A torch plan entry read back from the Python text.
+struct Entry {
+    std::string style, input = "default", output = "default";
+};
+
+std::map<std::string, Entry> parseTorch(const std::string &python, std::string &meshAxis)
+{
+    static const std::regex line("^    \"([^\"]+)\": (\\w+)\\((.*)\\),$");
+    static const std::regex axis("^tp_mesh_dim = (?:\"(\\w+)\"|None)$");
+    static const std::regex kwarg("(input_layouts|output_layouts)=(\\w+\\(-?\\d*\\))");
+    std::map<std::string, Entry> entries;
+    std::istringstream in(python);
+    for (std::string l; std::getline(in, l);) {
+        std::smatch m;
+        if (std::regex_match(l, m, axis))
+            meshAxis = m[1];
+        if (!std::regex_match(l, m, line))
+            continue;
+        Entry e{m[2], "default", "default"};
+        const std::string args = m[3];
+        for (std::sregex_iterator k(args.begin(), args.end(), kwarg), end; k != end; ++k)
+            ((*k)[1] == "input_layouts" ? e.input : e.output) = (*k)[2];
+        entries[m[1]] = e;
+    }
+    return entries;
+}
+
+// parallelize_module's glob: atom by atom, "*" for any one atom.
+bool matches(const std::string &glob, const std::string &module)
+{
+    static const std::regex star(R"(\*)"), dot(R"(\.)");
+    std::string pattern = std::regex_replace(glob, dot, "\\.");
+    pattern = std::regex_replace(pattern, star, "[^.]+");
+    return std::regex_match(module, std::regex(pattern));
+}
+
+std::string layoutOn(const sharding::ShardingSpec &spec, int axis, std::size_t rank)
+{
+    const auto p = spec.placements[static_cast<std::size_t>(axis)];
+    if (p.isShard())
+        return "Shard(" + std::to_string(static_cast<std::size_t>(p.dim) + 1 == rank ? -1 : p.dim) + ")";
+    return p.toString();
+}
+
+struct Cli {
+    int code;
+    QString out, err;
+};
+
+Cli runCli(const QStringList &args)
+{
+    QProcess p;
+    p.start(QStringLiteral(TAPESTRY_CLI), args);
+    p.waitForFinished(60000);
+    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+
+} // namespace
+
+class TestExports : public QObject {
+    Q_OBJECT
+
+private slots:
+    void torchRoundTrip_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<QString>("method");
+        QTest::addColumn<qint64>("memory");
+        QTest::addColumn<int>("entries");
+        QTest::newRow("llama megatron-sp 2x4") << kLlama << "2x4" << "megatron-sp" << qint64(0) << 12;
+        QTest::newRow("gpt2 megatron 4") << kGpt << "4" << "megatron" << qint64(0) << 7;
+        QTest::newRow("gpt2 tap tight 4") << kGpt << "4" << "tap" << qint64(5'000'000) << 3;
+        QTest::newRow("gpt2 dp 2x2") << kGpt << "2x2" << "dp" << qint64(0) << 0;
+    }
+    // Every parameter's spec on the tensor-parallel axis and the layouts
+    // around every split module, read back from the Python text.
+    void torchRoundTrip()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        QFETCH(QString, method);
+        QFETCH(qint64, memory);
+        QFETCH(int, entries);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto p = makePlan(g, source, shape.toStdString(), method.toStdString(), memory);
+        const auto in = search::exportInput(g, p, "plan.json", "torch", true);
+        std::string meshAxis = "unset";
+        const auto parsed = parseTorch(search::torchPlanPython(search::torchPlan(in, "plan.json"), p), meshAxis);
+        QCOMPARE(static_cast<int>(parsed.size()), entries);
+        const int axis = meshAxis.empty() ? -1 : p.mesh.axisIndex(meshAxis).value_or(-2);
+        QVERIFY(axis != -2);
+        QCOMPARE(axis, in.tensorParallelAxis);
+        int split = 0;
+        for (std::size_t i = 0; i < g.tensorCount(); ++i) {
+            const ir::Tensor &t = g.tensor(ir::TensorId(static_cast<std::int32_t>(i)));
+            if (t.role != ir::Role::Parameter || t.shape.size() != 2)
+                continue;
+            const std::string module = search::moduleOf(t.name);
+            const Entry *e = nullptr;
+            for (const auto &[key, entry] : parsed)
+                if (matches(key, module)) {
+                    QVERIFY2(!e, (module + " matched twice").c_str());
+                    e = &entry;
+                }
+            const auto &spec = p.specs.at(t.name).spec;
+            if (!e || e->style == "SequenceParallel") {
+                QVERIFY2(spec.isReplicated(), (t.name + " " + spec.toPlacements()).c_str());
+                continue;
+            }
+            ++split;
+            const bool colwise = e->style == "ColwiseParallel";
+            QVERIFY(colwise || e->style == "RowwiseParallel");
+            QCOMPARE(spec.placements[static_cast<std::size_t>(axis)], sharding::Placement::shard(colwise ? 1 : 0));
+            const ir::Op &op = g.op(t.consumers[0]);
+            for (auto x : op.inputs)
+                if (g.tensor(x).role != ir::Role::Parameter) {
+                    const std::string l = layoutOn(in.specs[x.index()], axis, g.tensor(x).shape.size());
+                    QCOMPARE(e->input == "default" ? (colwise ? "Replicate()" : "Shard(-1)") : e->input, l);
+                    break;
+                }
+        }
+        QVERIFY(split >= entries - 3);
+        // Norms on sequence shards are SequenceParallel, and only they.
+        for (std::size_t o = 0; o < g.opCount(); ++o) {
+            const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(o)));
+            if (op.type != "LayerNormalization" && op.type != "RMSNorm")
+                continue;
+            const std::string module = search::moduleOf(g.tensor(op.inputs[1]).name);
+            bool sp = false;
+            for (const auto &[key, entry] : parsed)
+                sp = sp || (matches(key, module) && entry.style == "SequenceParallel");
+            QCOMPARE(sp, axis >= 0 && in.specs[op.inputs[0].index()].placements[static_cast<std::size_t>(axis)] ==
+                                          sharding::Placement::shard(1));
+        }
+    }
+
+    void jaxRoundTrip_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<QString>("method");
+        QTest::addColumn<qint64>("memory");
+        QTest::newRow("llama megatron-sp 2x4") << kLlama << "2x4" << "megatron-sp" << qint64(0);
+        QTest::newRow("mlp tap 2D split") << "zoo:mlp?batch=8" << "2x2" << "tap" << qint64(500);
+        QTest::newRow("gpt2 dp 2x2") << kGpt << "2x2" << "dp" << qint64(0);
+    }
+    void jaxRoundTrip()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        QFETCH(QString, method);
+        QFETCH(qint64, memory);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto p = makePlan(g, source, shape.toStdString(), method.toStdString(), memory);
+        const std::string text = search::jaxPartitionSpecs(search::exportInput(g, p, "plan.json", "jax", false));
+        static const std::regex line("^    '([^']+)': P\\((.*)\\),$");
+        static const std::regex dimEntry("None|'(\\w+)'|\\(([^)]*)\\)");
+        static const std::regex name("'(\\w+)'");
+        std::istringstream lines(text);
+        std::size_t read = 0, expected = 0;
+        for (std::size_t i = 0; i < g.tensorCount(); ++i) {
+            const auto role = g.tensor(ir::TensorId(static_cast<std::int32_t>(i))).role;
+            expected += role == ir::Role::Parameter || role == ir::Role::Input ? 1 : 0;
+        }
+        for (std::string l; std::getline(lines, l);) {
+            std::smatch m;
+            if (!std::regex_match(l, m, line))
+                continue;
+            ++read;
+            sharding::ShardingSpec spec = sharding::ShardingSpec::replicated(p.mesh.rank());
+            const std::string dims = m[2];
+            int dim = 0;
+            for (std::sregex_iterator d(dims.begin(), dims.end(), dimEntry), end; d != end; ++d, ++dim) {
+                const std::string axes = (*d)[1].matched ? "'" + std::string((*d)[1]) + "'" : std::string((*d)[2]);
+                for (std::sregex_iterator a(axes.begin(), axes.end(), name); a != end; ++a)
+                    spec.placements[static_cast<std::size_t>(*p.mesh.axisIndex((*a)[1]))] =
+                        sharding::Placement::shard(dim);
+            }
+            QVERIFY2(p.specs.at(m[1]).spec == spec, (std::string(m[1]) + ": " + spec.toPlacements()).c_str());
+        }
+        QCOMPARE(read, expected);
+    }
+
+    void megatronArguments()
+    {
+        const auto g = io::loadModel(kLlama);
+        const auto sp = makePlan(g, kLlama, "2x4", "megatron-sp");
+        const auto a = search::megatronArguments(search::exportInput(g, sp, "a.json", "megatron", true), "a.json");
+        QCOMPARE(a.arguments(), (std::vector<std::string>{"--tensor-model-parallel-size", "4",
+                                                           "--pipeline-model-parallel-size", "1", "--sequence-parallel"}));
+        QCOMPARE(a.dataParallel, 2);
+        const auto plain = makePlan(g, kLlama, "8", "megatron");
+        const auto b = search::megatronArguments(search::exportInput(g, plain, "b.json", "megatron", true), "b.json");
+        QCOMPARE(b.tensorParallel, 8);
+        QCOMPARE(b.dataParallel, 1);
+        QVERIFY(!b.sequenceParallel);
+        const auto dp = makePlan(g, kLlama, "2x4", "dp");
+        const auto c = search::megatronArguments(search::exportInput(g, dp, "c.json", "megatron", true), "c.json");
+        QCOMPARE(c.tensorParallel, 1);
+        QCOMPARE(c.dataParallel, 8);
+    }
+
+    // Plans an export cannot say: the error names the tensor.
+    void refusals_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<qint64>("memory");
+        QTest::addColumn<QString>("to");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("torch 2D split") << "zoo:mlp?batch=8" << "2x2" << qint64(500) << "torch"
+                                        << "mlp.fc1.weight: torch: the plan splits parameters over mesh axes data and model";
+        QTest::newRow("megatron 2D split") << "zoo:mlp?batch=8" << "2x2" << qint64(500) << "megatron"
+                                           << "mlp.fc1.weight: megatron: the plan splits parameters";
+        QTest::newRow("megatron replicated embedding")
+            << kGpt << "4" << qint64(5'000'000) << "megatron"
+            << "transformer.wte.weight: megatron: the plan stores it [Replicate()] where Megatron-LM stores it "
+               "[Shard(0)]";
+    }
+    void refusals()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        QFETCH(qint64, memory);
+        QFETCH(QString, to);
+        QFETCH(QString, says);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto p = makePlan(g, source, shape.toStdString(), "tap", memory);
+        try {
+            const auto in = search::exportInput(g, p, "p.json", to.toStdString(), true);
+            if (to == QStringLiteral("torch"))
+                search::torchPlan(in, "p.json");
+            else
+                search::megatronArguments(in, "p.json");
+            QFAIL("no error");
+        } catch (const TapestryError &e) {
+            QVERIFY2(QString::fromStdString(e.what()).contains(says), e.what());
+        }
+    }
+
+    // The command: the library's text written atomically, or on stdout;
+    // bad formats and another model's plan exit 2 with no file left.
+    void cli()
+    {
+        QTemporaryDir dir;
+        const QString planFile = dir.filePath(QStringLiteral("plan.json"));
+        const auto g = io::loadModel(kLlama);
+        const auto p = makePlan(g, kLlama, "2x4", "megatron-sp");
+        plan::writePlanFile(planFile.toStdString(), p);
+        const QString out = dir.filePath(QStringLiteral("tp_plan.py"));
+        auto r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("torch"),
+                         QStringLiteral("-o"), out});
+        QCOMPARE(r.code, 0);
+        std::ifstream f(out.toStdString());
+        const std::string written((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const auto in = search::exportInput(g, p, planFile.toStdString(), "torch", true);
+        QCOMPARE(written, search::torchPlanPython(search::torchPlan(in, planFile.toStdString()), p));
+        r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("megatron")});
+        QCOMPARE(r.code, 0);
+        QCOMPARE(r.out, QStringLiteral("--tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 "
+                                       "--sequence-parallel\n"));
+        r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("onnx")});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains(QStringLiteral("unknown format 'onnx'")));
+        const QString other = dir.filePath(QStringLiteral("other.py"));
+        r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("jax"),
+                    QStringLiteral("--model"), QString::fromUtf8(kGpt), QStringLiteral("-o"), other});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains(QStringLiteral("fingerprint")));
+        QVERIFY(!QFile::exists(other));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestExports)
+#include "tst_exports.moc"
