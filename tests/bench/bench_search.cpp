@@ -1,0 +1,97 @@
+// Derivation time of the searches: tap with model loading, coarsening and
+// pruning excluded and included, against depth and for large presets on 2D
+// meshes; exact against tap at 24 layers. Prints figures, asserts nothing.
+// Arguments: case names to run (gpt, llama70b, llama8b, gpt3, exact); all
+// when none are given.
+#include "io/modelloader.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
+#include "search/exactsearch.h"
+#include "search/tapsearch.h"
+#include "sharding/meshprofile.h"
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <string>
+
+using namespace tapestry;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+sharding::Mesh mesh(const std::string &shape)
+{
+    const auto sizes = sharding::parseMeshShape(shape);
+    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+}
+
+struct Timing {
+    double search = 0, total = 0, stepTime = 0;
+    std::size_t evaluated = 0;
+};
+
+Timing runTap(const std::string &source, const std::string &shape)
+{
+    const auto start = std::chrono::steady_clock::now();
+    const auto g = io::loadModel(source);
+    const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+    const auto r = search::tapSearch(g, classes, source, mesh(shape));
+    return {r.stats.seconds, since(start), r.plan.cost.stepTime, r.stats.plansEvaluated};
+}
+
+void printTap(const std::string &label, const std::string &source, const std::string &shape)
+{
+    const Timing t = runTap(source, shape);
+    std::printf("%-28s %-6s %12.2f %14.2f %12zu %14.4f\n", label.c_str(), shape.c_str(), t.search * 1e3, t.total * 1e3,
+                t.evaluated, t.stepTime * 1e3);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    std::set<std::string> cases(argv + 1, argv + argc);
+    auto wanted = [&](const char *name) { return cases.empty() || cases.count(name); };
+    std::printf("%-28s %-6s %12s %14s %12s %14s\n", "tap", "mesh", "search ms", "with load ms", "evaluated",
+                "step ms");
+    if (wanted("gpt")) {
+        double first = 0, last = 0;
+        for (int layers : {12, 48, 96, 384, 1000}) {
+            const std::string source = "zoo:gpt2?layers=" + std::to_string(layers);
+            const Timing t = runTap(source, "8");
+            std::printf("%-28s %-6s %12.2f %14.2f %12zu %14.4f\n", ("gpt2 " + std::to_string(layers) + " layers").c_str(),
+                        "8", t.search * 1e3, t.total * 1e3, t.evaluated, t.stepTime * 1e3);
+            (layers == 12 ? first : last) = t.search;
+        }
+        std::printf("search time 1000 / 12 layers: %.2fx\n", last / first);
+    }
+    if (wanted("llama70b"))
+        printTap("llama3-70b", "zoo:llama3-70b", "2x8");
+    if (wanted("llama8b"))
+        printTap("llama3-8b", "zoo:llama3-8b", "8x8");
+    if (wanted("gpt3"))
+        printTap("gpt3-175b", "zoo:gpt3-175b", "2x8");
+    if (wanted("exact")) {
+        const std::string source = "zoo:gpt2?layers=24";
+        const auto g = io::loadModel(source);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto m = mesh("8");
+        search::SearchOptions options;
+        options.timeLimitSeconds = 600;
+        const auto tap = search::tapSearch(g, classes, source, m, options);
+        const auto exact = search::exactSearch(g, coarse, source, m, options);
+        std::printf("\nexact vs tap, gpt2 24 layers on 8: exact %.3f s%s, tap %.3f s, ratio %.0fx; step time exact "
+                    "%.4f ms, tap %.4f ms (%+.2f%%)\n",
+                    exact.stats.seconds, exact.stats.optimal ? "" : " (time limit)", tap.stats.seconds,
+                    exact.stats.seconds / tap.stats.seconds, exact.plan.cost.stepTime * 1e3,
+                    tap.plan.cost.stepTime * 1e3,
+                    100.0 * (tap.plan.cost.stepTime - exact.plan.cost.stepTime) / exact.plan.cost.stepTime);
+    }
+    return 0;
+}
