@@ -9,6 +9,8 @@
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "meshview.h"
+#include "compareview.h"
+#include "search/referenceplan.h"
 #include "planeditcommand.h"
 #include "search/explain.h"
 #include "sharding/deviceblock.h"
@@ -55,7 +57,7 @@ StudioWindow::StudioWindow(QWidget *parent)
       m_classProxy(new QSortFilterProxyModel(this)), m_find(new QLineEdit(this)),
       m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this)), m_meshView(new MeshView(this)),
-      m_undo(new QUndoStack(this))
+      m_undo(new QUndoStack(this)), m_compare(new CompareView(this))
 {
     qRegisterMetaType<PlannedModel>();
     qRegisterMetaType<LoadedModel>();
@@ -126,6 +128,10 @@ StudioWindow::StudioWindow(QWidget *parent)
         if (!path.isEmpty() && !m_meshView->exportImage(path))
             showError(tr("%1: cannot write the image").arg(path));
     });
+    auto *compareDock = new QDockWidget(tr("Compare plans"), this);
+    compareDock->setObjectName(QStringLiteral("compare"));
+    compareDock->setWidget(m_compare);
+    addDockWidget(Qt::LeftDockWidgetArea, compareDock);
     auto *meshDock = new QDockWidget(tr("Device mesh"), this);
     meshDock->setObjectName(QStringLiteral("mesh"));
     meshDock->setWidget(meshPanel);
@@ -311,13 +317,21 @@ void StudioWindow::createActions()
     planBar->addSeparator();
     planBar->addWidget(new QLabel(tr(" Colour by "), planBar));
     m_colourBy = new QComboBox(planBar);
-    m_colourBy->addItems({tr("class"), tr("sharding"), tr("cost")});
+    m_colourBy->addItems({tr("class"), tr("sharding"), tr("cost"), tr("difference")});
     planBar->addWidget(m_colourBy);
     connect(m_colourBy, &QComboBox::currentIndexChanged, this,
             [this](int i) { setColouring(static_cast<Colouring>(i)); });
 
     auto *planMenu = menuBar()->addMenu(tr("&Plan"));
     planMenu->addAction(derive);
+    auto *compare = planMenu->addMenu(tr("&Compare with"));
+    for (const char *method : {"megatron", "dp", "replicate"})
+        compare->addAction(QString::fromLatin1(method), this, [this, method] { compareWith(QString::fromLatin1(method)); });
+    compare->addAction(tr("Plan file…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Compare with plan"), QString(), tr("Tapestry plan (*.json)"));
+        if (!path.isEmpty())
+            compareWith(path);
+    });
     planMenu->addAction(tr("&Open plan JSON…"), this, [this] {
         const QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(), tr("Tapestry plan (*.json)"));
         if (!path.isEmpty())
@@ -481,6 +495,51 @@ bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::Shar
         m_undo->push(new PlanEditCommand(tr("Pin %1 to %2").arg(QString::fromStdString(tensorName),
                                                                  QString::fromStdString(spec.toPlacements())),
                                          m_planned.plan, edited, [this](const auto &p) { showPlan(p); }));
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+QColor StudioWindow::differenceColour(const layout::ViewNode &node) const
+{
+    for (auto n : nodesOf(node)) {
+        const auto &cn = m_document.coarse->node(n);
+        for (const auto *list : {&cn.parameters, &cn.outputs})
+            for (auto t : *list)
+                if (m_differing.count(m_document.graph->tensor(t).name))
+                    return QColor(0xffb74d);
+    }
+    return QColor(0xeceff1);
+}
+
+bool StudioWindow::compareWith(const QString &other)
+{
+    if (!m_planned.plan)
+        return false;
+    try {
+        plan::Plan b;
+        if (other.endsWith(QLatin1String(".json"))) {
+            b = plan::readPlanFile(other.toStdString());
+        } else {
+            const auto method = search::referenceMethodFromString(other.toStdString());
+            if (!method)
+                throw TapestryError(Error{other.toStdString(), {}, "unknown plan method"});
+            b = search::referencePlan(*m_document.graph, m_document.source.toStdString(), m_planned.plan->mesh, *method);
+        }
+        const QString nameA = QString::fromStdString(m_planned.plan->method);
+        const auto diff = search::diffPlans(*m_document.graph, *m_planned.plan, b, nameA.toStdString(), other.toStdString());
+        m_differing.clear();
+        for (const auto &c : diff.specs)
+            m_differing.insert(c.tensor);
+        m_compare->setDiff(diff, tr("A: %1").arg(nameA), tr("B: %1").arg(other));
+        setColouring(Colouring::ByDifference);
+        m_status->setText(tr("Compared with %1: %2 tensors differ, step time %3 ms → %4 ms")
+                              .arg(other)
+                              .arg(diff.specs.size())
+                              .arg(diff.stepTimeA * 1e3, 0, 'f', 2)
+                              .arg(diff.stepTimeB * 1e3, 0, 'f', 2));
         return true;
     } catch (const std::exception &e) {
         showError(QString::fromUtf8(e.what()));
@@ -686,6 +745,9 @@ void StudioWindow::setColouring(Colouring colouring)
         break;
     case Colouring::ByCost:
         m_graph->setColouring([this](const layout::ViewNode &n) { return costColour(n); });
+        break;
+    case Colouring::ByDifference:
+        m_graph->setColouring([this](const layout::ViewNode &n) { return differenceColour(n); });
         break;
     }
 }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,7 @@ class CostSummaryBar;
 class GraphPanel;
 class InspectorView;
 class MeshView;
+class CompareView;
 
 // The studio's main window: graph view with minimap, class list, inspector,
 // find bar; models load on a worker thread with progress and Cancel.
@@ -92,7 +94,13 @@ public:
     // too. Undoable. False with the error shown when the spec is not legal.
     bool pinTensor(const std::string &tensor, const sharding::ShardingSpec &spec, bool wholeClass = true);
     QUndoStack *undoStack() const { return m_undo; }
-    enum class Colouring { ByClass, BySharding, ByCost };
+    enum class Colouring { ByClass, BySharding, ByCost, ByDifference };
+    // Compares the open plan (A) with another (B): "megatron", "dp",
+    // "replicate" on the same mesh, or a plan file. Shows the diff and
+    // colours the nodes whose weights differ.
+    bool compareWith(const QString &other);
+    const std::set<std::string> &differingTensors() const { return m_differing; }
+    CompareView *compareView() const { return m_compare; }
     void setColouring(Colouring colouring);
 
     // When set, errors go to lastError() and stderr instead of a dialog.
@@ -140,6 +148,9 @@ private:
     MeshView *m_meshView;
     QString m_pendingPlanFile;
     QUndoStack *m_undo;
+    CompareView *m_compare;
+    std::set<std::string> m_differing;
+    QColor differenceColour(const layout::ViewNode &node) const;
     std::unique_ptr<search::Explainer> m_explainer;
     void showPlan(const std::shared_ptr<const plan::Plan> &plan);
     search::Explainer *explainer();

@@ -1,9 +1,12 @@
 #include "classlistmodel.h"
+#include "compareview.h"
 #include "costsummarybar.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "meshview.h"
 #include "plan/planjson.h"
+#include "io/modelloader.h"
+#include "search/referenceplan.h"
 #include "studiowindow.h"
 
 #include <QAbstractItemModelTester>
@@ -425,6 +428,52 @@ private slots:
         for (auto *node : w.graphPanel()->scene()->canvasNodes())
             badge = badge || node->style().pinned;
         QVERIFY(badge);
+    }
+
+    void compareHighlightsExactlyTheDifferingTensors()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100")});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QVERIFY(w.compareWith(QStringLiteral("dp")));
+        // Exactly the tensors whose specs differ between the two plans.
+        const auto dp = tapestry::search::referencePlan(*w.document().graph, "zoo:gpt2?layers=2", w.planned().plan->mesh,
+                                                        tapestry::search::ReferenceMethod::DataParallel);
+        std::set<std::string> expected;
+        for (const auto &[name, tp] : w.planned().plan->specs)
+            if (dp.specs.count(name) && !(dp.specs.at(name).spec == tp.spec))
+                expected.insert(name);
+        QVERIFY(!expected.empty());
+        QCOMPARE(w.differingTensors(), expected);
+        QVERIFY(w.differingTensors().count("transformer.h.0.mlp.fc_in.weight"));
+        QVERIFY(w.compareView()->topLevelItemCount() >= 4);
+        // Against the replicated plan, the layers differ (Megatron splits
+        // their weights) and the final norm, whole in both, does not.
+        QVERIFY(w.compareWith(QStringLiteral("replicate")));
+        QColor fcIn, lnF;
+        for (auto *node : w.graphPanel()->scene()->canvasNodes()) {
+            if (node->style().title == QStringLiteral("transformer/h.*"))
+                fcIn = node->style().fill;
+            if (node->style().title == QStringLiteral("transformer/ln_f"))
+                lnF = node->style().fill;
+        }
+        QVERIFY(fcIn.isValid() && lnF.isValid());
+        QVERIFY(fcIn != lnF);
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/compare-megatron-dp.png")));
+        // Another model's plan is refused with the plan's name.
+        QTemporaryDir dir;
+        const QString other = dir.filePath(QStringLiteral("other.json"));
+        const auto mlpGraph = tapestry::io::loadModel("zoo:mlp");
+        const auto mlpPlan = tapestry::search::referencePlan(mlpGraph, "zoo:mlp", w.planned().plan->mesh,
+                                                             tapestry::search::ReferenceMethod::DataParallel);
+        tapestry::plan::writePlanFile(other.toStdString(), mlpPlan);
+        QVERIFY(!w.compareWith(other));
+        QVERIFY(w.lastError().contains(other));
     }
 
     void recentFilesPersist()
