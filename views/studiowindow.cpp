@@ -13,6 +13,8 @@
 #include "search/referenceplan.h"
 #include "planeditcommand.h"
 #include "search/explain.h"
+#include "search/exportplan.h"
+#include "io/jsonmodel.h"
 #include "sharding/deviceblock.h"
 #include "ir/error.h"
 #include "zoodialog.h"
@@ -44,6 +46,7 @@
 
 #include <iostream>
 #include <set>
+#include <tuple>
 
 namespace tapestry::views {
 
@@ -324,6 +327,15 @@ void StudioWindow::createActions()
 
     auto *planMenu = menuBar()->addMenu(tr("&Plan"));
     planMenu->addAction(derive);
+    auto *exportMenu = planMenu->addMenu(tr("&Export for"));
+    for (const auto &[format, label, suffix] :
+         {std::tuple{"torch", "PyTorch (parallelize_module plan)…", "py"}, std::tuple{"jax", "JAX (PartitionSpecs)…", "py"},
+          std::tuple{"megatron", "Megatron-LM (arguments)…", "txt"}})
+        exportMenu->addAction(tr(label), this, [this, format = QString::fromLatin1(format), suffix = QString::fromLatin1(suffix)] {
+            const QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("plan-%1.%2").arg(format, suffix));
+            if (!path.isEmpty())
+                exportPlan(format, path);
+        });
     auto *compare = planMenu->addMenu(tr("&Compare with"));
     for (const char *method : {"megatron", "dp", "replicate"})
         compare->addAction(QString::fromLatin1(method), this, [this, method] { compareWith(QString::fromLatin1(method)); });
@@ -661,6 +673,23 @@ void StudioWindow::showNodeOnMesh(passes::NodeId node)
         steps.push_back(step);
     }
     m_meshView->setSteps(steps);
+}
+
+bool StudioWindow::exportPlan(const QString &format, const QString &path)
+{
+    if (!m_planned.plan) {
+        showError(tr("No plan to export: derive one first"));
+        return false;
+    }
+    try {
+        io::writeFileAtomically(path.toStdString(),
+                                search::exportPlanText(*m_document.graph, *m_planned.plan,
+                                                       m_document.source.toStdString(), format.toStdString()));
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return false;
+    }
 }
 
 std::vector<passes::NodeId> StudioWindow::nodesOf(const layout::ViewNode &node) const

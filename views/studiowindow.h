@@ -77,6 +77,9 @@ public:
     const PlannedModel &planned() const { return m_planned; }
     CostSummaryBar *costBar() const { return m_costBar; }
     bool savePlan(const QString &path);
+    // Writes the plan for a training framework ("torch", "jax", "megatron"),
+    // the same text `tapestry-cli export` writes.
+    bool exportPlan(const QString &format, const QString &path);
     // Reads a tapestry.plan file for the open model and shows it (lessons,
     // hand-written plans). False with the error shown when it does not fit.
     bool openPlanFile(const QString &path);

@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "plan/planjson.h"
 #include "search/exportjax.h"
+#include "search/exportplan.h"
 #include "search/exportmegatron.h"
 #include "search/exporttorch.h"
 
@@ -24,30 +25,20 @@ int runExport(const Args &args)
     }
     const std::string planFile = args.positional[0];
     const std::string to = args.value("--to").value_or("");
-    if (to != "torch" && to != "jax" && to != "megatron")
-        throw TapestryError(Error{"--to", {}, to.empty() ? std::string("is required (torch, jax, megatron)")
-                                                         : "unknown format '" + to + "' (known: torch, jax, megatron)"});
     const plan::Plan p = plan::readPlanFile(planFile);
     // The exports need the model's structure (which op reads a weight, the
     // layouts around it): the plan's own source unless --model names it.
     const auto graph = loadModelFromArgs(args.value("--model").value_or(p.model.source), args);
-    const auto in = search::exportInput(graph, p, planFile, to, to != "jax");
+    const std::string text = search::exportPlanText(graph, p, planFile, to);
 
     using Json = nlohmann::ordered_json;
     Json summary{{"to", to}, {"plan", planFile}};
-    std::string text;
     if (to == "torch") {
-        const auto torch = search::torchPlan(in, planFile);
-        text = search::torchPlanPython(torch, p);
+        const auto torch = search::torchPlan(search::exportInput(graph, p, planFile, to, true), planFile);
         summary["mesh_axis"] = torch.meshAxis;
         summary["entries"] = torch.modules.size();
-    } else if (to == "jax") {
-        text = search::jaxPartitionSpecs(in);
-    } else {
-        const auto megatron = search::megatronArguments(in, planFile);
-        for (const auto &a : megatron.arguments())
-            text += (text.empty() ? "" : " ") + a;
-        text += "\n";
+    } else if (to == "megatron") {
+        const auto megatron = search::megatronArguments(search::exportInput(graph, p, planFile, to, true), planFile);
         summary["tensor_parallel"] = megatron.tensorParallel;
         summary["data_parallel"] = megatron.dataParallel;
         summary["sequence_parallel"] = megatron.sequenceParallel;

@@ -17,6 +17,7 @@
 #include <QStandardPaths>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QProcess>
 #include <QTest>
 #include <QUndoStack>
 #include <QTreeWidgetItemIterator>
@@ -474,6 +475,41 @@ private slots:
         tapestry::plan::writePlanFile(other.toStdString(), mlpPlan);
         QVERIFY(!w.compareWith(other));
         QVERIFY(w.lastError().contains(other));
+    }
+
+    void exportsMatchTheCli_data()
+    {
+        QTest::addColumn<QString>("format");
+        QTest::newRow("torch") << QStringLiteral("torch");
+        QTest::newRow("jax") << QStringLiteral("jax");
+        QTest::newRow("megatron") << QStringLiteral("megatron");
+    }
+    void exportsMatchTheCli()
+    {
+        QFETCH(QString, format);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100")});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QTemporaryDir dir;
+        const QString planFile = dir.filePath(QStringLiteral("plan.json"));
+        const QString fromGui = dir.filePath(QStringLiteral("gui.out"));
+        const QString fromCli = dir.filePath(QStringLiteral("cli.out"));
+        QVERIFY(w.savePlan(planFile));
+        QVERIFY(w.exportPlan(format, fromGui));
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("export"), planFile, QStringLiteral("--to"), format,
+                                                 QStringLiteral("-o"), fromCli});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        QFile a(fromGui), b(fromCli);
+        QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+        const QByteArray gui = a.readAll();
+        QVERIFY(!gui.isEmpty());
+        QCOMPARE(gui, b.readAll());
     }
 
     void recentFilesPersist()

@@ -1,0 +1,28 @@
+#include "search/exportplan.h"
+
+#include "ir/error.h"
+#include "search/exportaxis.h"
+#include "search/exportjax.h"
+#include "search/exportmegatron.h"
+#include "search/exporttorch.h"
+
+namespace tapestry::search {
+
+std::string exportPlanText(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
+                           const std::string &format)
+{
+    if (format != "torch" && format != "jax" && format != "megatron")
+        throw TapestryError(Error{"--to", {}, format.empty() ? std::string("is required (torch, jax, megatron)")
+                                                             : "unknown format '" + format + "' (known: torch, jax, megatron)"});
+    const auto in = exportInput(graph, plan, planInput, format, format != "jax");
+    if (format == "torch")
+        return torchPlanPython(torchPlan(in, planInput), plan);
+    if (format == "jax")
+        return jaxPartitionSpecs(in);
+    std::string text;
+    for (const auto &a : megatronArguments(in, planInput).arguments())
+        text += (text.empty() ? "" : " ") + a;
+    return text + "\n";
+}
+
+} // namespace tapestry::search
