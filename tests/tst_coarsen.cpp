@@ -106,6 +106,11 @@ ir::Graph gptLike(int layers, bool decomposedNorm)
     return g.take();
 }
 
+ir::Graph loadSample(const std::string &file)
+{
+    return io::loadModel(std::string(TAPESTRY_SOURCE_DIR) + "/samples/onnx/" + file);
+}
+
 void renameOpaque(ir::Graph &graph)
 {
     for (std::size_t i = 0; i < graph.opCount(); ++i)
@@ -159,6 +164,9 @@ private slots:
         QTest::newRow("zoo:abc") << Builder([] { return io::zoo::build("abc"); });
         for (const char *spec : {"gpt2", "bert-base", "t5-base", "llama3-8b?layers=4", "mixtral-8x7b?layers=4"})
             QTest::newRow(spec) << Builder([spec] { return io::zoo::build(spec); });
+        for (const char *file : {"gpt-tiny.onnx", "transformer-encoder.onnx", "gpt2-external.onnx",
+                                 "resnet18-shapes.onnx"})
+            QTest::newRow(file) << Builder([file] { return loadSample(file); });
     }
 
     // Every op sits in exactly one node, every tensor that crosses nodes is an
@@ -195,6 +203,24 @@ private slots:
             QCOMPARE(coarse.nodeOf(graph.tensor(e.tensor).producer).value, e.from.value);
         }
         QCOMPARE(coarse.topologicalOrder().size(), coarse.nodeCount());
+
+        // The flat index the coarse graph keeps for pruning mirrors the op
+        // graph: the same links and the same topological order.
+        const auto &index = coarse.graphIndex();
+        QCOMPARE(index.order(), *graph.topologicalOrder());
+        for (std::size_t i = 0; i < graph.opCount(); ++i) {
+            const ir::OpId op(static_cast<std::int32_t>(i));
+            const auto in = index.inputs(op), out = index.outputs(op);
+            QCOMPARE(std::vector<ir::TensorId>(in.begin(), in.end()), graph.op(op).inputs);
+            QCOMPARE(std::vector<ir::TensorId>(out.begin(), out.end()), graph.op(op).outputs);
+            QCOMPARE(index.typeNames()[index.type(op)], std::string_view(graph.op(op).type));
+        }
+        for (std::size_t i = 0; i < graph.tensorCount(); ++i) {
+            const ir::TensorId t(static_cast<std::int32_t>(i));
+            const auto consumers = index.consumers(t);
+            QCOMPARE(std::vector<ir::OpId>(consumers.begin(), consumers.end()), graph.tensor(t).consumers);
+            QCOMPARE(index.producer(t).value, graph.tensor(t).producer.value);
+        }
     }
 
     void kinds_data()
@@ -215,6 +241,27 @@ private slots:
                                                  << QStringLiteral("linear:2");
         QTest::newRow("zoo:abc") << Builder([] { return io::zoo::build("abc"); })
                                  << QStringLiteral("linear:2");
+        // torch.onnx at opset 14 decomposes LayerNorm: per layer two norms,
+        // c_attn, attention, c_proj, c_fc(+Erf GELU), c_proj, two residual
+        // adds; ln_f and the LM head after. The position embedding's Gather
+        // reads constant Range indices, so it is a constant and joins the
+        // node that reads it.
+        const QString gptTiny = QStringLiteral("attention:4 elementwise:8 embedding:1 linear:17 norm:9");
+        QTest::newRow("onnx gpt-tiny") << Builder([] { return loadSample("gpt-tiny.onnx"); }) << gptTiny;
+        QTest::newRow("onnx gpt-tiny, opaque names") << Builder([] {
+            auto g = loadSample("gpt-tiny.onnx");
+            renameOpaque(g);
+            return g;
+        }) << gptTiny;
+        // nn.TransformerEncoderLayer: in_proj, attention, out_proj, linear1
+        // (+ReLU), linear2, two norms, two residual adds.
+        QTest::newRow("onnx nn.TransformerEncoder")
+            << Builder([] { return loadSample("transformer-encoder.onnx"); })
+            << QStringLiteral("attention:4 elementwise:8 linear:16 norm:8");
+        // Batch norms are folded into the convs on export; each block's
+        // residual Add takes its ReLU; the stem's max pool stands alone.
+        QTest::newRow("onnx resnet18") << Builder([] { return loadSample("resnet18-shapes.onnx"); })
+                                       << QStringLiteral("conv:20 elementwise:8 linear:1 other:1");
     }
 
     void kinds()

@@ -149,6 +149,13 @@ ir::Graph resnetLike(std::vector<int> blocks)
     return g.take();
 }
 
+const std::string kSamples = std::string(TAPESTRY_SOURCE_DIR) + "/samples/onnx/";
+
+ir::Graph loadSample(const std::string &file)
+{
+    return io::loadModel(kSamples + file);
+}
+
 void renameOpaque(ir::Graph &graph)
 {
     for (std::size_t i = 0; i < graph.opCount(); ++i)
@@ -176,6 +183,31 @@ QString instanceScopes(const passes::SubgraphClass &c)
     for (const auto &i : c.instances)
         scopes << QString::fromStdString(i.scope);
     return scopes.join(QLatin1Char(' '));
+}
+
+// "h.0 h.1 | h.2": the instance scopes of every class, classes apart.
+QString allScopes(const passes::SubgraphClasses &result)
+{
+    QStringList classes;
+    for (const auto &c : result.classes)
+        classes << instanceScopes(c);
+    return classes.join(QStringLiteral(" | "));
+}
+
+// What makes two blocks the same, written out without hashing: the op types
+// in order and the shapes of the parameters they read.
+QString structureOf(const ir::Graph &graph, const passes::SubgraphInstance &instance)
+{
+    QStringList parts;
+    for (auto op : instance.ops)
+        parts << QString::fromStdString(graph.op(op).type);
+    for (auto t : instance.parameters) {
+        QStringList dims;
+        for (auto d : graph.tensor(t).shape)
+            dims << QString::number(d);
+        parts << QLatin1Char('[') + dims.join(QLatin1Char(',')) + QLatin1Char(']');
+    }
+    return parts.join(QLatin1Char(' '));
 }
 
 } // namespace
@@ -290,6 +322,57 @@ private slots:
         QVERIFY(result.coverage > 0.5);
     }
 
+    void onnx_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("classes");
+        QTest::addColumn<QString>("scopes");
+        auto numbered = [](const QString &prefix, int n) {
+            QStringList scopes;
+            for (int i = 0; i < n; ++i)
+                scopes << prefix + QString::number(i);
+            return scopes.join(QLatin1Char(' '));
+        };
+        QTest::newRow("gpt-tiny: 4 decoder layers") << QStringLiteral("gpt-tiny.onnx") << QStringLiteral("4x51")
+                                                    << numbered(QStringLiteral("h."), 4);
+        QTest::newRow("nn.TransformerEncoder: 4 layers")
+            << QStringLiteral("transformer-encoder.onnx") << QStringLiteral("4x30")
+            << numbered(QStringLiteral("layers."), 4);
+        QTest::newRow("gpt2-external: 12 layers") << QStringLiteral("gpt2-external.onnx") << QStringLiteral("12x51")
+                                                  << numbered(QStringLiteral("h."), 12);
+        // resnet18 has two BasicBlocks per stage. Stage 1 keeps 64 channels,
+        // so its blocks match; every later stage opens with a strided block
+        // with a 1x1 downsample conv (6 ops) and follows with a block of its
+        // own width (5 ops), unlike any other stage's.
+        QTest::newRow("torchvision resnet18: first blocks of stages apart")
+            << QStringLiteral("resnet18-shapes.onnx") << QStringLiteral("2x5 1x6 1x5 1x6 1x5 1x6 1x5")
+            << QStringLiteral("layer1/layer1.0 layer1/layer1.1 | layer2/layer2.0 | layer2/layer2.1 | "
+                              "layer3/layer3.0 | layer3/layer3.1 | layer4/layer4.0 | layer4/layer4.1");
+    }
+
+    // PyTorch exports: the classes their module structure implies, checked
+    // against the blocks written out (op types, parameter shapes): instances
+    // of a class match, and no two classes do.
+    void onnx()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, classes);
+        QFETCH(QString, scopes);
+        const auto graph = loadSample(file.toStdString());
+        const auto result = prune(graph);
+        QVERIFY(result.fromScopes);
+        QCOMPARE(classSummary(result), classes);
+        QCOMPARE(allScopes(result), scopes);
+        QStringList structures;
+        for (const auto &c : result.classes) {
+            const QString representative = structureOf(graph, c.instances[c.representative]);
+            for (const auto &i : c.instances)
+                QCOMPARE(structureOf(graph, i), representative);
+            QVERIFY2(!structures.contains(representative), qPrintable(instanceScopes(c)));
+            structures << representative;
+        }
+    }
+
     void opaqueNames_data()
     {
         QTest::addColumn<Builder>("build");
@@ -308,6 +391,8 @@ private slots:
         QTest::newRow("decoder, 3 layers") << Builder([] { return gptLike({3}); });
         QTest::newRow("decoder, 12 layers") << Builder([] { return gptLike({12}); });
         QTest::newRow("experts nested in each layer") << Builder([] { return gptLike({4, false, false, 3}); });
+        for (const char *file : {"gpt-tiny.onnx", "transformer-encoder.onnx", "gpt2-external.onnx"})
+            QTest::newRow(file) << Builder([file] { return loadSample(file); });
     }
 
     // Renaming every op to node_N leaves the structure: the same classes come

@@ -59,60 +59,83 @@ NodeId CoarseGraph::nodeOf(ir::OpId op) const
 
 void CoarseGraph::connect(const ir::Graph &graph)
 {
+    connect(graph, GraphIndex(graph));
+}
+
+void CoarseGraph::connect(const ir::Graph &graph, GraphIndex graphIndex)
+{
+    m_index = std::move(graphIndex);
+    const GraphIndex &index = m_index;
     // Rank ops by the graph's topological order so member lists and edges
     // come out the same way for every copy of a block.
-    std::vector<std::int32_t> rank(graph.opCount(), 0);
-    if (auto order = graph.topologicalOrder())
-        for (std::size_t i = 0; i < order->size(); ++i)
-            rank[(*order)[i].index()] = static_cast<std::int32_t>(i);
-    else
-        for (std::size_t i = 0; i < rank.size(); ++i)
-            rank[i] = static_cast<std::int32_t>(i);
+    auto byRank = [&](ir::OpId a, ir::OpId b) { return index.rank(a) < index.rank(b); };
+    if (m_nodeOfOp.size() < graph.opCount())
+        m_nodeOfOp.resize(graph.opCount());
+
+    // Marks which tensors a node's lists already hold: one flat array for the
+    // whole graph instead of a search per tensor, so a node costs its size.
+    // Lists gather in scratch vectors and are copied once at their final
+    // size: one allocation per list rather than one per doubling.
+    std::vector<std::int32_t> listed(index.tensorCount(), -1);
+    std::vector<ir::TensorId> inputs, parameters, outputs;
+    auto once = [&](std::vector<ir::TensorId> &list, ir::TensorId t, std::int32_t mark) {
+        if (listed[t.index()] == mark)
+            return;
+        listed[t.index()] = mark;
+        list.push_back(t);
+    };
 
     m_edges.clear();
     std::vector<std::tuple<NodeId, ir::TensorId, NodeId>> links;
+    links.reserve(m_nodes.size() * 2);
     for (auto &node : m_nodes) {
-        std::sort(node.ops.begin(), node.ops.end(),
-                  [&](ir::OpId a, ir::OpId b) { return rank[a.index()] < rank[b.index()]; });
-        node.inputs.clear();
-        node.parameters.clear();
-        node.outputs.clear();
-        node.inEdges.clear();
-        node.outEdges.clear();
+        if (!std::is_sorted(node.ops.begin(), node.ops.end(), byRank))
+            std::sort(node.ops.begin(), node.ops.end(), byRank);
+        inputs.clear();
+        parameters.clear();
+        outputs.clear();
+        const std::int32_t mark = 3 * node.id.value;  // one mark per list of this node
         for (ir::OpId op : node.ops) {
-            for (ir::TensorId t : graph.op(op).inputs) {
+            for (ir::TensorId t : index.inputs(op)) {
                 if (!t.valid())
                     continue;
-                const ir::Tensor &tensor = graph.tensor(t);
-                if (tensor.role == ir::Role::Parameter) {
-                    node.parameters.push_back(t);
-                } else if (nodeOf(tensor.producer) != node.id) {
-                    node.inputs.push_back(t);
-                    if (tensor.producer.valid() && nodeOf(tensor.producer).valid())
-                        links.emplace_back(nodeOf(tensor.producer), t, node.id);
+                const ir::OpId producer = index.producer(t);
+                if (index.role(t) == ir::Role::Parameter) {
+                    once(parameters, t, mark + 1);
+                } else if (nodeOf(producer) != node.id) {
+                    once(inputs, t, mark);
+                    if (producer.valid() && nodeOf(producer).valid())
+                        links.emplace_back(nodeOf(producer), t, node.id);
                 }
             }
-            for (ir::TensorId t : graph.op(op).outputs) {
+            for (ir::TensorId t : index.outputs(op)) {
                 if (!t.valid())
                     continue;
-                const ir::Tensor &tensor = graph.tensor(t);
-                bool leaves = tensor.role == ir::Role::Output;
-                for (ir::OpId c : tensor.consumers)
+                bool leaves = index.role(t) == ir::Role::Output;
+                for (ir::OpId c : index.consumers(t))
                     leaves = leaves || nodeOf(c) != node.id;
                 if (leaves)
-                    node.outputs.push_back(t);
+                    once(outputs, t, mark + 2);
             }
         }
-        for (auto *list : {&node.inputs, &node.parameters, &node.outputs}) {
-            std::vector<ir::TensorId> seen;
-            for (ir::TensorId t : *list)
-                if (std::find(seen.begin(), seen.end(), t) == seen.end())
-                    seen.push_back(t);
-            *list = std::move(seen);
-        }
+        node.inputs.assign(inputs.begin(), inputs.end());
+        node.parameters.assign(parameters.begin(), parameters.end());
+        node.outputs.assign(outputs.begin(), outputs.end());
     }
     std::sort(links.begin(), links.end());
     links.erase(std::unique(links.begin(), links.end()), links.end());
+    std::vector<std::int32_t> inCount(m_nodes.size(), 0), outCount(m_nodes.size(), 0);
+    for (const auto &[from, tensor, to] : links) {
+        ++outCount[from.index()];
+        ++inCount[to.index()];
+    }
+    for (auto &node : m_nodes) {
+        node.inEdges.clear();
+        node.outEdges.clear();
+        node.inEdges.reserve(static_cast<std::size_t>(inCount[node.id.index()]));
+        node.outEdges.reserve(static_cast<std::size_t>(outCount[node.id.index()]));
+    }
+    m_edges.reserve(links.size());
     for (const auto &[from, tensor, to] : links) {
         EdgeId id(static_cast<std::int32_t>(m_edges.size()));
         m_edges.push_back(CoarseEdge{id, from, to, tensor, graph.tensor(tensor).shape});

@@ -2,6 +2,7 @@
 
 #include "ir/graph.h"
 #include "ir/ids.h"
+#include "passes/graphindex.h"
 
 #include <string>
 #include <string_view>
@@ -63,6 +64,9 @@ public:
     // Orders each node's ops topologically and derives boundary tensors and
     // edges from the op graph. Call once, after the last addNode.
     void connect(const ir::Graph &graph);
+    // The same over the graph's flat index, which the coarsen pass has built
+    // anyway; the coarse graph keeps it for later passes.
+    void connect(const ir::Graph &graph, GraphIndex index);
 
     std::size_t nodeCount() const { return m_nodes.size(); }
     std::size_t edgeCount() const { return m_edges.size(); }
@@ -75,11 +79,16 @@ public:
 
     // The nodes in a topological order of the coarse edges (ties by id).
     std::vector<NodeId> topologicalOrder() const;
+    // The flat index of the op graph connect() ran on, with the topological
+    // order it ranked ops by, kept so later passes (prune) need not sweep the
+    // op graph again.
+    const GraphIndex &graphIndex() const { return m_index; }
 
 private:
     std::vector<CoarseNode> m_nodes;
     std::vector<CoarseEdge> m_edges;
     std::vector<NodeId> m_nodeOfOp;
+    GraphIndex m_index;
 };
 
 } // namespace tapestry::passes

@@ -1,10 +1,16 @@
 #include "passes/coarsen.h"
 
+#include "passes/graphindex.h"
+
 #include <algorithm>
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <queue>
-#include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 
 namespace tapestry::passes {
 
@@ -13,59 +19,106 @@ namespace {
 using ir::OpId;
 using ir::TensorId;
 
-const std::set<std::string, std::less<>> kNormTypes = {
-    "LayerNormalization", "LayerNorm", "RMSNorm", "RMSNormalization", "SimplifiedLayerNormalization",
-    "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "BatchNormalization",
-    "GroupNormalization", "InstanceNormalization", "LpNormalization"};
-const std::set<std::string, std::less<>> kMatMulTypes = {"MatMul", "Gemm", "MatMulInteger",
-                                                         "FusedMatMul"};
-const std::set<std::string, std::less<>> kConvTypes = {"Conv", "ConvTranspose", "ConvInteger"};
-const std::set<std::string, std::less<>> kLossTypes = {
-    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CrossEntropyLoss", "CrossEntropy"};
-// Shapes and moves data without computing: joins the node that makes its input.
-const std::set<std::string, std::less<>> kLayoutTypes = {
-    "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast", "Dropout",
-    "Split", "Slice", "Expand", "Concat", "Gather", "Tile", "Pad", "CastLike"};
-const std::set<std::string, std::less<>> kPointwiseTypes = {
-    "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Neg", "Exp", "Log", "Abs",
-    "Where", "Max", "Min", "Clip", "Erf", "Relu", "Gelu", "FastGelu", "BiasGelu", "QuickGelu",
-    "Tanh", "Sigmoid", "Silu", "Swish", "Elu", "LeakyRelu", "HardSigmoid", "HardSwish",
-    "Softplus", "Mish", "Softmax", "LogSoftmax", "Sum", "Mean", "ReduceMean", "ReduceSum",
-    "ReduceMax", "GlobalAveragePool", "Equal", "Less", "Greater", "Not", "And", "Or"};
-// Ops of a decomposed LayerNorm / RMSNorm.
-const std::set<std::string, std::less<>> kNormPieceTypes = {
-    "ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Rsqrt", "Reciprocal", "Div", "Mul", "Cast"};
-// Ops between the scores MatMul and the Softmax: scale, mask, casts.
-const std::set<std::string, std::less<>> kScoreTypes = {"Add", "Sub", "Mul", "Div", "Where",
-                                                        "Cast", "Max", "Min", "Clip"};
-// Ops that depend on a tensor's shape but not its values.
-const std::set<std::string, std::less<>> kShapeOnlyTypes = {"Shape", "Size"};
+// What the grouping rules need to know of an op type, as bits: each op's type
+// is looked up once, and every rule after that is a bit test.
+enum Category : std::uint32_t {
+    kNorm = 1u << 0,
+    kMatMul = 1u << 1,
+    kConv = 1u << 2,
+    kLoss = 1u << 3,
+    kLayout = 1u << 4,     // shapes and moves data without computing: joins the node that makes its input
+    kPointwise = 1u << 5,
+    kNormPiece = 1u << 6,  // an op of a decomposed LayerNorm / RMSNorm
+    kScore = 1u << 7,      // between the scores MatMul and the Softmax: scale, mask, casts
+    kShapeOnly = 1u << 8,  // depends on a tensor's shape but not its values
+    kReduceMean = 1u << 9,
+    kSoftmax = 1u << 10,
+    kGather = 1u << 11,
+    kPow = 1u << 12,
+    kMul = 1u << 13,
+    kCast = 1u << 14,
+    kRoot = 1u << 15,         // Sqrt, Rsqrt, Reciprocal: what makes a mean a norm
+    kPassThrough = 1u << 16,  // Dropout, Cast, Identity between the probabilities and the context MatMul
+};
+
+const std::unordered_map<std::string_view, std::uint32_t> &categories()
+{
+    static const auto table = [] {
+        std::unordered_map<std::string_view, std::uint32_t> t;
+        auto add = [&t](std::uint32_t bits, std::initializer_list<std::string_view> types) {
+            for (auto type : types)
+                t[type] |= bits;
+        };
+        add(kNorm, {"LayerNormalization", "LayerNorm", "RMSNorm", "RMSNormalization",
+                    "SimplifiedLayerNormalization", "SkipLayerNormalization",
+                    "SkipSimplifiedLayerNormalization", "BatchNormalization", "GroupNormalization",
+                    "InstanceNormalization", "LpNormalization"});
+        add(kMatMul, {"MatMul", "Gemm", "MatMulInteger", "FusedMatMul"});
+        add(kConv, {"Conv", "ConvTranspose", "ConvInteger"});
+        add(kLoss, {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CrossEntropyLoss",
+                    "CrossEntropy"});
+        add(kLayout, {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast",
+                      "Dropout", "Split", "Slice", "Expand", "Concat", "Gather", "Tile", "Pad",
+                      "CastLike"});
+        add(kPointwise, {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Rsqrt", "Reciprocal", "Neg",
+                         "Exp", "Log", "Abs", "Where", "Max", "Min", "Clip", "Erf", "Relu", "Gelu",
+                         "FastGelu", "BiasGelu", "QuickGelu", "Tanh", "Sigmoid", "Silu", "Swish",
+                         "Elu", "LeakyRelu", "HardSigmoid", "HardSwish", "Softplus", "Mish",
+                         "Softmax", "LogSoftmax", "Sum", "Mean", "ReduceMean", "ReduceSum",
+                         "ReduceMax", "GlobalAveragePool", "Equal", "Less", "Greater", "Not", "And",
+                         "Or"});
+        add(kNormPiece, {"ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Rsqrt", "Reciprocal", "Div",
+                         "Mul", "Cast"});
+        add(kScore, {"Add", "Sub", "Mul", "Div", "Where", "Cast", "Max", "Min", "Clip"});
+        add(kShapeOnly, {"Shape", "Size"});
+        add(kReduceMean, {"ReduceMean"});
+        add(kSoftmax, {"Softmax"});
+        add(kGather, {"Gather"});
+        add(kPow, {"Pow"});
+        add(kMul, {"Mul"});
+        add(kCast, {"Cast"});
+        add(kRoot, {"Sqrt", "Rsqrt", "Reciprocal"});
+        add(kPassThrough, {"Dropout", "Cast", "Identity"});
+        return t;
+    }();
+    return table;
+}
+
+// The live inputs of an op (those computed from graph inputs): how many, and
+// the first two, which is all the pattern rules look at.
+struct Live {
+    int count = 0;
+    TensorId first, second;
+};
 
 class Coarsener {
 public:
-    explicit Coarsener(const ir::Graph &graph) : m_graph(graph)
+    explicit Coarsener(const ir::Graph &graph) : m_graph(graph), m_index(graph), m_order(m_index.order())
     {
-        m_order = orderOps();
-        m_rank.assign(graph.opCount(), 0);
-        for (std::size_t i = 0; i < m_order.size(); ++i)
-            m_rank[m_order[i].index()] = static_cast<int>(i);
-        m_group.assign(graph.opCount(), -1);
+        const std::size_t n = graph.opCount();
+        const auto &table = categories();
+        for (std::string_view type : m_index.typeNames()) {
+            auto it = table.find(type);
+            m_typeCategory.push_back(it == table.end() ? 0 : it->second);
+        }
+        m_group.assign(n, -1);
+        m_next.assign(n, OpId());
         markConstants();
     }
 
     CoarseGraph run()
     {
         for (OpId op : m_order)
-            if (!m_constant[op.index()] && !assigned(op) && kNormTypes.count(type(op)))
-                newGroup(NodeKind::Norm, op, {op});
+            if (unplaced(op) && is(op, kNorm))
+                newGroup(NodeKind::Norm, op);
         for (OpId op : m_order)
-            if (!m_constant[op.index()] && !assigned(op) && type(op) == "ReduceMean")
+            if (unplaced(op) && is(op, kReduceMean))
                 findDecomposedNorm(op);
         for (OpId op : m_order)
-            if (!m_constant[op.index()] && !assigned(op) && type(op) == "Softmax")
+            if (unplaced(op) && is(op, kSoftmax))
                 findAttention(op);
         for (OpId op : m_order)
-            if (!m_constant[op.index()] && !assigned(op))
+            if (unplaced(op))
                 placeForward(op);
         mergeLayoutGroups();
         placeConstants();
@@ -73,26 +126,23 @@ public:
     }
 
 private:
+    // A group's ops form a list threaded through m_next, so growing a group
+    // allocates nothing.
     struct Group {
         NodeKind kind;
         OpId anchor;
-        std::vector<OpId> ops;
+        OpId first, last;
         bool layoutOnly = false;  // made only of layout ops with no compute to join
         int mergedInto = -1;
     };
 
-    const std::string &type(OpId op) const { return m_graph.op(op).type; }
-    bool assigned(OpId op) const { return m_group[op.index()] >= 0; }
-
-    std::vector<OpId> orderOps() const
+    bool is(OpId op, std::uint32_t category) const
     {
-        if (auto order = m_graph.topologicalOrder())
-            return *order;
-        std::vector<OpId> ids;
-        for (std::size_t i = 0; i < m_graph.opCount(); ++i)
-            ids.emplace_back(static_cast<std::int32_t>(i));
-        return ids;
+        return (m_typeCategory[m_index.type(op)] & category) != 0;
     }
+    bool assigned(OpId op) const { return m_group[op.index()] >= 0; }
+    // Not yet in a group and computed from graph inputs.
+    bool unplaced(OpId op) const { return !m_constant[op.index()] && !assigned(op); }
 
     // An op is constant when its result does not depend on the values of a
     // graph input: it reads only parameters, other constants, or shapes.
@@ -100,10 +150,9 @@ private:
     {
         m_constant.assign(m_graph.opCount(), false);
         for (OpId op : m_order) {
-            const ir::Op &o = m_graph.op(op);
             bool constant = true;
-            if (!kShapeOnlyTypes.count(o.type))
-                for (TensorId t : o.inputs)
+            if (!is(op, kShapeOnly))
+                for (TensorId t : m_index.inputs(op))
                     if (t.valid() && !isConstantTensor(t))
                         constant = false;
             m_constant[op.index()] = constant;
@@ -112,123 +161,143 @@ private:
 
     bool isConstantTensor(TensorId t) const
     {
-        const ir::Tensor &tensor = m_graph.tensor(t);
-        if (tensor.role == ir::Role::Parameter)
+        if (m_index.role(t) == ir::Role::Parameter)
             return true;
-        return tensor.producer.valid() && m_constant[tensor.producer.index()];
+        const OpId producer = m_index.producer(t);
+        return producer.valid() && m_constant[producer.index()];
     }
 
-    // Inputs that carry values computed from graph inputs.
-    std::vector<TensorId> liveInputs(OpId op) const
+    Live liveInputs(OpId op) const
     {
-        std::vector<TensorId> live;
-        for (TensorId t : m_graph.op(op).inputs)
-            if (t.valid() && !isConstantTensor(t))
-                live.push_back(t);
+        Live live;
+        for (TensorId t : m_index.inputs(op)) {
+            if (!t.valid() || isConstantTensor(t))
+                continue;
+            if (live.count == 0)
+                live.first = t;
+            else if (live.count == 1)
+                live.second = t;
+            ++live.count;
+        }
         return live;
     }
 
-    int newGroup(NodeKind kind, OpId anchor, const std::vector<OpId> &ops)
+    int newGroup(NodeKind kind, OpId anchor)
     {
         const int g = static_cast<int>(m_groups.size());
-        m_groups.push_back(Group{kind, anchor, ops});
-        for (OpId op : ops)
-            m_group[op.index()] = g;
+        m_groups.push_back(Group{kind, anchor, anchor, anchor});
+        m_group[anchor.index()] = g;
         return g;
     }
 
     void join(int g, OpId op)
     {
         Group &group = m_groups[static_cast<std::size_t>(g)];
-        group.ops.push_back(op);
+        m_next[group.last.index()] = op;
+        group.last = op;
         m_group[op.index()] = g;
         // A run of layout ops that computes becomes a pointwise node.
-        if (group.layoutOnly && !kLayoutTypes.count(type(op))) {
+        if (group.layoutOnly && !is(op, kLayout)) {
             group.layoutOnly = false;
             group.kind = NodeKind::Elementwise;
         }
     }
 
+    // Marks for the closure walks, reset by bumping the stamp.
+    bool markOp(OpId op) { return std::exchange(m_opMark[op.index()], m_stamp) != m_stamp; }
+    bool tensorMarked(TensorId t) const { return m_tensorMark[t.index()] == m_stamp; }
+
     // x -> ReduceMean/Sub/Pow/Add/Sqrt/Div/Mul -> y: the closure of norm pieces
     // whose live inputs are the norm's input or the closure's own results.
     void findDecomposedNorm(OpId reduce)
     {
-        auto live = liveInputs(reduce);
-        if (live.size() != 1)
+        const Live live = liveInputs(reduce);
+        if (live.count != 1)
             return;
         // RMSNorm reduces x², LayerNorm's variance reduces (x - mean)²: step
         // back over the square (and a cast) to the normalised tensor.
-        TensorId root = live[0];
+        TensorId root = live.first;
         for (int step = 0; step < 2; ++step) {
-            OpId p = m_graph.tensor(root).producer;
-            if (!p.valid() || assigned(p) || m_constant[p.index()])
+            OpId p = m_index.producer(root);
+            if (!p.valid() || !unplaced(p))
                 break;
-            const auto &t = type(p);
-            auto pl = liveInputs(p);
-            bool square = (t == "Pow" && pl.size() == 1) ||
-                          (t == "Mul" && pl.size() == 2 && pl[0] == pl[1]) ||
-                          (t == "Cast" && pl.size() == 1);
+            const Live pl = liveInputs(p);
+            const bool square = (is(p, kPow) && pl.count == 1) ||
+                                (is(p, kMul) && pl.count == 2 && pl.first == pl.second) ||
+                                (is(p, kCast) && pl.count == 1);
             if (!square)
                 break;
-            root = pl[0];
+            root = pl.first;
         }
-        std::set<TensorId> inside = {root};
+        if (m_opMark.empty()) {
+            m_opMark.assign(m_graph.opCount(), 0);
+            m_tensorMark.assign(m_index.tensorCount(), 0);
+        }
+        ++m_stamp;
+        m_tensorMark[root.index()] = m_stamp;
         std::vector<OpId> members;
         std::priority_queue<std::pair<int, OpId>, std::vector<std::pair<int, OpId>>, std::greater<>>
             queue;
-        std::set<OpId> queued;
         auto pushConsumers = [&](TensorId t) {
-            for (OpId c : m_graph.tensor(t).consumers)
-                if (queued.insert(c).second)
-                    queue.emplace(m_rank[c.index()], c);
+            for (OpId c : m_index.consumers(t))
+                if (markOp(c))
+                    queue.emplace(m_index.rank(c), c);
         };
         pushConsumers(root);
         while (!queue.empty()) {
             OpId op = queue.top().second;
             queue.pop();
-            if (assigned(op) || m_constant[op.index()] || !kNormPieceTypes.count(type(op)))
+            if (!unplaced(op) || !is(op, kNormPiece))
                 continue;
             bool fits = true;
-            for (TensorId t : liveInputs(op))
-                fits = fits && inside.count(t);
+            for (TensorId t : m_index.inputs(op))
+                fits = fits && (!t.valid() || isConstantTensor(t) || tensorMarked(t));
             if (!fits)
                 continue;
             members.push_back(op);
-            for (TensorId t : m_graph.op(op).outputs) {
+            for (TensorId t : m_index.outputs(op)) {
                 if (!t.valid())
                     continue;
-                inside.insert(t);
+                m_tensorMark[t.index()] = m_stamp;
                 pushConsumers(t);
             }
         }
         bool reduces = false, normalises = false;
         for (OpId op : members) {
-            reduces = reduces || type(op) == "ReduceMean";
-            normalises = normalises || type(op) == "Sqrt" || type(op) == "Rsqrt" ||
-                         type(op) == "Reciprocal";
+            reduces = reduces || is(op, kReduceMean);
+            normalises = normalises || is(op, kRoot);
         }
         if (reduces && normalises && members.size() >= 3)
-            newGroup(NodeKind::Norm, reduce, members);
+            newGroupOf(NodeKind::Norm, reduce, members);
+    }
+
+    void newGroupOf(NodeKind kind, OpId anchor, const std::vector<OpId> &ops)
+    {
+        const int g = static_cast<int>(m_groups.size());
+        m_groups.push_back(Group{kind, anchor, ops.front(), ops.front()});
+        m_group[ops.front().index()] = g;
+        for (std::size_t i = 1; i < ops.size(); ++i)
+            join(g, ops[i]);
     }
 
     // Walks back from the Softmax over scale and mask ops to a MatMul of two
     // live tensors (the scores); the path is appended to `path`.
     bool findScores(TensorId t, int depth, std::vector<OpId> &path) const
     {
-        OpId p = m_graph.tensor(t).producer;
-        if (!p.valid() || assigned(p) || m_constant[p.index()])
+        OpId p = m_index.producer(t);
+        if (!p.valid() || !unplaced(p))
             return false;
-        if (kMatMulTypes.count(type(p))) {
-            if (liveInputs(p).size() != 2)
+        if (is(p, kMatMul)) {
+            if (liveInputs(p).count != 2)
                 return false;
             path.push_back(p);
             return true;
         }
-        if (depth == 0 || !kScoreTypes.count(type(p)))
+        if (depth == 0 || !is(p, kScore))
             return false;
         path.push_back(p);
-        for (TensorId in : liveInputs(p))
-            if (findScores(in, depth - 1, path))
+        for (TensorId in : m_index.inputs(p))
+            if (in.valid() && !isConstantTensor(in) && findScores(in, depth - 1, path))
                 return true;
         path.pop_back();
         return false;
@@ -236,31 +305,28 @@ private:
 
     void findAttention(OpId softmax)
     {
-        auto live = liveInputs(softmax);
-        if (live.size() != 1)
+        const Live live = liveInputs(softmax);
+        if (live.count != 1)
             return;
         std::vector<OpId> members;
-        if (!findScores(live[0], 6, members))
+        if (!findScores(live.first, 6, members))
             return;
         members.push_back(softmax);
-        TensorId probs = m_graph.op(softmax).outputs.empty() ? TensorId()
-                                                             : m_graph.op(softmax).outputs[0];
+        TensorId probs = m_index.outputs(softmax).empty() ? TensorId() : m_index.outputs(softmax)[0];
         for (int step = 0; step < 4 && probs.valid(); ++step) {
-            const auto &consumers = m_graph.tensor(probs).consumers;
+            const auto &consumers = m_index.consumers(probs);
             if (consumers.size() != 1 || assigned(consumers[0]))
                 return;
             OpId c = consumers[0];
-            const auto &t = type(c);
-            if (kMatMulTypes.count(t) && liveInputs(c).size() == 2 &&
-                m_graph.op(c).inputs[0] == probs) {
+            if (is(c, kMatMul) && liveInputs(c).count == 2 && m_index.inputs(c)[0] == probs) {
                 members.push_back(c);
-                newGroup(NodeKind::Attention, softmax, members);
+                newGroupOf(NodeKind::Attention, softmax, members);
                 return;
             }
-            if (t != "Dropout" && t != "Cast" && t != "Identity")
+            if (!is(c, kPassThrough))
                 return;
             members.push_back(c);
-            probs = m_graph.op(c).outputs.empty() ? TensorId() : m_graph.op(c).outputs[0];
+            probs = m_index.outputs(c).empty() ? TensorId() : m_index.outputs(c)[0];
         }
     }
 
@@ -268,8 +334,10 @@ private:
     int singleSource(OpId op) const
     {
         int source = -1;
-        for (TensorId t : liveInputs(op)) {
-            OpId p = m_graph.tensor(t).producer;
+        for (TensorId t : m_index.inputs(op)) {
+            if (!t.valid() || isConstantTensor(t))
+                continue;
+            OpId p = m_index.producer(t);
             if (!p.valid() || !assigned(p))
                 return -1;
             int g = root(m_group[p.index()]);
@@ -289,38 +357,36 @@ private:
 
     void placeForward(OpId op)
     {
-        const auto &t = type(op);
-        const ir::Op &o = m_graph.op(op);
-        if (kMatMulTypes.count(t)) {
-            newGroup(liveInputs(op).size() < o.inputs.size() ? NodeKind::Linear : NodeKind::MatMul,
-                     op, {op});
+        const auto inputs = m_index.inputs(op);
+        if (is(op, kMatMul)) {
+            const bool weighted = static_cast<std::size_t>(liveInputs(op).count) < inputs.size();
+            newGroup(weighted ? NodeKind::Linear : NodeKind::MatMul, op);
             return;
         }
-        if (kConvTypes.count(t)) {
-            newGroup(NodeKind::Conv, op, {op});
+        if (is(op, kConv)) {
+            newGroup(NodeKind::Conv, op);
             return;
         }
-        if (kLossTypes.count(t)) {
-            newGroup(NodeKind::Loss, op, {op});
+        if (is(op, kLoss)) {
+            newGroup(NodeKind::Loss, op);
             return;
         }
-        if (t == "Gather" && !o.inputs.empty() && o.inputs[0].valid() &&
-            isConstantTensor(o.inputs[0])) {
-            newGroup(NodeKind::Embedding, op, {op});
+        if (is(op, kGather) && !inputs.empty() && inputs[0].valid() && isConstantTensor(inputs[0])) {
+            newGroup(NodeKind::Embedding, op);
             return;
         }
-        const bool layout = kLayoutTypes.count(t) > 0;
-        if (layout || kPointwiseTypes.count(t)) {
+        const bool layout = is(op, kLayout);
+        if (layout || is(op, kPointwise)) {
             const int source = singleSource(op);
             if (source >= 0 && m_groups[static_cast<std::size_t>(source)].kind != NodeKind::Norm) {
                 join(source, op);
                 return;
             }
         }
-        const int g = newGroup(layout                     ? NodeKind::Other
-                               : kPointwiseTypes.count(t) ? NodeKind::Elementwise
-                                                          : NodeKind::Other,
-                               op, {op});
+        const int g = newGroup(layout                  ? NodeKind::Other
+                               : is(op, kPointwise) ? NodeKind::Elementwise
+                                                       : NodeKind::Other,
+                               op);
         m_groups[static_cast<std::size_t>(g)].layoutOnly = layout;
     }
 
@@ -333,19 +399,19 @@ private:
             if (!g.layoutOnly)
                 continue;
             bool allLayout = true;
-            for (OpId op : g.ops)
-                allLayout = allLayout && kLayoutTypes.count(type(op)) > 0;
+            for (OpId op = g.first; op.valid(); op = m_next[op.index()])
+                allLayout = allLayout && is(op, kLayout);
             if (!allLayout)
                 continue;
             int target = -1;
             bool single = true;
-            for (OpId op : g.ops)
-                for (TensorId t : m_graph.op(op).outputs) {
+            for (OpId op = g.first; op.valid(); op = m_next[op.index()])
+                for (TensorId t : m_index.outputs(op)) {
                     if (!t.valid())
                         continue;
-                    if (m_graph.tensor(t).role == ir::Role::Output)
+                    if (m_index.role(t) == ir::Role::Output)
                         single = false;
-                    for (OpId c : m_graph.tensor(t).consumers) {
+                    for (OpId c : m_index.consumers(t)) {
                         if (!assigned(c))
                             continue;
                         int cg = root(m_group[c.index()]);
@@ -371,41 +437,44 @@ private:
             if (!m_constant[op.index()])
                 continue;
             OpId first;
-            for (TensorId t : m_graph.op(op).outputs) {
+            for (TensorId t : m_index.outputs(op)) {
                 if (!t.valid())
                     continue;
-                for (OpId c : m_graph.tensor(t).consumers)
-                    if (assigned(c) && (!first.valid() || m_rank[c.index()] < m_rank[first.index()]))
+                for (OpId c : m_index.consumers(t))
+                    if (assigned(c) && (!first.valid() || m_index.rank(c) < m_index.rank(first)))
                         first = c;
             }
             if (first.valid())
                 m_group[op.index()] = root(m_group[first.index()]);
             else
-                newGroup(NodeKind::Other, op, {op});
+                newGroup(NodeKind::Other, op);
         }
     }
 
-    CoarseGraph build() const
+    CoarseGraph build()
     {
         // Ops of merged groups move to their target; nodes are numbered in
-        // the order of their first op so ids follow the graph's flow.
+        // the order of their first op so ids follow the graph's flow, which
+        // is the order in which a walk over m_order first meets each group.
+        std::vector<std::size_t> size(m_groups.size(), 0);
+        std::vector<std::size_t> groups;
+        for (OpId op : m_order) {
+            const auto g = static_cast<std::size_t>(root(m_group[op.index()]));
+            if (size[g]++ == 0)
+                groups.push_back(g);
+        }
         std::vector<std::vector<OpId>> members(m_groups.size());
+        for (std::size_t g : groups)
+            members[g].reserve(size[g]);
         for (OpId op : m_order)
             members[static_cast<std::size_t>(root(m_group[op.index()]))].push_back(op);
-        std::vector<std::size_t> groups;
-        for (std::size_t g = 0; g < m_groups.size(); ++g)
-            if (!members[g].empty())
-                groups.push_back(g);
-        std::sort(groups.begin(), groups.end(), [&](std::size_t a, std::size_t b) {
-            return m_rank[members[a].front().index()] < m_rank[members[b].front().index()];
-        });
         CoarseGraph coarse;
         for (std::size_t g : groups) {
-            const Group &group = m_groups[g];
-            OpId anchor = group.anchor;
-            coarse.addNode(group.kind, scopeOf(m_graph.op(anchor).name), anchor, members[g]);
+            const OpId anchor = m_groups[g].anchor;
+            coarse.addNode(m_groups[g].kind, scopeOf(m_graph.op(anchor).name), anchor,
+                           std::move(members[g]));
         }
-        coarse.connect(m_graph);
+        coarse.connect(m_graph, std::move(m_index));  // the last use of the index here
         return coarse;
     }
 
@@ -416,11 +485,15 @@ private:
     }
 
     const ir::Graph &m_graph;
-    std::vector<OpId> m_order;
-    std::vector<int> m_rank;
+    GraphIndex m_index;
+    const std::vector<OpId> &m_order;
+    std::vector<std::uint32_t> m_typeCategory;  // by GraphIndex type number
     std::vector<bool> m_constant;
     std::vector<int> m_group;
+    std::vector<OpId> m_next;  // the next op of the same group, in joining order
     std::vector<Group> m_groups;
+    std::vector<std::uint32_t> m_opMark, m_tensorMark;
+    std::uint32_t m_stamp = 0;
 };
 
 } // namespace

@@ -1,11 +1,12 @@
 #include "passes/prune.h"
 
-#include "ir/scopetree.h"
+#include "passes/graphindex.h"
 
 #include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <variant>
@@ -67,19 +68,169 @@ std::uint64_t hashAttribute(std::uint64_t h, const ir::Attribute &a)
     return h;
 }
 
-bool isNumber(const std::string &s)
+bool isNumber(std::string_view s)
 {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 // "layer3" -> "layer", "3" -> "": siblings sharing a stem share a name prefix.
-std::string stemOf(const std::string &s)
+std::string_view stemOf(std::string_view s)
 {
     std::size_t end = s.size();
     while (end > 0 && std::isdigit(static_cast<unsigned char>(s[end - 1])))
         --end;
     return s.substr(0, end);
 }
+
+// The module hierarchy implied by op names ("transformer/h.3/attn/MatMul"
+// sits in scope transformer > h > 3 > attn), built for pruning alone: scope
+// names are views into the op names, scopes are numbered in depth-first
+// order, and the ops of a scope's whole subtree are one contiguous range, so
+// neither building it nor reading a scope's ops allocates per op.
+class ScopeIndex {
+public:
+    // Scopes are numbered in depth-first order: a scope's first child is
+    // the next number, and each child's `end` is where its next sibling is.
+    struct Scope {
+        std::string_view name;
+        int depth = 0;
+        int end = 0;  // one past the last scope of its subtree
+    };
+
+    // Takes the ops' names in id order (add), then their topological order
+    // (finish). Built by the pass's one sweep over the ops, beside the labels.
+    explicit ScopeIndex(std::size_t ops) : m_built(1) { m_scopeOfOp.reserve(ops); }
+
+    void add(std::string_view name)
+    {
+        // Ops come mostly in module order, so an op's scopes are largely its
+        // predecessor's: components that end inside the common name prefix
+        // are taken from the predecessor's path without a lookup.
+        std::size_t common = 0;
+        while (common < name.size() && common < m_previous.size() && name[common] == m_previous[common])
+            ++common;
+        std::size_t kept = 0;
+        while (kept < m_path.size() && m_path[kept].first < common)
+            ++kept;
+        m_path.resize(kept);
+        int node = kept == 0 ? 0 : m_path.back().second;
+        std::size_t begin = kept == 0 ? 0 : m_path.back().first + 1;
+        // Every component but the last (the op's own leaf name) is a scope.
+        std::string_view pending;
+        std::size_t pendingEnd = 0;
+        for (std::size_t j = begin; j <= name.size(); ++j) {
+            if (j < name.size() && name[j] != '/' && name[j] != '.')
+                continue;
+            if (j > begin) {
+                if (!pending.empty()) {
+                    node = descend(node, pending);
+                    m_path.emplace_back(pendingEnd, node);
+                }
+                pending = name.substr(begin, j - begin);
+                pendingEnd = j;
+            }
+            begin = j + 1;
+        }
+        m_scopeOfOp.push_back(node);
+        m_previous = name;
+    }
+
+    // Renumbers scopes in depth-first order and lays the ops out scope by
+    // scope, each scope's ops in topological order.
+    void finish(const std::vector<OpId> &order)
+    {
+        std::vector<int> preorder(m_built.size(), 0);
+        m_scopes.resize(m_built.size());
+        int next = 0;
+        number(0, 0, preorder, next);
+        std::vector<int> start(m_built.size() + 1, 0);
+        for (int &s : m_scopeOfOp) {
+            s = preorder[static_cast<std::size_t>(s)];
+            ++start[static_cast<std::size_t>(s) + 1];
+        }
+        for (std::size_t s = 1; s < start.size(); ++s)
+            start[s] += start[s - 1];
+        m_opStart = start;
+        m_ops.resize(m_scopeOfOp.size());
+        for (OpId op : order)
+            m_ops[static_cast<std::size_t>(start[static_cast<std::size_t>(m_scopeOfOp[op.index()])]++)] = op;
+        m_built.clear();
+        m_childOf.clear();
+    }
+
+    const Scope &scope(int s) const { return m_scopes[static_cast<std::size_t>(s)]; }
+    template <typename Visit>
+    void forEachChild(int s, Visit visit) const
+    {
+        for (int c = s + 1; c < scope(s).end; c = scope(c).end)
+            visit(c);
+    }
+    // The ops of scope s and every scope below it.
+    void subtreeOps(int s, std::vector<OpId> &out) const
+    {
+        const auto first = m_opStart[static_cast<std::size_t>(s)];
+        const auto last = m_opStart[static_cast<std::size_t>(m_scopes[static_cast<std::size_t>(s)].end)];
+        out.assign(m_ops.begin() + first, m_ops.begin() + last);
+    }
+
+private:
+    struct Key {
+        int parent;
+        std::string_view name;
+        bool operator==(const Key &) const = default;
+    };
+    struct KeyHash {
+        std::size_t operator()(const Key &k) const noexcept
+        {
+            return std::hash<std::string_view>{}(k.name) * 31 + static_cast<std::size_t>(k.parent);
+        }
+    };
+
+    int descend(int parent, std::string_view name)
+    {
+        auto [it, fresh] = m_childOf.try_emplace({parent, name}, static_cast<int>(m_built.size()));
+        if (fresh) {
+            Built &p = m_built[static_cast<std::size_t>(parent)];
+            if (p.lastChild < 0)
+                p.firstChild = it->second;
+            else
+                m_built[static_cast<std::size_t>(p.lastChild)].nextSibling = it->second;
+            p.lastChild = it->second;
+            m_built.push_back(Built{name});
+        }
+        return it->second;
+    }
+
+    int number(int s, int depth, std::vector<int> &preorder, int &next)
+    {
+        const int id = next++;
+        preorder[static_cast<std::size_t>(s)] = id;
+        Scope &out = m_scopes[static_cast<std::size_t>(id)];  // m_scopes is sized: no reallocation
+        out.name = m_built[static_cast<std::size_t>(s)].name;
+        out.depth = depth;
+        for (int c = m_built[static_cast<std::size_t>(s)].firstChild; c >= 0;
+             c = m_built[static_cast<std::size_t>(c)].nextSibling)
+            number(c, depth + 1, preorder, next);
+        out.end = next;
+        return id;
+    }
+
+    // While adding: scopes in the order first met, children as linked lists,
+    // and the lookup of a child.
+    struct Built {
+        std::string_view name;
+        int firstChild = -1, lastChild = -1, nextSibling = -1;
+    };
+    std::vector<Built> m_built;
+    std::unordered_map<Key, int, KeyHash> m_childOf;
+    std::string_view m_previous;
+    std::vector<std::pair<std::size_t, int>> m_path;  // per scope of the previous op: end of its name, scope
+    std::vector<int> m_scopeOfOp;
+
+    std::vector<Scope> m_scopes;  // in depth-first order, the root first
+    std::vector<int> m_opStart;   // per scope, where its own ops begin in m_ops
+    std::vector<OpId> m_ops;
+};
 
 // The first `components` parts of an op name, with its own separators:
 // ("/transformer/h.3/attn/MatMul", 2) -> "transformer/h.3".
@@ -105,20 +256,30 @@ std::string namePrefix(const std::string &name, std::size_t components)
 class Pruner {
 public:
     Pruner(const ir::Graph &graph, const CoarseGraph &coarse, int minDuplicate)
-        : m_graph(graph), m_coarse(coarse), m_minDuplicate(std::max(1, minDuplicate))
+        : m_graph(graph), m_coarse(coarse), m_minDuplicate(std::max(1, minDuplicate)),
+          m_scopes(graph.opCount())
     {
-        std::vector<OpId> order;
-        if (auto o = graph.topologicalOrder())
-            order = std::move(*o);
-        else
-            for (std::size_t i = 0; i < graph.opCount(); ++i)
-                order.emplace_back(static_cast<std::int32_t>(i));
-        m_rank.assign(graph.opCount(), 0);
-        for (std::size_t i = 0; i < order.size(); ++i)
-            m_rank[order[i].index()] = static_cast<int>(i);
+        // The coarse graph carries the flat index and topological order that
+        // coarsening built; build them again only for a coarse graph made
+        // some other way.
+        if (coarse.graphIndex().opCount() == graph.opCount() &&
+            coarse.graphIndex().tensorCount() == graph.tensorCount()) {
+            m_index = &coarse.graphIndex();
+        } else {
+            m_ownIndex = GraphIndex(graph);
+            m_index = &m_ownIndex;
+        }
+        hashTensors();
+        for (std::string_view type : m_index->typeNames())
+            m_typeHash.push_back(std::hash<std::string_view>{}(type));
+        // One sweep over the ops for both their labels and their scopes.
         m_label.resize(graph.opCount());
-        for (std::size_t i = 0; i < graph.opCount(); ++i)
-            m_label[i] = labelOf(graph.ops()[i]);
+        for (std::size_t i = 0; i < graph.opCount(); ++i) {
+            const ir::Op &op = graph.ops()[i];
+            m_label[i] = labelOf(OpId(static_cast<std::int32_t>(i)), op);
+            m_scopes.add(op.name);
+        }
+        m_scopes.finish(m_index->order());
         m_localIndex.assign(graph.opCount(), {-1, 0});
         m_externalIndex.assign(graph.tensorCount(), {-1, 0});
     }
@@ -127,8 +288,7 @@ public:
     {
         SubgraphClasses result;
         result.minDuplicate = m_minDuplicate;
-        const ir::ScopeTree tree(m_graph);
-        selectScopes(tree.root());
+        selectScopes(m_scopes, 0);
         mergeEqualClasses();
         if (!hasRepeats()) {
             std::vector<Candidate> scoped = std::move(m_candidates);
@@ -152,27 +312,48 @@ private:
         std::uint64_t signature = 0;
     };
 
-    std::uint64_t labelOf(const ir::Op &op) const
+    int rank(OpId op) const { return m_index->rank(op); }
+
+    // What an op contributes to a block's structure: its type, attributes and
+    // the shapes, dtypes and roles of what it reads and writes, never names.
+    std::uint64_t labelOf(OpId id, const ir::Op &op)
     {
-        std::uint64_t h = mix(hashString(op.type), hashString(op.domain));
+        std::uint64_t h = mix(m_typeHash[m_index->type(id)], op.domain.empty() ? 0 : hashString(op.domain));
         h = mix(h, op.attributes.size());
         for (const auto &[key, value] : op.attributes)
-            h = hashAttribute(mix(h, hashString(key)), value);
+            h = hashAttribute(mix(h, keyHash(key)), value);
         h = mix(h, op.inputs.size());
-        for (TensorId t : op.inputs) {
-            if (!t.valid()) {
-                h = mix(h, 0);
-                continue;
-            }
-            const ir::Tensor &tensor = m_graph.tensor(t);
-            h = mix(h, static_cast<std::uint64_t>(tensor.role == ir::Role::Parameter) + 1);
-            h = mix(hashShape(h, tensor.shape), static_cast<std::uint64_t>(tensor.dtype));
-        }
+        for (TensorId t : op.inputs)
+            h = mix(h, t.valid() ? m_tensorHash[t.index()] : 0);
         h = mix(h, op.outputs.size());
         for (TensorId t : op.outputs)
             if (t.valid())
-                h = mix(hashShape(h, m_graph.tensor(t).shape),
-                        static_cast<std::uint64_t>(m_graph.tensor(t).dtype));
+                h = mix(h, m_tensorHash[t.index()]);
+        return h;
+    }
+
+    // Shape, dtype and whether it is a parameter: hashed once per tensor in
+    // one sweep rather than once per op that touches it.
+    void hashTensors()
+    {
+        m_tensorHash.resize(m_graph.tensorCount());
+        for (std::size_t i = 0; i < m_graph.tensorCount(); ++i) {
+            const ir::Tensor &tensor = m_graph.tensors()[i];
+            const std::uint64_t h = mix(1, static_cast<std::uint64_t>(tensor.role == ir::Role::Parameter) + 1);
+            m_tensorHash[i] = mix(hashShape(h, tensor.shape), static_cast<std::uint64_t>(tensor.dtype));
+        }
+    }
+
+    // A model uses a few dozen attribute names: look them up in a short list
+    // instead of hashing each op's keys.
+    std::uint64_t keyHash(const std::string &key)
+    {
+        for (const auto &[name, h] : m_keyHashes)
+            if (name == key)
+                return h;
+        const std::uint64_t h = hashString(key);
+        if (m_keyHashes.size() < 64)
+            m_keyHashes.emplace_back(key, h);
         return h;
     }
 
@@ -191,17 +372,15 @@ private:
             m_localIndex[ops[i].index()] = {static_cast<int>(i), m_stamp};
         int externals = 0, parameters = 0;
         for (OpId op : ops) {
-            const ir::Op &o = m_graph.op(op);
             form.push_back(m_label[op.index()]);
-            for (TensorId t : o.inputs) {
+            for (TensorId t : m_index->inputs(op)) {
                 if (!t.valid()) {
                     form.push_back(0);
                     continue;
                 }
-                const ir::Tensor &tensor = m_graph.tensor(t);
-                const OpId p = tensor.producer;
+                const OpId p = m_index->producer(t);
                 if (p.valid() && m_localIndex[p.index()].second == m_stamp) {
-                    const auto &outs = m_graph.op(p).outputs;
+                    const auto outs = m_index->outputs(p);
                     const auto slot = static_cast<std::uint64_t>(
                         std::find(outs.begin(), outs.end(), t) - outs.begin());
                     form.push_back((1ULL << 60) |
@@ -210,7 +389,7 @@ private:
                     continue;
                 }
                 auto &ext = m_externalIndex[t.index()];
-                const bool parameter = tensor.role == ir::Role::Parameter;
+                const bool parameter = m_index->role(t) == ir::Role::Parameter;
                 if (ext.second != m_stamp)
                     ext = {parameter ? parameters++ : externals++, m_stamp};
                 form.push_back(((parameter ? 3ULL : 2ULL) << 60) | static_cast<std::uint64_t>(ext.first));
@@ -227,20 +406,14 @@ private:
         return h;
     }
 
-    void collectOps(const ir::ScopeNode &node, std::vector<OpId> &ops) const
-    {
-        ops.insert(ops.end(), node.ops.begin(), node.ops.end());
-        for (const auto &[_, child] : node.children)
-            collectOps(*child, ops);
-    }
-
-    Member memberOf(const ir::ScopeNode &node) const
+    Member memberOf(const ScopeIndex &scopes, int scope) const
     {
         Member m;
-        collectOps(node, m.ops);
+        scopes.subtreeOps(scope, m.ops);
         std::sort(m.ops.begin(), m.ops.end(),
-                  [&](OpId a, OpId b) { return m_rank[a.index()] < m_rank[b.index()]; });
-        m.scope = namePrefix(m_graph.op(m.ops.front()).name, static_cast<std::size_t>(node.depth));
+                  [&](OpId a, OpId b) { return rank(a) < rank(b); });
+        m.scope = namePrefix(m_graph.op(m.ops.front()).name,
+                             static_cast<std::size_t>(scopes.scope(scope).depth));
         return m;
     }
 
@@ -278,35 +451,38 @@ private:
     // declared, so all of their structures become classes, the odd ones too
     // (a ResNet stage's first block with its downsample); named siblings
     // (layer1..layer4, conv1/conv2) only when a structure repeats.
-    void selectScopes(const ir::ScopeNode &node)
+    void selectScopes(const ScopeIndex &scopes, int scope)
     {
-        std::map<std::string, std::vector<const ir::ScopeNode *>> groups;
-        std::map<std::string, bool> numbered;
-        for (const auto &[name, child] : node.children) {
-            const std::string stem = stemOf(name);
-            groups[stem].push_back(child.get());
-            auto it = numbered.try_emplace(stem, true).first;
-            it->second = it->second && isNumber(name);
-        }
-        for (const auto &[stem, children] : groups) {
+        // Children grouped by stem, each group in the order its scopes first
+        // appear in the graph.
+        std::vector<std::pair<std::string_view, int>> byStem;
+        scopes.forEachChild(scope,
+                            [&](int child) { byStem.emplace_back(stemOf(scopes.scope(child).name), child); });
+        std::stable_sort(byStem.begin(), byStem.end(),
+                         [](const auto &a, const auto &b) { return a.first < b.first; });
+        for (std::size_t begin = 0, end = 0; begin < byStem.size(); begin = end) {
+            bool numbered = true;
+            for (end = begin; end < byStem.size() && byStem[end].first == byStem[begin].first; ++end)
+                numbered = numbered && isNumber(scopes.scope(byStem[end].second).name);
             bool selected = false;
-            if (children.size() >= static_cast<std::size_t>(std::max(2, m_minDuplicate))) {
+            if (end - begin >= static_cast<std::size_t>(std::max(2, m_minDuplicate))) {
                 std::vector<Member> members;
-                for (const auto *child : children)
-                    members.push_back(memberOf(*child));
+                members.reserve(end - begin);
+                for (std::size_t i = begin; i < end; ++i)
+                    members.push_back(memberOf(scopes, byStem[i].second));
                 auto parts = partition(std::move(members));
                 bool repeats = false;
                 for (const auto &p : parts)
                     repeats = repeats || p.members.size() >= static_cast<std::size_t>(m_minDuplicate);
-                if (repeats || numbered[stem]) {
+                if (repeats || numbered) {
                     selected = true;
                     for (auto &p : parts)
                         m_candidates.push_back(std::move(p));
                 }
             }
             if (!selected)
-                for (const auto *child : children)
-                    selectScopes(*child);
+                for (std::size_t i = begin; i < end; ++i)
+                    selectScopes(scopes, byStem[i].second);
         }
     }
 
@@ -367,8 +543,7 @@ private:
                 return level[a] < level[b];
             if (nodeLabel[a] != nodeLabel[b])
                 return nodeLabel[a] < nodeLabel[b];
-            return m_rank[m_coarse.nodes()[a].ops.front().index()] <
-                   m_rank[m_coarse.nodes()[b].ops.front().index()];
+            return rank(m_coarse.nodes()[a].ops.front()) < rank(m_coarse.nodes()[b].ops.front());
         });
         const std::size_t len = seq.size();
         std::vector<std::uint64_t> s(len);
@@ -403,7 +578,7 @@ private:
                     m.ops.insert(m.ops.end(), ops.begin(), ops.end());
                 }
                 std::sort(m.ops.begin(), m.ops.end(),
-                          [&](OpId a, OpId b) { return m_rank[a.index()] < m_rank[b.index()]; });
+                          [&](OpId a, OpId b) { return rank(a) < rank(b); });
                 m.scope = m_graph.op(m.ops.front()).name;
                 if (m.ops.size() > 1)
                     m.scope += "…" + m_graph.op(m.ops.back()).name;
@@ -423,15 +598,19 @@ private:
                                const std::vector<std::size_t> &position) const
     {
         std::vector<int> diff(seq.size() + 2, 0);
-        std::map<std::int32_t, std::pair<std::size_t, std::size_t>> span;  // tensor -> from, last reader
+        // Per tensor: the position of its writer and of its last reader.
+        constexpr std::size_t none = static_cast<std::size_t>(-1);
+        std::vector<std::pair<std::size_t, std::size_t>> span(m_graph.tensorCount(), {none, 0});
         for (const auto &e : m_coarse.edges()) {
             const auto from = position[e.from.index()], to = position[e.to.index()];
-            auto [it, fresh] = span.try_emplace(e.tensor.value, from, to);
-            if (!fresh)
-                it->second.second = std::max(it->second.second, to);
+            auto &s = span[e.tensor.index()];
+            if (s.first == none)
+                s = {from, to};
+            else
+                s.second = std::max(s.second, to);
         }
-        for (const auto &[_, fromTo] : span)
-            if (fromTo.second > fromTo.first) {
+        for (const auto &fromTo : span)
+            if (fromTo.first != none && fromTo.second > fromTo.first) {
                 ++diff[fromTo.first + 1];
                 --diff[fromTo.second + 1];
             }
@@ -498,11 +677,10 @@ private:
     {
         for (auto &c : m_candidates)
             std::sort(c.members.begin(), c.members.end(), [&](const Member &a, const Member &b) {
-                return m_rank[a.ops.front().index()] < m_rank[b.ops.front().index()];
+                return rank(a.ops.front()) < rank(b.ops.front());
             });
         std::sort(m_candidates.begin(), m_candidates.end(), [&](const Candidate &a, const Candidate &b) {
-            return m_rank[a.members.front().ops.front().index()] <
-                   m_rank[b.members.front().ops.front().index()];
+            return rank(a.members.front().ops.front()) < rank(b.members.front().ops.front());
         });
         result.classOfOp.assign(m_graph.opCount(), ClassId());
         std::size_t covered = 0;
@@ -541,24 +719,22 @@ private:
             const NodeId node = m_coarse.nodeOf(op);
             if (node.valid() && std::find(inst.nodes.begin(), inst.nodes.end(), node) == inst.nodes.end())
                 inst.nodes.push_back(node);
-            for (TensorId t : m_graph.op(op).inputs) {
+            for (TensorId t : m_index->inputs(op)) {
                 if (!t.valid() || m_externalIndex[t.index()].second == m_stamp)
                     continue;
-                const ir::Tensor &tensor = m_graph.tensor(t);
-                if (tensor.role == ir::Role::Parameter) {
+                if (m_index->role(t) == ir::Role::Parameter) {
                     m_externalIndex[t.index()] = {0, m_stamp};
                     inst.parameters.push_back(t);
-                } else if (!inside(tensor.producer)) {
+                } else if (!inside(m_index->producer(t))) {
                     m_externalIndex[t.index()] = {0, m_stamp};
                     inst.inputs.push_back(t);
                 }
             }
-            for (TensorId t : m_graph.op(op).outputs) {
+            for (TensorId t : m_index->outputs(op)) {
                 if (!t.valid())
                     continue;
-                const ir::Tensor &tensor = m_graph.tensor(t);
-                bool leaves = tensor.role == ir::Role::Output;
-                for (OpId c : tensor.consumers)
+                bool leaves = m_index->role(t) == ir::Role::Output;
+                for (OpId c : m_index->consumers(t))
                     leaves = leaves || !inside(c);
                 if (leaves)
                     inst.outputs.push_back(t);
@@ -571,7 +747,12 @@ private:
     const ir::Graph &m_graph;
     const CoarseGraph &m_coarse;
     int m_minDuplicate;
-    std::vector<int> m_rank;
+    const GraphIndex *m_index = nullptr;
+    GraphIndex m_ownIndex;
+    std::vector<std::uint64_t> m_tensorHash;
+    std::vector<std::uint64_t> m_typeHash;  // by GraphIndex type number
+    std::vector<std::pair<std::string_view, std::uint64_t>> m_keyHashes;
+    ScopeIndex m_scopes;
     std::vector<std::uint64_t> m_label;
     // Scratch marks reset by bumping m_stamp, so each block costs its size.
     std::vector<std::pair<int, std::uint32_t>> m_localIndex;

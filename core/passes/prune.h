@@ -23,7 +23,9 @@ namespace tapestry::passes {
 //
 // Work beyond reading the graph is linear in its size: every op is hashed
 // once per scope level above it, candidates are bucketed by signature and
-// verified by walking two blocks side by side.
+// verified by walking two blocks side by side. The graph is read in one sweep
+// over its ops and one over its tensors; links and the topological order come
+// from the coarse graph's flat index (GraphIndex), built once by coarsening.
 class Prune {
 public:
     explicit Prune(int minDuplicate = 2) : m_minDuplicate(minDuplicate) {}
