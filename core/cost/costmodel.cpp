@@ -166,6 +166,72 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
     return cost;
 }
 
+OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
+                            const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
+                            const std::vector<bool> &flow)
+{
+    double forwardCompute = 0, backwardCompute = 0, comm = 0;
+    auto charge = [&](const sharding::Reshard &r) {
+        for (const auto &c : r.collectives)
+            comm += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
+    };
+    // Linear lists, not sets: a segment touches few tensors, and the
+    // allocations of node-based containers dominated the search's profile.
+    std::vector<std::pair<std::size_t, ShardingSpec>> reshardedForward;
+    std::vector<std::pair<std::size_t, std::vector<ShardingSpec>>> gradients;
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+        const ir::Op &op = graph.op(ops[k]);
+        const sharding::OpStrategy &s = strategies[k];
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            if (!s.dataInputs[i])
+                continue;
+            const std::pair<std::size_t, ShardingSpec> key{op.inputs[i].index(), s.inputs[i]};
+            if (std::find(reshardedForward.begin(), reshardedForward.end(), key) != reshardedForward.end())
+                continue;
+            reshardedForward.push_back(key);
+            charge(sharding::reshard(graph.tensor(op.inputs[i]), specs[key.first], s.inputs[i], mesh));
+        }
+        for (const auto &c : s.internalForward)
+            comm += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            charge(sharding::reshard(graph.tensor(op.outputs[o]), s.outputs[o], specs[op.outputs[o].index()], mesh));
+
+        bool flows = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            flows = flows || (s.dataInputs[i] && flow[op.inputs[i].index()]);
+        const double peak = mesh.device.peak(s.computeType) * mesh.device.achievableFraction;
+        forwardCompute += peak > 0 ? s.forwardFlops / peak : 0;
+        if (!flows)
+            continue;
+        backwardCompute += peak > 0 ? s.backwardFlops / peak : 0;
+        for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+            const ir::Tensor &out = graph.tensor(op.outputs[o]);
+            if (sharding::isFloat(out.dtype))
+                charge(sharding::reshard(out, sharding::gradientSpec(specs[op.outputs[o].index()]),
+                                         sharding::gradientSpec(s.outputs[o]), mesh));
+        }
+        for (const auto &c : s.internalBackward)
+            comm += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            const auto t = op.inputs[i].index();
+            if (!s.dataInputs[i] || !flow[t])
+                continue;
+            auto it = std::find_if(gradients.begin(), gradients.end(), [t](const auto &g) { return g.first == t; });
+            if (it == gradients.end())
+                it = gradients.insert(gradients.end(), {t, {}});
+            if (std::find(it->second.begin(), it->second.end(), s.inputGradients[i]) == it->second.end())
+                it->second.push_back(s.inputGradients[i]);
+        }
+    }
+    for (const auto &[t, contributions] : gradients) {
+        const ShardingSpec target = sharding::gradientSpec(specs[t]);
+        for (const auto &spec : contributions)
+            charge(sharding::reshard(graph.tensors()[t], spec, target, mesh));
+    }
+    // Summed as evaluateOps sums its phases (backward, then forward).
+    return {backwardCompute + forwardCompute, comm};
+}
+
 PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                       const CostOptions &options)
 {

@@ -45,4 +45,16 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
                      const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
                      const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow);
 
+// evaluateOps' compute and communication totals alone. Searches cost
+// hundreds of thousands of candidates and keep only these, so this path
+// builds no breakdowns (no maps keyed by op or collective name); it charges
+// exactly the same collectives and FLOPs.
+struct OpsTotals {
+    double compute = 0;  // s
+    double comm = 0;     // s
+};
+OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh,
+                            const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
+                            const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow);
+
 } // namespace tapestry::cost

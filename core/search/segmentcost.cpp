@@ -1,7 +1,9 @@
 #include "search/segmentcost.h"
 
 #include "cost/activationmemory.h"
+#include "cost/collectivetime.h"
 #include "cost/costmodel.h"
+#include "sharding/reshard.h"
 #include "sharding/strategy.h"
 
 #include <algorithm>
@@ -15,7 +17,8 @@ using sharding::ShardingSpec;
 
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)
     : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(cost::gradientFlow(graph)),
-      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
+      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank())),
+      m_produced(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
     const std::vector<ShardingSpec> replicated(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()));
     for (std::size_t o = 0; o < graph.opCount() && !m_attention; ++o)
@@ -40,7 +43,14 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         m_specs[t.index()] = spec;
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
         m_specs[segment.weights[w].index()] = weights[w];
-    std::set<ir::TensorId> pending(segment.derived.begin(), segment.derived.end());
+    std::vector<ir::TensorId> pending(segment.derived.begin(), segment.derived.end());
+    auto takePending = [&](ir::TensorId t) {
+        auto it = std::find(pending.begin(), pending.end(), t);
+        if (it == pending.end())
+            return false;
+        pending.erase(it);
+        return true;
+    };
     for (auto t : segment.derived)
         m_specs[t.index()] = replicated;
 
@@ -58,7 +68,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         sharding::OpStrategy s = resolve();
         bool derivedHere = false;
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-            if (!pending.erase(op.inputs[i]) || !s.dataInputs[i])
+            if (!takePending(op.inputs[i]) || !s.dataInputs[i])
                 continue;
             // A bias or scale is stored the way its consumer computes on it,
             // a pending sum (a row-parallel bias added once) as a replica.
@@ -86,8 +96,22 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         strategies.push_back(std::move(s));
     }
 
+    for (std::size_t k = 0; k < segment.ops.size(); ++k) {
+        const ir::Op &op = m_graph.op(segment.ops[k]);
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            m_produced[op.outputs[o].index()] = strategies[k].outputs[o];
+    }
+
     SegmentCost result;
-    cost::PlanCost c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow);
+    cost::PlanCost c;
+    if (withBreakdown) {
+        c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow);
+    } else {
+        const auto totals = cost::evaluateOpsTotals(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow);
+        c.compute = totals.compute;
+        c.comm = totals.comm;
+        c.stepTime = totals.compute + totals.comm;
+    }
     double localParameters = 0;
     for (auto t : segment.weights)
         localParameters += static_cast<double>(m_specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh));
@@ -136,6 +160,27 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     if (withBreakdown)
         result.breakdown = std::move(c);
     return result;
+}
+
+SegmentCost SegmentCoster::storageCost(ir::TensorId t, const ShardingSpec &stored) const
+{
+    // What evaluateOps charges for a segment output beyond its producer's
+    // compute: the forward reshard from the produced spec to the stored one
+    // and, where a gradient flows back, the reverse for the gradient.
+    const ir::Tensor &tensor = m_graph.tensor(t);
+    const ShardingSpec &produced = m_produced[t.index()];
+    SegmentCost c;
+    auto charge = [&](const sharding::Reshard &r) {
+        for (const auto &col : r.collectives)
+            c.comm += cost::collectiveTime(col.kind, col.bytes, m_mesh.axes[static_cast<std::size_t>(col.axis)]);
+    };
+    charge(sharding::reshard(tensor, produced, stored, m_mesh));
+    const ir::Op &op = m_graph.op(tensor.producer);
+    const bool flows = std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId i) { return m_flow[i.index()]; });
+    if (flows && sharding::isFloat(tensor.dtype))
+        charge(sharding::reshard(tensor, sharding::gradientSpec(stored), sharding::gradientSpec(produced), m_mesh));
+    c.time = c.comm;
+    return c;
 }
 
 std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, const std::vector<ir::OpId> &ops)

@@ -43,6 +43,14 @@ public:
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;
 
     const sharding::ShardingSpec &spec(ir::TensorId t) const { return m_specs[t.index()]; }
+    // The spec the last evaluate() produced `t` in (before storing it, so
+    // possibly a pending sum), for outputs of the segment it costed.
+    const sharding::ShardingSpec &produced(ir::TensorId t) const { return m_produced[t.index()]; }
+    // The communication evaluate() charges for storing output `t` (produced
+    // as produced(t) says) as `stored`: its forward reshard and its
+    // gradient's. Lets a search cost one propagation under every stored
+    // spec of a link tensor that nothing in the segment reads.
+    SegmentCost storageCost(ir::TensorId t, const sharding::ShardingSpec &stored) const;
     std::size_t evaluations() const { return m_evaluations; }
 
 private:
@@ -52,6 +60,7 @@ private:
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     std::vector<sharding::ShardingSpec> m_specs;
+    std::vector<sharding::ShardingSpec> m_produced;
     std::size_t m_evaluations = 0;
 };
 

@@ -1,7 +1,7 @@
 // Derivation time of the searches: tap with model loading, coarsening and
 // pruning excluded and included, against depth and for large presets on 2D
 // meshes; exact against tap at 24 layers. Prints figures, asserts nothing.
-// Arguments: case names to run (gpt, llama70b, llama8b, gpt3, exact); all
+// Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, exact); all
 // when none are given.
 #include "io/modelloader.h"
 #include "passes/coarsen.h"
@@ -70,6 +70,8 @@ int main(int argc, char **argv)
         }
         std::printf("search time 1000 / 12 layers: %.2fx\n", last / first);
     }
+    if (wanted("gpt2d"))
+        printTap("tiny gpt2 1 layer", "zoo:gpt2?layers=1&batch=4&seq=32&hidden=64&heads=4&vocab=256", "2x2");
     if (wanted("llama70b"))
         printTap("llama3-70b", "zoo:llama3-70b", "2x8");
     if (wanted("llama8b"))
