@@ -9,16 +9,354 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 namespace tapestry::search {
 
 using sharding::Placement;
 using sharding::ShardingSpec;
 
+namespace {
+
+// A tensor the per-op search still has to read: its stored spec and what
+// evaluateOps has already charged for it (forward reshards to the specs its
+// consumers compute on, reductions of its gradient contributions per spec).
+struct Live {
+    std::int32_t tensor = 0;
+    ShardingSpec spec;
+    std::vector<ShardingSpec> needs;
+    std::vector<ShardingSpec> gradients;
+    auto key() const { return std::tie(tensor, spec, needs, gradients); }
+    bool operator<(const Live &o) const { return key() < o.key(); }
+};
+
+struct State {
+    std::vector<Live> live;  // sorted by tensor
+    bool sequenceParallel = false;
+    bool operator<(const State &o) const
+    {
+        return std::tie(sequenceParallel, live) < std::tie(o.sequenceParallel, o.live);
+    }
+};
+
+// A partial choice of weights: its costs so far. Activation memory by
+// Korthikanti's formula depends on whether any norm of the segment runs on
+// sequence shards, so it is carried both ways until the end.
+struct Partial {
+    double time = 0, comm = 0;
+    double parameterElements = 0, weightElements = 0;
+    std::int64_t activations = 0;
+    std::int64_t korthikanti[2] = {0, 0};  // without, with sequence parallelism
+    std::int64_t combo = 0;
+};
+
+// Whether `a` is at least as good as `b` for every completion, in `time`
+// (or comm) and in memory either way sequence parallelism turns out, and
+// in weight memory (checked against capacity at the end).
+bool dominates(const Partial &a, const Partial &b, bool byComm, double bytesPerParameter)
+{
+    const double ma = a.parameterElements * bytesPerParameter + static_cast<double>(a.activations);
+    const double mb = b.parameterElements * bytesPerParameter + static_cast<double>(b.activations);
+    return (byComm ? a.comm <= b.comm : a.time <= b.time) &&
+           ma + static_cast<double>(a.korthikanti[0]) <= mb + static_cast<double>(b.korthikanti[0]) &&
+           ma + static_cast<double>(a.korthikanti[1]) <= mb + static_cast<double>(b.korthikanti[1]) &&
+           a.weightElements <= b.weightElements;
+}
+
+// Keeps the partials that no other dominates in time or in communication.
+std::vector<Partial> prune(std::vector<Partial> ps, double bytesPerParameter)
+{
+    if (ps.size() < 2)
+        return ps;
+    std::vector<bool> keep(ps.size(), false);
+    for (bool byComm : {false, true}) {
+        std::vector<std::size_t> order(ps.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return byComm ? ps[a].comm < ps[b].comm : ps[a].time < ps[b].time;
+        });
+        std::vector<std::size_t> kept;
+        for (std::size_t i : order) {
+            const bool beaten = std::any_of(kept.begin(), kept.end(), [&](std::size_t k) {
+                return dominates(ps[k], ps[i], byComm, bytesPerParameter);
+            });
+            if (!beaten) {
+                kept.push_back(i);
+                keep[i] = true;
+            }
+        }
+    }
+    std::vector<Partial> out;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+        if (keep[i])
+            out.push_back(ps[i]);
+    return out;
+}
+
+const std::set<std::string> &nothingSaved()
+{
+    static const std::set<std::string> ops{"Add",  "Sub",      "Neg",  "Reshape", "Transpose", "Concat",  "Split",
+                                           "Expand", "Identity", "Cast", "Flatten", "Squeeze",   "Unsqueeze"};
+    return ops;
+}
+
+ShardingSpec withoutPartials(ShardingSpec spec)
+{
+    for (auto &p : spec.placements)
+        if (p.isPartial())
+            p = Placement::replicate();
+    return spec;
+}
+
+} // namespace
+
+double SegmentCoster::reshardTime(ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to)
+{
+    if (from == to)
+        return 0;
+    const auto key = std::make_tuple(static_cast<std::int32_t>(t.index()), from, to);
+    if (auto it = m_reshards.find(key); it != m_reshards.end())
+        return it->second;
+    double time = 0;
+    for (const auto &c : sharding::reshard(m_graph.tensor(t), from, to, m_mesh).collectives)
+        time += cost::collectiveTime(c.kind, c.bytes, m_mesh.axes[static_cast<std::size_t>(c.axis)]);
+    return m_reshards.emplace(key, time).first->second;
+}
+
+const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std::vector<ShardingSpec> &given,
+                                                         const std::vector<bool> &pending,
+                                                         const std::vector<ShardingSpec> &fixed,
+                                                         const std::vector<bool> &isFixed)
+{
+    OpKey key{static_cast<std::int32_t>(id.index()), given, pending, fixed, isFixed};
+    if (auto it = m_outcomes.find(key); it != m_outcomes.end())
+        return it->second;
+    // As evaluate() does it, for this op alone.
+    const ir::Op &op = m_graph.op(id);
+    OpOutcome out;
+    out.inputs = given;
+    out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh);
+    bool derivedHere = false;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        if (!pending[i] || !out.strategy.dataInputs[i])
+            continue;
+        const ShardingSpec spec = withoutPartials(out.strategy.inputs[i]);
+        if (!spec.problem(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != out.inputs[i]) {
+            out.inputs[i] = spec;
+            derivedHere = true;
+        }
+    }
+    if (derivedHere)
+        out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh);
+    const sharding::OpStrategy &s = out.strategy;
+    for (std::size_t o = 0; o < op.outputs.size(); ++o)
+        out.outputs.push_back(isFixed[o] ? fixed[o] : withoutPartials(s.outputs[o]));
+    auto collectives = [&](const std::vector<sharding::Collective> &cs) {
+        for (const auto &c : cs)
+            out.comm += cost::collectiveTime(c.kind, c.bytes, m_mesh.axes[static_cast<std::size_t>(c.axis)]);
+    };
+    collectives(s.internalForward);
+    for (std::size_t o = 0; o < op.outputs.size(); ++o)
+        out.comm += reshardTime(op.outputs[o], s.outputs[o], out.outputs[o]);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        out.flows = out.flows || (s.dataInputs[i] && m_flow[op.inputs[i].index()]);
+    const double peak = m_mesh.device.peak(s.computeType) * m_mesh.device.achievableFraction;
+    double compute = peak > 0 ? s.forwardFlops / peak : 0;
+    if (out.flows) {
+        compute += peak > 0 ? s.backwardFlops / peak : 0;
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            if (sharding::isFloat(m_graph.tensor(op.outputs[o]).dtype))
+                out.comm += reshardTime(op.outputs[o], sharding::gradientSpec(out.outputs[o]),
+                                        sharding::gradientSpec(s.outputs[o]));
+        collectives(s.internalBackward);
+    }
+    out.time = compute + out.comm;
+    return m_outcomes.emplace(std::move(key), std::move(out)).first->second;
+}
+
+std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
+                                                       const std::map<ir::TensorId, ShardingSpec> &boundary,
+                                                       std::int64_t weightCapacity)
+{
+    const double bpp = m_options.bytesPerParameter();
+    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
+    const double optimizerPerElement = fp32 > 0 ? m_options.optimizerFlopsPerParameter / fp32 : 0;
+    const ShardingSpec replicated = ShardingSpec::replicated(m_mesh.rank());
+
+    // Per tensor: the position of its last reader here, and whether the
+    // saved-tensor model keeps it for the backward pass.
+    std::map<std::int32_t, std::size_t> lastRead;
+    std::set<std::int32_t> saved;
+    for (std::size_t k = 0; k < segment.ops.size(); ++k) {
+        const ir::Op &op = m_graph.op(segment.ops[k]);
+        const bool flows =
+            std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return m_flow[t.index()]; });
+        for (auto t : op.inputs) {
+            lastRead[static_cast<std::int32_t>(t.index())] = k;
+            if (!m_attention && flows && !nothingSaved().count(op.type) &&
+                m_graph.tensor(t).role != ir::Role::Parameter)
+                saved.insert(static_cast<std::int32_t>(t.index()));
+        }
+    }
+    std::vector<std::int64_t> radix(segment.weights.size(), 1);
+    for (std::size_t w = 1; w < radix.size(); ++w)
+        radix[w] = radix[w - 1] * static_cast<std::int64_t>(segment.choices[w - 1].size());
+    auto indexIn = [](const std::vector<ir::TensorId> &ts, ir::TensorId t) {
+        return static_cast<int>(std::find(ts.begin(), ts.end(), t) - ts.begin());
+    };
+
+    std::map<State, std::vector<Partial>> front{{State{}, {Partial{}}}};
+    for (std::size_t k = 0; k < segment.ops.size(); ++k) {
+        const ir::OpId id = segment.ops[k];
+        const ir::Op &op = m_graph.op(id);
+        std::vector<ShardingSpec> fixed(op.outputs.size(), replicated);
+        std::vector<bool> isFixed(op.outputs.size(), false);
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            if (auto it = boundary.find(op.outputs[o]); it != boundary.end()) {
+                fixed[o] = it->second;
+                isFixed[o] = true;
+            }
+        std::map<State, std::vector<Partial>> next;
+        for (const auto &[state, partials] : front) {
+            auto liveOf = [&](ir::TensorId t) -> const Live * {
+                for (const auto &l : state.live)
+                    if (l.tensor == static_cast<std::int32_t>(t.index()))
+                        return &l;
+                return nullptr;
+            };
+            // The inputs read here first: weights to choose, small
+            // parameters this op decides, boundary tensors.
+            std::vector<ShardingSpec> given(op.inputs.size(), replicated);
+            std::vector<bool> pending(op.inputs.size(), false);
+            std::vector<int> newWeights;  // indices into segment.weights
+            for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+                const ir::TensorId t = op.inputs[i];
+                if (const Live *l = liveOf(t)) {
+                    given[i] = l->spec;
+                } else if (int w = indexIn(segment.weights, t); w < static_cast<int>(segment.weights.size())) {
+                    if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end())
+                        newWeights.push_back(w);
+                } else if (indexIn(segment.derived, t) < static_cast<int>(segment.derived.size())) {
+                    const bool first = std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i),
+                                                 t) == op.inputs.begin() + static_cast<std::ptrdiff_t>(i);
+                    pending[i] = first;
+                } else if (auto it = boundary.find(t); it != boundary.end()) {
+                    given[i] = it->second;
+                } else {
+                    given[i] = m_specs[t.index()];
+                }
+            }
+            std::int64_t choices = 1;
+            for (int w : newWeights)
+                choices *= static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
+            for (std::int64_t choice = 0; choice < choices; ++choice) {
+                std::int64_t combo = 0;
+                double weightElements = 0;
+                for (std::int64_t r = choice; int w : newWeights) {
+                    const auto &cs = segment.choices[static_cast<std::size_t>(w)];
+                    const auto c = static_cast<std::size_t>(r % static_cast<std::int64_t>(cs.size()));
+                    r /= static_cast<std::int64_t>(cs.size());
+                    combo += static_cast<std::int64_t>(c) * radix[static_cast<std::size_t>(w)];
+                    const ir::TensorId t = segment.weights[static_cast<std::size_t>(w)];
+                    weightElements += static_cast<double>(cs[c].localElements(m_graph.tensor(t).shape, m_mesh));
+                    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+                        if (op.inputs[i] == t)
+                            given[i] = cs[c];
+                }
+                const OpOutcome &oc = opOutcome(id, given, pending, fixed, isFixed);
+                const sharding::OpStrategy &s = oc.strategy;
+                State st = state;
+                double time = oc.time, comm = oc.comm;
+                double derivedElements = 0;
+                std::int64_t activations = 0;
+                for (std::size_t i = 0; i < op.inputs.size(); ++i)
+                    if (pending[i])
+                        derivedElements += static_cast<double>(
+                            oc.inputs[i].localElements(m_graph.tensor(op.inputs[i]).shape, m_mesh));
+                auto entry = [&](ir::TensorId t, const ShardingSpec &spec) -> Live & {
+                    const auto ti = static_cast<std::int32_t>(t.index());
+                    auto it = std::lower_bound(st.live.begin(), st.live.end(), ti,
+                                               [](const Live &l, std::int32_t v) { return l.tensor < v; });
+                    if (it != st.live.end() && it->tensor == ti)
+                        return *it;
+                    if (saved.count(ti))
+                        activations += spec.localElements(m_graph.tensor(t).shape, m_mesh) *
+                                       ir::byteSize(m_graph.tensor(t).dtype);
+                    return *st.live.insert(it, Live{ti, spec, {}, {}});
+                };
+                for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+                    const ir::TensorId t = op.inputs[i];
+                    Live &l = entry(t, oc.inputs[i]);
+                    if (!s.dataInputs[i])
+                        continue;
+                    if (std::find(l.needs.begin(), l.needs.end(), s.inputs[i]) == l.needs.end()) {
+                        const double r = reshardTime(t, l.spec, s.inputs[i]);
+                        time += r;
+                        comm += r;
+                        l.needs.push_back(s.inputs[i]);
+                    }
+                    if (oc.flows && m_flow[t.index()] &&
+                        std::find(l.gradients.begin(), l.gradients.end(), s.inputGradients[i]) == l.gradients.end()) {
+                        const double r = reshardTime(t, s.inputGradients[i], sharding::gradientSpec(l.spec));
+                        time += r;
+                        comm += r;
+                        l.gradients.push_back(s.inputGradients[i]);
+                    }
+                }
+                if ((op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty() &&
+                    m_graph.tensor(op.inputs[0]).shape.size() == 3 && oc.inputs[0].splitFactor(1, m_mesh) > 1)
+                    st.sequenceParallel = true;
+                std::int64_t korthikanti[2] = {0, 0};
+                if (m_attention && op.type == "Softmax" && !op.inputs.empty()) {
+                    const ShardingSpec keep = m_specs[op.inputs[0].index()];
+                    m_specs[op.inputs[0].index()] = oc.inputs[0];
+                    for (int sp = 0; sp < 2; ++sp)
+                        if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sp == 1))
+                            korthikanti[sp] = cost::korthikantiBytes(*l);
+                    m_specs[op.inputs[0].index()] = keep;
+                }
+                for (std::size_t o = 0; o < op.outputs.size(); ++o)
+                    if (lastRead.count(static_cast<std::int32_t>(op.outputs[o].index())))
+                        entry(op.outputs[o], oc.outputs[o]);
+                std::erase_if(st.live, [&](const Live &l) { return lastRead.at(l.tensor) <= k; });
+                auto &slot = next[st];
+                for (const Partial &p : partials) {
+                    Partial n = p;
+                    n.time += time + optimizerPerElement * (weightElements + derivedElements);
+                    n.comm += comm;
+                    n.weightElements += weightElements;
+                    n.parameterElements += weightElements + derivedElements;
+                    n.activations += activations;
+                    n.korthikanti[0] += korthikanti[0];
+                    n.korthikanti[1] += korthikanti[1];
+                    n.combo += combo;
+                    // Weight memory only grows: over capacity now, over at the end.
+                    if (std::llround(n.weightElements * bpp) > weightCapacity)
+                        continue;
+                    slot.push_back(n);
+                }
+            }
+        }
+        for (auto &[st, ps] : next)
+            ps = prune(std::move(ps), bpp);
+        front = std::move(next);
+    }
+    std::vector<WeightChoice> result;
+    for (const auto &[state, partials] : front)
+        for (const Partial &p : partials) {
+            ++m_evaluations;
+            result.push_back({p.time, p.comm,
+                              std::llround(p.parameterElements * bpp) + p.activations +
+                                  p.korthikanti[state.sequenceParallel ? 1 : 0],
+                              p.combo});
+        }
+    return result;
+}
+
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)
     : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(cost::gradientFlow(graph)),
-      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank())),
-      m_produced(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
+      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
     const std::vector<ShardingSpec> replicated(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()));
     for (std::size_t o = 0; o < graph.opCount() && !m_attention; ++o)
@@ -96,12 +434,6 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         strategies.push_back(std::move(s));
     }
 
-    for (std::size_t k = 0; k < segment.ops.size(); ++k) {
-        const ir::Op &op = m_graph.op(segment.ops[k]);
-        for (std::size_t o = 0; o < op.outputs.size(); ++o)
-            m_produced[op.outputs[o].index()] = strategies[k].outputs[o];
-    }
-
     SegmentCost result;
     cost::PlanCost c;
     if (withBreakdown) {
@@ -160,27 +492,6 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     if (withBreakdown)
         result.breakdown = std::move(c);
     return result;
-}
-
-SegmentCost SegmentCoster::storageCost(ir::TensorId t, const ShardingSpec &stored) const
-{
-    // What evaluateOps charges for a segment output beyond its producer's
-    // compute: the forward reshard from the produced spec to the stored one
-    // and, where a gradient flows back, the reverse for the gradient.
-    const ir::Tensor &tensor = m_graph.tensor(t);
-    const ShardingSpec &produced = m_produced[t.index()];
-    SegmentCost c;
-    auto charge = [&](const sharding::Reshard &r) {
-        for (const auto &col : r.collectives)
-            c.comm += cost::collectiveTime(col.kind, col.bytes, m_mesh.axes[static_cast<std::size_t>(col.axis)]);
-    };
-    charge(sharding::reshard(tensor, produced, stored, m_mesh));
-    const ir::Op &op = m_graph.op(tensor.producer);
-    const bool flows = std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId i) { return m_flow[i.index()]; });
-    if (flows && sharding::isFloat(tensor.dtype))
-        charge(sharding::reshard(tensor, sharding::gradientSpec(stored), sharding::gradientSpec(produced), m_mesh));
-    c.time = c.comm;
-    return c;
 }
 
 std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, const std::vector<ir::OpId> &ops)

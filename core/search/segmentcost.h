@@ -6,9 +6,11 @@
 #include "search/segment.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
+#include "sharding/strategy.h"
 
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <vector>
 
 namespace tapestry::search {
@@ -21,6 +23,15 @@ struct SegmentCost {
     std::int64_t memory = 0;     // model states and activations per device, bytes
     std::int64_t parameterMemory = 0;
     cost::PlanCost breakdown;    // by op and collective, for explanations
+};
+
+// A choice of a segment's weights kept by SegmentCoster::searchWeights,
+// costed as evaluate() costs it.
+struct WeightChoice {
+    double time = 0;
+    double comm = 0;
+    std::int64_t memory = 0;
+    std::int64_t combo = 0;  // mixed-radix index over Segment::choices, the first weight least significant
 };
 
 // Costs segments against one working copy of the graph's specs, so that an
@@ -38,19 +49,23 @@ public:
     // spec() until the next call.
     SegmentCost evaluate(const Segment &segment, const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
                          const std::vector<sharding::ShardingSpec> &weights, bool withBreakdown = false);
+    // The choices of the segment's weights, with `boundary` as evaluate()
+    // takes it, that can be part of a fastest or least-communication plan:
+    // every choice whose weight memory fits `weightCapacity` and that no
+    // other beats in time or communication together with memory. Found by a
+    // dynamic program over the segment's ops in topological order, whose
+    // state is the specs of the tensors still to be read (plus the reshards
+    // already charged for them), so that weights read by different ops are
+    // chosen independently once their activations agree; an op's own costs
+    // are memoised by its input specs across calls.
+    std::vector<WeightChoice> searchWeights(const Segment &segment,
+                                            const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
+                                            std::int64_t weightCapacity);
     // Parameter bytes per device of `weights` alone: a lower bound of the
     // segment's memory, checked before costing.
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;
 
     const sharding::ShardingSpec &spec(ir::TensorId t) const { return m_specs[t.index()]; }
-    // The spec the last evaluate() produced `t` in (before storing it, so
-    // possibly a pending sum), for outputs of the segment it costed.
-    const sharding::ShardingSpec &produced(ir::TensorId t) const { return m_produced[t.index()]; }
-    // The communication evaluate() charges for storing output `t` (produced
-    // as produced(t) says) as `stored`: its forward reshard and its
-    // gradient's. Lets a search cost one propagation under every stored
-    // spec of a link tensor that nothing in the segment reads.
-    SegmentCost storageCost(ir::TensorId t, const sharding::ShardingSpec &stored) const;
     std::size_t evaluations() const { return m_evaluations; }
 
 private:
@@ -60,7 +75,24 @@ private:
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     std::vector<sharding::ShardingSpec> m_specs;
-    std::vector<sharding::ShardingSpec> m_produced;
+
+    // One op's costs given its stored input specs, for searchWeights.
+    struct OpOutcome {
+        sharding::OpStrategy strategy;
+        std::vector<sharding::ShardingSpec> inputs;   // stored, with the small parameters it decides
+        std::vector<sharding::ShardingSpec> outputs;  // stored
+        double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes)
+        double comm = 0;
+        bool flows = false;
+    };
+    using OpKey = std::tuple<std::int32_t, std::vector<sharding::ShardingSpec>, std::vector<bool>,
+                             std::vector<sharding::ShardingSpec>, std::vector<bool>>;
+    const OpOutcome &opOutcome(ir::OpId id, const std::vector<sharding::ShardingSpec> &inputs,
+                               const std::vector<bool> &pending, const std::vector<sharding::ShardingSpec> &fixed,
+                               const std::vector<bool> &isFixed);
+    double reshardTime(ir::TensorId t, const sharding::ShardingSpec &from, const sharding::ShardingSpec &to);
+    std::map<OpKey, OpOutcome> m_outcomes;
+    std::map<std::tuple<std::int32_t, sharding::ShardingSpec, sharding::ShardingSpec>, double> m_reshards;
     std::size_t m_evaluations = 0;
 };
 

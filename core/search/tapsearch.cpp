@@ -225,9 +225,7 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
     }
     for (auto t : s.outputs) {
         if (block < g.links.size() && t == g.links[block]) {
-            // after < 0: left as produced, for the caller to cost each stored layout.
-            if (after >= 0)
-                boundary[t] = m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(t), m_mesh);
+            boundary[t] = m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(t), m_mesh);
             continue;
         }
         // Class boundaries are stored in the layout of the class written
@@ -259,38 +257,18 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
                 afters.push_back(static_cast<int>(l));
         }
         std::map<int, Fronts> next;
-        for (const auto &[before, previous] : front) {
-            // The link after the block is read only by the next block, so
-            // its stored layout changes nothing but the reshards into it:
-            // one propagation per weight choice serves every layout.
-            const auto boundary = boundaryOf(g, block, vars, before, -1, k);
-            std::vector<std::vector<Candidate>> own(afters.size());
-            for (std::int64_t combo = 0; combo < combos; ++combo) {
-                const auto weights = comboSpecs(block, combo);
-                if (m_coster.weightMemory(block, weights) > m_capacity / block.instances)
-                    continue;
-                const SegmentCost c = m_coster.evaluate(block, boundary, weights);
-                for (std::size_t a = 0; a < afters.size(); ++a) {
-                    double time = c.time, comm = c.comm;
-                    if (afters[a] >= 0) {
-                        const ir::TensorId link = g.links[k];
-                        const SegmentCost unfixed = m_coster.storageCost(link, m_coster.spec(link));
-                        const SegmentCost stored = m_coster.storageCost(
-                            link, m_layouts[static_cast<std::size_t>(afters[a])].specFor(m_graph.tensor(link), m_mesh));
-                        time += stored.time - unfixed.time;
-                        comm += stored.comm - unfixed.comm;
-                    }
-                    own[a].push_back(Candidate{time * block.instances, comm * block.instances,
-                                               c.memory * block.instances, {afters[a], combo}});
-                }
-            }
-            for (std::size_t a = 0; a < afters.size(); ++a) {
-                const Fronts sums = sum(previous, frontsOf(std::move(own[a])));
-                auto &slot = next[afters[a]];
+        for (const auto &[before, previous] : front)
+            for (int after : afters) {
+                const auto boundary = boundaryOf(g, block, vars, before, after, k);
+                std::vector<Candidate> own;
+                for (const WeightChoice &c : m_coster.searchWeights(block, boundary, m_capacity / block.instances))
+                    own.push_back(Candidate{c.time * block.instances, c.comm * block.instances,
+                                            c.memory * block.instances, {after, c.combo}});
+                const Fronts sums = sum(previous, frontsOf(std::move(own)));
+                auto &slot = next[after];
                 slot.time.insert(slot.time.end(), sums.time.begin(), sums.time.end());
                 slot.comm.insert(slot.comm.end(), sums.comm.begin(), sums.comm.end());
             }
-        }
         for (auto &[after, fs] : next)
             fs = {paretoFront(std::move(fs.time), Metric::Time), paretoFront(std::move(fs.comm), Metric::Comm)};
         front = std::move(next);
