@@ -23,9 +23,9 @@ namespace {
 // consumers compute on, reductions of its gradient contributions per spec).
 struct Live {
     std::int32_t tensor = 0;
-    ShardingSpec spec;
-    std::vector<ShardingSpec> needs;
-    std::vector<ShardingSpec> gradients;
+    std::int32_t spec = 0;  // interned
+    std::vector<std::int32_t> needs;
+    std::vector<std::int32_t> gradients;
     auto key() const { return std::tie(tensor, spec, needs, gradients); }
     bool operator<(const Live &o) const { return key() < o.key(); }
 };
@@ -111,7 +111,26 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 
 } // namespace
 
-double SegmentCoster::reshardTime(ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to)
+std::int32_t SegmentCoster::intern(const ShardingSpec &spec)
+{
+    auto [it, added] = m_specIds.try_emplace(spec, static_cast<std::int32_t>(m_interned.size()));
+    if (added) {
+        m_interned.push_back(spec);
+        m_gradientIds.push_back(-1);
+    }
+    return it->second;
+}
+
+std::int32_t SegmentCoster::gradientId(std::int32_t spec)
+{
+    if (m_gradientIds[static_cast<std::size_t>(spec)] < 0) {
+        const std::int32_t g = intern(sharding::gradientSpec(m_interned[static_cast<std::size_t>(spec)]));
+        m_gradientIds[static_cast<std::size_t>(spec)] = g;
+    }
+    return m_gradientIds[static_cast<std::size_t>(spec)];
+}
+
+double SegmentCoster::reshardTime(ir::TensorId t, std::int32_t from, std::int32_t to)
 {
     if (from == to)
         return 0;
@@ -119,19 +138,26 @@ double SegmentCoster::reshardTime(ir::TensorId t, const ShardingSpec &from, cons
     if (auto it = m_reshards.find(key); it != m_reshards.end())
         return it->second;
     double time = 0;
-    for (const auto &c : sharding::reshard(m_graph.tensor(t), from, to, m_mesh).collectives)
+    for (const auto &c : sharding::reshard(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
+                                           m_interned[static_cast<std::size_t>(to)], m_mesh)
+                             .collectives)
         time += cost::collectiveTime(c.kind, c.bytes, m_mesh.axes[static_cast<std::size_t>(c.axis)]);
     return m_reshards.emplace(key, time).first->second;
 }
 
-const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std::vector<ShardingSpec> &given,
+const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std::vector<std::int32_t> &inputs,
                                                          const std::vector<bool> &pending,
-                                                         const std::vector<ShardingSpec> &fixed,
-                                                         const std::vector<bool> &isFixed)
+                                                         const std::vector<std::int32_t> &fixed)
 {
-    OpKey key{static_cast<std::int32_t>(id.index()), given, pending, fixed, isFixed};
+    std::vector<std::int32_t> key{static_cast<std::int32_t>(id.index())};
+    key.insert(key.end(), inputs.begin(), inputs.end());
+    key.insert(key.end(), pending.begin(), pending.end());
+    key.insert(key.end(), fixed.begin(), fixed.end());
     if (auto it = m_outcomes.find(key); it != m_outcomes.end())
         return it->second;
+    std::vector<ShardingSpec> given;
+    for (auto i : inputs)
+        given.push_back(m_interned[static_cast<std::size_t>(i)]);
     // As evaluate() does it, for this op alone.
     const ir::Op &op = m_graph.op(id);
     OpOutcome out;
@@ -151,14 +177,15 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh);
     const sharding::OpStrategy &s = out.strategy;
     for (std::size_t o = 0; o < op.outputs.size(); ++o)
-        out.outputs.push_back(isFixed[o] ? fixed[o] : withoutPartials(s.outputs[o]));
+        out.outputs.push_back(fixed[o] >= 0 ? m_interned[static_cast<std::size_t>(fixed[o])]
+                                            : withoutPartials(s.outputs[o]));
     auto collectives = [&](const std::vector<sharding::Collective> &cs) {
         for (const auto &c : cs)
             out.comm += cost::collectiveTime(c.kind, c.bytes, m_mesh.axes[static_cast<std::size_t>(c.axis)]);
     };
     collectives(s.internalForward);
     for (std::size_t o = 0; o < op.outputs.size(); ++o)
-        out.comm += reshardTime(op.outputs[o], s.outputs[o], out.outputs[o]);
+        out.comm += reshardTime(op.outputs[o], intern(s.outputs[o]), intern(out.outputs[o]));
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
         out.flows = out.flows || (s.dataInputs[i] && m_flow[op.inputs[i].index()]);
     const double peak = m_mesh.device.peak(s.computeType) * m_mesh.device.achievableFraction;
@@ -167,22 +194,35 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         compute += peak > 0 ? s.backwardFlops / peak : 0;
         for (std::size_t o = 0; o < op.outputs.size(); ++o)
             if (sharding::isFloat(m_graph.tensor(op.outputs[o]).dtype))
-                out.comm += reshardTime(op.outputs[o], sharding::gradientSpec(out.outputs[o]),
-                                        sharding::gradientSpec(s.outputs[o]));
+                out.comm += reshardTime(op.outputs[o], gradientId(intern(out.outputs[o])),
+                                        gradientId(intern(s.outputs[o])));
         collectives(s.internalBackward);
     }
     out.time = compute + out.comm;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        out.inputIds.push_back(intern(out.inputs[i]));
+        out.needIds.push_back(intern(s.inputs[i]));
+        out.gradientIds.push_back(intern(s.inputGradients[i]));
+    }
+    for (const auto &o : out.outputs)
+        out.outputIds.push_back(intern(o));
     return m_outcomes.emplace(std::move(key), std::move(out)).first->second;
 }
 
-std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
-                                                       const std::map<ir::TensorId, ShardingSpec> &boundary,
-                                                       std::int64_t weightCapacity)
+std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
+    const Segment &segment, const std::map<ir::TensorId, ShardingSpec> &boundary, std::int64_t weightCapacity,
+    ir::TensorId link, const std::vector<ShardingSpec> &linkSpecs)
 {
     const double bpp = m_options.bytesPerParameter();
     const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
     const double optimizerPerElement = fp32 > 0 ? m_options.optimizerFlopsPerParameter / fp32 : 0;
-    const ShardingSpec replicated = ShardingSpec::replicated(m_mesh.rank());
+    const std::int32_t replicated = intern(ShardingSpec::replicated(m_mesh.rank()));
+    std::vector<std::vector<std::int32_t>> choiceIds;
+    for (const auto &cs : segment.choices) {
+        choiceIds.emplace_back();
+        for (const auto &c : cs)
+            choiceIds.back().push_back(intern(c));
+    }
 
     // Per tensor: the position of its last reader here, and whether the
     // saved-tensor model keeps it for the backward pass.
@@ -206,18 +246,20 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
         return static_cast<int>(std::find(ts.begin(), ts.end(), t) - ts.begin());
     };
 
-    std::map<State, std::vector<Partial>> front{{State{}, {Partial{}}}};
-    for (std::size_t k = 0; k < segment.ops.size(); ++k) {
+    using Front = std::map<State, std::vector<Partial>>;
+    // One op: every state and partial extended by every choice of the
+    // weights read here first. `linkSpec`: the interned stored spec of
+    // `link` where this op writes it.
+    auto advance = [&](const Front &front, std::size_t k, std::int32_t linkSpec) {
         const ir::OpId id = segment.ops[k];
         const ir::Op &op = m_graph.op(id);
-        std::vector<ShardingSpec> fixed(op.outputs.size(), replicated);
-        std::vector<bool> isFixed(op.outputs.size(), false);
+        std::vector<std::int32_t> fixed(op.outputs.size(), -1);
         for (std::size_t o = 0; o < op.outputs.size(); ++o)
-            if (auto it = boundary.find(op.outputs[o]); it != boundary.end()) {
-                fixed[o] = it->second;
-                isFixed[o] = true;
-            }
-        std::map<State, std::vector<Partial>> next;
+            if (op.outputs[o] == link && linkSpec >= 0)
+                fixed[o] = linkSpec;
+            else if (auto it = boundary.find(op.outputs[o]); it != boundary.end())
+                fixed[o] = intern(it->second);
+        Front next;
         for (const auto &[state, partials] : front) {
             auto liveOf = [&](ir::TensorId t) -> const Live * {
                 for (const auto &l : state.live)
@@ -227,7 +269,7 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
             };
             // The inputs read here first: weights to choose, small
             // parameters this op decides, boundary tensors.
-            std::vector<ShardingSpec> given(op.inputs.size(), replicated);
+            std::vector<std::int32_t> given(op.inputs.size(), replicated);
             std::vector<bool> pending(op.inputs.size(), false);
             std::vector<int> newWeights;  // indices into segment.weights
             for (std::size_t i = 0; i < op.inputs.size(); ++i) {
@@ -242,9 +284,9 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
                                                  t) == op.inputs.begin() + static_cast<std::ptrdiff_t>(i);
                     pending[i] = first;
                 } else if (auto it = boundary.find(t); it != boundary.end()) {
-                    given[i] = it->second;
+                    given[i] = intern(it->second);
                 } else {
-                    given[i] = m_specs[t.index()];
+                    given[i] = intern(m_specs[t.index()]);
                 }
             }
             std::int64_t choices = 1;
@@ -262,9 +304,9 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
                     weightElements += static_cast<double>(cs[c].localElements(m_graph.tensor(t).shape, m_mesh));
                     for (std::size_t i = 0; i < op.inputs.size(); ++i)
                         if (op.inputs[i] == t)
-                            given[i] = cs[c];
+                            given[i] = choiceIds[static_cast<std::size_t>(w)][c];
                 }
-                const OpOutcome &oc = opOutcome(id, given, pending, fixed, isFixed);
+                const OpOutcome &oc = opOutcome(id, given, pending, fixed);
                 const sharding::OpStrategy &s = oc.strategy;
                 State st = state;
                 double time = oc.time, comm = oc.comm;
@@ -274,34 +316,40 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
                     if (pending[i])
                         derivedElements += static_cast<double>(
                             oc.inputs[i].localElements(m_graph.tensor(op.inputs[i]).shape, m_mesh));
-                auto entry = [&](ir::TensorId t, const ShardingSpec &spec) -> Live & {
+                auto entry = [&](ir::TensorId t, std::int32_t spec) -> Live & {
                     const auto ti = static_cast<std::int32_t>(t.index());
                     auto it = std::lower_bound(st.live.begin(), st.live.end(), ti,
                                                [](const Live &l, std::int32_t v) { return l.tensor < v; });
                     if (it != st.live.end() && it->tensor == ti)
                         return *it;
                     if (saved.count(ti))
-                        activations += spec.localElements(m_graph.tensor(t).shape, m_mesh) *
+                        activations += m_interned[static_cast<std::size_t>(spec)].localElements(
+                                           m_graph.tensor(t).shape, m_mesh) *
                                        ir::byteSize(m_graph.tensor(t).dtype);
                     return *st.live.insert(it, Live{ti, spec, {}, {}});
                 };
                 for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                     const ir::TensorId t = op.inputs[i];
-                    Live &l = entry(t, oc.inputs[i]);
+                    Live &l = entry(t, oc.inputIds[i]);
                     if (!s.dataInputs[i])
                         continue;
-                    if (std::find(l.needs.begin(), l.needs.end(), s.inputs[i]) == l.needs.end()) {
-                        const double r = reshardTime(t, l.spec, s.inputs[i]);
+                    if (std::find(l.needs.begin(), l.needs.end(), oc.needIds[i]) == l.needs.end()) {
+                        const double r = reshardTime(t, l.spec, oc.needIds[i]);
                         time += r;
                         comm += r;
-                        l.needs.push_back(s.inputs[i]);
+                        // Sorted, so that states differing only in the order
+                        // their reshards were charged merge.
+                        l.needs.insert(std::upper_bound(l.needs.begin(), l.needs.end(), oc.needIds[i]),
+                                       oc.needIds[i]);
                     }
                     if (oc.flows && m_flow[t.index()] &&
-                        std::find(l.gradients.begin(), l.gradients.end(), s.inputGradients[i]) == l.gradients.end()) {
-                        const double r = reshardTime(t, s.inputGradients[i], sharding::gradientSpec(l.spec));
+                        std::find(l.gradients.begin(), l.gradients.end(), oc.gradientIds[i]) == l.gradients.end()) {
+                        const double r = reshardTime(t, oc.gradientIds[i], gradientId(l.spec));
                         time += r;
                         comm += r;
-                        l.gradients.push_back(s.inputGradients[i]);
+                        l.gradients.insert(
+                            std::upper_bound(l.gradients.begin(), l.gradients.end(), oc.gradientIds[i]),
+                            oc.gradientIds[i]);
                     }
                 }
                 if ((op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty() &&
@@ -318,7 +366,7 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
                     if (lastRead.count(static_cast<std::int32_t>(op.outputs[o].index())))
-                        entry(op.outputs[o], oc.outputs[o]);
+                        entry(op.outputs[o], oc.outputIds[o]);
                 std::erase_if(st.live, [&](const Live &l) { return lastRead.at(l.tensor) <= k; });
                 auto &slot = next[st];
                 for (const Partial &p : partials) {
@@ -340,18 +388,41 @@ std::vector<WeightChoice> SegmentCoster::searchWeights(const Segment &segment,
         }
         for (auto &[st, ps] : next)
             ps = prune(std::move(ps), bpp);
-        front = std::move(next);
+        return next;
+    };
+    auto finish = [&](const Front &front) {
+        std::vector<WeightChoice> result;
+        for (const auto &[state, partials] : front)
+            for (const Partial &p : partials) {
+                ++m_evaluations;
+                result.push_back({p.time, p.comm,
+                                  std::llround(p.parameterElements * bpp) + p.activations +
+                                      p.korthikanti[state.sequenceParallel ? 1 : 0],
+                                  p.combo});
+            }
+        return result;
+    };
+
+    Front front{{State{}, {Partial{}}}};
+    std::size_t k = 0;
+    auto writesLink = [&](std::size_t at) {
+        const auto &outs = m_graph.op(segment.ops[at]).outputs;
+        return !linkSpecs.empty() && std::find(outs.begin(), outs.end(), link) != outs.end();
+    };
+    for (; k < segment.ops.size() && !writesLink(k); ++k)
+        front = advance(front, k, -1);
+    if (k == segment.ops.size())
+        return {finish(front)};
+    // Nothing here reads the link, so the ops before its writer are searched
+    // once for all of its specs.
+    std::vector<std::vector<WeightChoice>> results;
+    for (const auto &spec : linkSpecs) {
+        Front f = advance(front, k, intern(spec));
+        for (std::size_t rest = k + 1; rest < segment.ops.size(); ++rest)
+            f = advance(f, rest, -1);
+        results.push_back(finish(f));
     }
-    std::vector<WeightChoice> result;
-    for (const auto &[state, partials] : front)
-        for (const Partial &p : partials) {
-            ++m_evaluations;
-            result.push_back({p.time, p.comm,
-                              std::llround(p.parameterElements * bpp) + p.activations +
-                                  p.korthikanti[state.sequenceParallel ? 1 : 0],
-                              p.combo});
-        }
-    return result;
+    return results;
 }
 
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)

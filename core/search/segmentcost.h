@@ -57,10 +57,12 @@ public:
     // state is the specs of the tensors still to be read (plus the reshards
     // already charged for them), so that weights read by different ops are
     // chosen independently once their activations agree; an op's own costs
-    // are memoised by its input specs across calls.
-    std::vector<WeightChoice> searchWeights(const Segment &segment,
-                                            const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
-                                            std::int64_t weightCapacity);
+    // are memoised by its input specs across calls. With `linkSpecs`: one
+    // answer per stored spec of output `link` (which no op here may read;
+    // `boundary` leaves it out), else one answer.
+    std::vector<std::vector<WeightChoice>> searchWeights(
+        const Segment &segment, const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
+        std::int64_t weightCapacity, ir::TensorId link = {}, const std::vector<sharding::ShardingSpec> &linkSpecs = {});
     // Parameter bytes per device of `weights` alone: a lower bound of the
     // segment's memory, checked before costing.
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;
@@ -84,15 +86,23 @@ private:
         double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes)
         double comm = 0;
         bool flows = false;
+        // The same specs interned (see intern()), for the search's state.
+        std::vector<std::int32_t> inputIds, needIds, gradientIds, outputIds;
     };
-    using OpKey = std::tuple<std::int32_t, std::vector<sharding::ShardingSpec>, std::vector<bool>,
-                             std::vector<sharding::ShardingSpec>, std::vector<bool>>;
-    const OpOutcome &opOutcome(ir::OpId id, const std::vector<sharding::ShardingSpec> &inputs,
-                               const std::vector<bool> &pending, const std::vector<sharding::ShardingSpec> &fixed,
-                               const std::vector<bool> &isFixed);
-    double reshardTime(ir::TensorId t, const sharding::ShardingSpec &from, const sharding::ShardingSpec &to);
-    std::map<OpKey, OpOutcome> m_outcomes;
-    std::map<std::tuple<std::int32_t, sharding::ShardingSpec, sharding::ShardingSpec>, double> m_reshards;
+    // Interned input specs, which of them are small parameters this op
+    // decides, interned fixed output specs (-1: stored as produced).
+    const OpOutcome &opOutcome(ir::OpId id, const std::vector<std::int32_t> &inputs, const std::vector<bool> &pending,
+                               const std::vector<std::int32_t> &fixed);
+    double reshardTime(ir::TensorId t, std::int32_t from, std::int32_t to);
+    // Specs as small integers, so that the search's states compare and copy
+    // as plain numbers; gradientId() is the interned gradientSpec().
+    std::int32_t intern(const sharding::ShardingSpec &spec);
+    std::int32_t gradientId(std::int32_t spec);
+    std::map<std::vector<std::int32_t>, OpOutcome> m_outcomes;  // by op, then opOutcome()'s arguments
+    std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, double> m_reshards;
+    std::map<sharding::ShardingSpec, std::int32_t> m_specIds;
+    std::vector<sharding::ShardingSpec> m_interned;
+    std::vector<std::int32_t> m_gradientIds;  // -1 until asked
     std::size_t m_evaluations = 0;
 };
 

@@ -225,7 +225,8 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
     }
     for (auto t : s.outputs) {
         if (block < g.links.size() && t == g.links[block]) {
-            boundary[t] = m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(t), m_mesh);
+            if (after >= 0)  // else left to the caller
+                boundary[t] = m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(t), m_mesh);
             continue;
         }
         // Class boundaries are stored in the layout of the class written
@@ -257,18 +258,29 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
                 afters.push_back(static_cast<int>(l));
         }
         std::map<int, Fronts> next;
-        for (const auto &[before, previous] : front)
-            for (int after : afters) {
-                const auto boundary = boundaryOf(g, block, vars, before, after, k);
+        for (const auto &[before, previous] : front) {
+            // One search per layout before the block serves every layout after it.
+            const auto boundary = boundaryOf(g, block, vars, before, -1, k);
+            ir::TensorId link;
+            std::vector<ShardingSpec> linkSpecs;
+            if (k < g.links.size()) {
+                link = g.links[k];
+                for (int after : afters)
+                    linkSpecs.push_back(
+                        m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(link), m_mesh));
+            }
+            const auto found = m_coster.searchWeights(block, boundary, m_capacity / block.instances, link, linkSpecs);
+            for (std::size_t a = 0; a < afters.size(); ++a) {
                 std::vector<Candidate> own;
-                for (const WeightChoice &c : m_coster.searchWeights(block, boundary, m_capacity / block.instances))
+                for (const WeightChoice &c : found[a])
                     own.push_back(Candidate{c.time * block.instances, c.comm * block.instances,
-                                            c.memory * block.instances, {after, c.combo}});
+                                            c.memory * block.instances, {afters[a], c.combo}});
                 const Fronts sums = sum(previous, frontsOf(std::move(own)));
-                auto &slot = next[after];
+                auto &slot = next[afters[a]];
                 slot.time.insert(slot.time.end(), sums.time.begin(), sums.time.end());
                 slot.comm.insert(slot.comm.end(), sums.comm.begin(), sums.comm.end());
             }
+        }
         for (auto &[after, fs] : next)
             fs = {paretoFront(std::move(fs.time), Metric::Time), paretoFront(std::move(fs.comm), Metric::Comm)};
         front = std::move(next);
