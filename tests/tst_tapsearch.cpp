@@ -2,6 +2,7 @@
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "search/activationlayout.h"
+#include "search/exactsearch.h"
 #include "search/referenceplan.h"
 #include "search/segmentcost.h"
 #include "search/tapsearch.h"
@@ -216,6 +217,24 @@ private slots:
             evaluated[i++] = result.stats.plansEvaluated;
         }
         QCOMPARE(evaluated[0], evaluated[1]);
+    }
+
+    // The graph's inputs (token ids, labels) take a layout of their own:
+    // exact stores them replicated while the layers run batch-split, and
+    // tap must be able to as well.
+    void equalsExactOnGpt2()
+    {
+        const std::string source = "zoo:gpt2?layers=2";
+        const auto g = io::loadModel(source);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto m = mesh({8});
+        search::SearchOptions options;
+        options.timeLimitSeconds = 120;
+        const auto fast = search::tapSearch(g, classes, source, m, options);
+        const auto exact = search::exactSearch(g, coarse, source, m, options);
+        QVERIFY(exact.stats.optimal);
+        QVERIFY(fast.plan.cost.stepTime <= exact.plan.cost.stepTime * 1.001);
     }
 
     // The per-op search of a block's weights against enumerating every

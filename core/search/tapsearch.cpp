@@ -153,11 +153,16 @@ private:
     std::int64_t m_capacity;
     std::vector<Group> m_groups;
     int m_variables = 1;
+    // The layout of the graph's inputs (token ids, labels): a variable of
+    // its own, since storing them replicated while the layers' activations
+    // are split (a free slice) can beat splitting them alike.
+    int m_inputVariable = 0;
 };
 
 void TapSearch::buildGroups()
 {
-    m_variables = std::max<int>(1, static_cast<int>(m_classes.classes.size()));
+    m_inputVariable = std::max<int>(1, static_cast<int>(m_classes.classes.size()));
+    m_variables = m_inputVariable + 1;
     auto addGroup = [&](int classIndex, int instances, const std::vector<ir::OpId> &ops, const std::string &name) {
         Group g;
         g.classIndex = classIndex;
@@ -175,6 +180,8 @@ void TapSearch::buildGroups()
         std::set<int> vars{variableOf(classIndex)};
         for (auto t : g.whole.inputs) {
             const ir::OpId p = m_graph.tensor(t).producer;
+            if (!p.valid() && m_graph.tensor(t).role != ir::Role::Parameter)
+                vars.insert(m_inputVariable);
             if (p.valid() && m_classes.classOfOp[p.index()].valid())
                 vars.insert(static_cast<int>(m_classes.classOfOp[p.index()].index()));
         }
@@ -205,7 +212,9 @@ ShardingSpec TapSearch::inputSpec(const Group &g, ir::TensorId t, const std::vec
 {
     const ir::Tensor &tensor = m_graph.tensor(t);
     int var = variableOf(g.classIndex);
-    if (tensor.producer.valid() && m_classes.classOfOp[tensor.producer.index()].valid())
+    if (!tensor.producer.valid())
+        var = m_inputVariable;
+    else if (m_classes.classOfOp[tensor.producer.index()].valid())
         var = static_cast<int>(m_classes.classOfOp[tensor.producer.index()].index());
     return m_layouts[static_cast<std::size_t>(vars[static_cast<std::size_t>(var)])].specFor(tensor, m_mesh);
 }
