@@ -153,9 +153,12 @@ private:
     std::int64_t m_capacity;
     std::vector<Group> m_groups;
     int m_variables = 1;
-    // The layout of the graph's inputs (token ids, labels): a variable of
-    // its own, since storing them replicated while the layers' activations
-    // are split (a free slice) can beat splitting them alike.
+    // The layout of the graph's inputs (token ids, labels) where ops
+    // outside classes read them: a variable of its own, since storing them
+    // replicated while the layers' activations are split (a free slice) can
+    // beat splitting them alike. Inputs a class reads (masks, positions)
+    // keep the class's layout, which keeps each class searched once per
+    // layout.
     int m_inputVariable = 0;
 };
 
@@ -180,7 +183,7 @@ void TapSearch::buildGroups()
         std::set<int> vars{variableOf(classIndex)};
         for (auto t : g.whole.inputs) {
             const ir::OpId p = m_graph.tensor(t).producer;
-            if (!p.valid() && m_graph.tensor(t).role != ir::Role::Parameter)
+            if (!p.valid() && classIndex < 0 && m_graph.tensor(t).role != ir::Role::Parameter)
                 vars.insert(m_inputVariable);
             if (p.valid() && m_classes.classOfOp[p.index()].valid())
                 vars.insert(static_cast<int>(m_classes.classOfOp[p.index()].index()));
@@ -212,7 +215,7 @@ ShardingSpec TapSearch::inputSpec(const Group &g, ir::TensorId t, const std::vec
 {
     const ir::Tensor &tensor = m_graph.tensor(t);
     int var = variableOf(g.classIndex);
-    if (!tensor.producer.valid())
+    if (!tensor.producer.valid() && g.classIndex < 0)
         var = m_inputVariable;
     else if (m_classes.classOfOp[tensor.producer.index()].valid())
         var = static_cast<int>(m_classes.classOfOp[tensor.producer.index()].index());
