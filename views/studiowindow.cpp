@@ -10,6 +10,7 @@
 #include "inspectorview.h"
 #include "meshview.h"
 #include "compareview.h"
+#include "costchartsview.h"
 #include "search/referenceplan.h"
 #include "planeditcommand.h"
 #include "search/explain.h"
@@ -60,7 +61,8 @@ StudioWindow::StudioWindow(QWidget *parent)
       m_classProxy(new QSortFilterProxyModel(this)), m_find(new QLineEdit(this)),
       m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this)), m_meshView(new MeshView(this)),
-      m_undo(new QUndoStack(this)), m_compare(new CompareView(this))
+      m_undo(new QUndoStack(this)), m_compare(new CompareView(this)),
+      m_charts(new CostChartsView(this))
 {
     qRegisterMetaType<PlannedModel>();
     qRegisterMetaType<LoadedModel>();
@@ -135,6 +137,11 @@ StudioWindow::StudioWindow(QWidget *parent)
     compareDock->setObjectName(QStringLiteral("compare"));
     compareDock->setWidget(m_compare);
     addDockWidget(Qt::LeftDockWidgetArea, compareDock);
+    auto *chartsDock = new QDockWidget(tr("Cost breakdown"), this);
+    chartsDock->setObjectName(QStringLiteral("charts"));
+    chartsDock->setWidget(m_charts);
+    addDockWidget(Qt::BottomDockWidgetArea, chartsDock);
+    chartsDock->hide();  // View › Cost breakdown
     auto *meshDock = new QDockWidget(tr("Device mesh"), this);
     meshDock->setObjectName(QStringLiteral("mesh"));
     meshDock->setWidget(meshPanel);
@@ -282,6 +289,9 @@ void StudioWindow::createActions()
     lessons->addAction(tr("2. The 2-layer MLP on a 4x2 mesh (all-gathers, then reduce-scatter)"), this, [this] { openLesson(2); });
 
     auto *view = menuBar()->addMenu(tr("&View"));
+    for (auto *dock : findChildren<QDockWidget *>())
+        view->addAction(dock->toggleViewAction());
+    view->addSeparator();
     auto *fit = view->addAction(tr("&Fit to window"), m_graph->view(), &GraphView::fitAll);
     fit->setShortcut(QKeySequence(tr("Ctrl+0")));
     view->addAction(tr("Zoom &in"), this, [this] { m_graph->view()->zoomBy(1.25); })->setShortcut(QKeySequence::ZoomIn);
@@ -415,6 +425,12 @@ void StudioWindow::adoptPlan(const PlannedModel &planned)
         }
     m_classModel->setCostShares(shares);
     m_meshView->setMesh(p.mesh);
+    std::map<int, QString> classNames;
+    for (int row = 0; row < m_classModel->rowCount(); ++row) {
+        const auto index = m_classModel->index(row, ClassListModel::Name);
+        classNames[index.data(ClassListModel::ClassIdRole).toInt()] = index.data().toString();
+    }
+    m_charts->setPlanned(planned, classNames);
     m_status->setText(tr("%1 plan on %2 in %3 ms: step %4 ms%5")
                           .arg(QString::fromStdString(p.method), QString::fromStdString(p.mesh.toString()))
                           .arg(planned.searchSeconds * 1e3, 0, 'f', 1)
@@ -1094,6 +1110,18 @@ void StudioWindow::closeEvent(QCloseEvent *event)
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
     QMainWindow::closeEvent(event);
+}
+
+bool StudioWindow::showPanel(const QString &panel)
+{
+    for (auto *dock : findChildren<QDockWidget *>()) {
+        if (dock->objectName() == panel) {
+            dock->show();
+            dock->raise();
+            return true;
+        }
+    }
+    return false;
 }
 
 } // namespace tapestry::views

@@ -36,6 +36,7 @@ class GraphPanel;
 class InspectorView;
 class MeshView;
 class CompareView;
+class CostChartsView;
 
 // The studio's main window: graph view with minimap, class list, inspector,
 // find bar; models load on a worker thread with progress and Cancel.
@@ -104,7 +105,11 @@ public:
     bool compareWith(const QString &other);
     const std::set<std::string> &differingTensors() const { return m_differing; }
     CompareView *compareView() const { return m_compare; }
+    CostChartsView *costCharts() const { return m_charts; }
     void setColouring(Colouring colouring);
+    // Shows the dock named `panel` (classes, inspector, compare, charts,
+    // mesh); false when there is none of that name.
+    bool showPanel(const QString &panel);
 
     // When set, errors go to lastError() and stderr instead of a dialog.
     void setQuietErrors(bool quiet) { m_quietErrors = quiet; }
@@ -152,6 +157,7 @@ private:
     QString m_pendingPlanFile;
     QUndoStack *m_undo;
     CompareView *m_compare;
+    CostChartsView *m_charts;
     std::set<std::string> m_differing;
     QColor differenceColour(const layout::ViewNode &node) const;
     std::unique_ptr<search::Explainer> m_explainer;

@@ -43,7 +43,10 @@ int main(int argc, char **argv)
     const QCommandLineOption lesson(QStringLiteral("lesson"),
                                     QStringLiteral("open lesson N of the Lessons menu (1: X·B·C column/row split, 2: MLP on 4x2)"),
                                     QStringLiteral("N"));
-    parser.addOptions({screenshot, select, expand, mesh, method, colour, lesson});
+    const QCommandLineOption show(QStringLiteral("show"),
+                                  QStringLiteral("show a panel that starts hidden: charts, mesh, compare (repeatable)"),
+                                  QStringLiteral("PANEL"));
+    parser.addOptions({screenshot, select, expand, mesh, method, colour, lesson, show});
     parser.process(app);
 
     const QString model = parser.positionalArguments().value(0, QStringLiteral("zoo:gpt2"));
@@ -62,6 +65,12 @@ int main(int argc, char **argv)
         window.setColouring(StudioWindow::Colouring::BySharding);
     else if (colourMode == QLatin1String("cost"))
         window.setColouring(StudioWindow::Colouring::ByCost);
+    for (const QString &panel : parser.values(show)) {
+        if (!window.showPanel(panel)) {
+            std::cerr << "tapestry: --show " << panel.toStdString() << ": no such panel\n";
+            return 2;
+        }
+    }
     window.show();
 
     // The screenshot waits until the layout is on screen and the plan settled.

@@ -1,5 +1,6 @@
 #include "classlistmodel.h"
 #include "compareview.h"
+#include "costchartsview.h"
 #include "costsummarybar.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
@@ -263,6 +264,14 @@ private slots:
         QCOMPARE(QString::fromStdString(w.planned().plan->method), QStringLiteral("megatron"));
         QVERIFY(w.costBar()->text().contains(QStringLiteral("step")));
         QVERIFY(w.costBar()->fits());
+        // The breakdown chart has a bar for the layer class, for the ops
+        // outside classes and for each collective kind and phase the plan
+        // uses (Megatron: all-reduces forward and backward).
+        const QStringList bars = w.costCharts()->stepCategories();
+        QVERIFY2(bars.contains(QStringLiteral("transformer/h.*")), qPrintable(bars.join(QLatin1Char(','))));
+        QVERIFY(bars.contains(QStringLiteral("outside classes")));
+        QVERIFY(bars.contains(QStringLiteral("all-reduce · forward")));
+        QVERIFY(bars.contains(QStringLiteral("all-reduce · backward")));
         // The inspector shows the plan's spec of fc_in's weight: split columns.
         QVERIFY(w.findNext(QStringLiteral("h.0/mlp/fc_in")));
         QVERIFY(w.expandClass(0));
