@@ -1,7 +1,10 @@
 #include "io/modelloader.h"
+#include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
+#include "plan/planjson.h"
 #include "search/activationlayout.h"
+#include "search/candidates.h"
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
 #include "search/segmentcost.h"
@@ -200,6 +203,126 @@ private slots:
             QVERIFY(q.waitForFinished(60000));
             QCOMPARE(q.exitCode(), 2);
             QVERIFY(q.readAllStandardError().startsWith("tapestry-cli plan: --"));
+        }
+    }
+
+    // Re-deriving around pins: a pinned weight keeps its spec (marked
+    // override) and the search chooses the rest around it. On a small GPT-2
+    // over 4 devices tap replicates the MLP; with fc_in pinned to split
+    // columns in every layer it splits fc_out by rows (Megatron's pair),
+    // which beats keeping the rest of the plan as it was. A pin on one
+    // instance only is kept too; an illegal or unknown pin is an error.
+    void keepsPins()
+    {
+        const std::string source = "zoo:gpt2?layers=2&heads=4&hidden=256";
+        const auto g = io::loadModel(source);
+        const auto m = mesh({4});
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto free = search::tapSearch(g, classes, source, m).plan;
+        const sharding::ShardingSpec columns{{sharding::Placement::shard(1)}};
+        const sharding::ShardingSpec rows{{sharding::Placement::shard(0)}};
+        QVERIFY(free.specs.at("transformer.h.0.mlp.fc_in.weight").spec != columns);
+
+        search::SearchOptions options;
+        for (const char *w : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.mlp.fc_in.weight"})
+            options.pinned[w] = columns;
+        const auto pinned = search::tapSearch(g, classes, source, m, options).plan;
+        for (const char *w : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.mlp.fc_in.weight"}) {
+            QCOMPARE(pinned.specs.at(w).spec, columns);
+            QVERIFY(pinned.specs.at(w).source == plan::SpecSource::Override);
+        }
+        for (const char *w : {"transformer.h.0.mlp.fc_out.weight", "transformer.h.1.mlp.fc_out.weight"}) {
+            QCOMPARE(pinned.specs.at(w).spec, rows);
+            QVERIFY(pinned.specs.at(w).source == plan::SpecSource::Search);
+        }
+        // The pinned plan costs what core costs it, and re-deriving beats
+        // the free plan with only the pins changed.
+        auto replayed = pinned;
+        plan::recostPlan(replayed, g, source);
+        QCOMPARE(replayed.cost.stepTime, pinned.cost.stepTime);
+        auto pinsOnly = free;
+        for (const auto &[name, spec] : options.pinned)
+            pinsOnly.specs[name] = {spec, plan::SpecSource::Override};
+        plan::recostPlan(pinsOnly, g, source);
+        QVERIFY2(pinned.cost.stepTime <= pinsOnly.cost.stepTime,
+                 qPrintable(QStringLiteral("%1 > %2").arg(pinned.cost.stepTime).arg(pinsOnly.cost.stepTime)));
+
+        // One instance only: the pin holds there; the other layer is free.
+        search::SearchOptions one;
+        one.pinned["transformer.h.1.mlp.fc_out.weight"] = rows;
+        const auto onePinned = search::tapSearch(g, classes, source, m, one).plan;
+        QCOMPARE(onePinned.specs.at("transformer.h.1.mlp.fc_out.weight").spec, rows);
+        QVERIFY(onePinned.specs.at("transformer.h.1.mlp.fc_out.weight").source == plan::SpecSource::Override);
+
+        // tapestry-cli plan --keep-pins: the pins of a saved plan, kept.
+        QTemporaryDir dir;
+        const QString saved = dir.filePath(QStringLiteral("pinned.json"));
+        const QString rederived = dir.filePath(QStringLiteral("rederived.json"));
+        plan::writePlanFile(saved.toStdString(), pinned);
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI),
+                  {QStringLiteral("plan"), QString::fromStdString(source), QStringLiteral("--mesh"), QStringLiteral("4"),
+                   QStringLiteral("--search"), QStringLiteral("tap"), QStringLiteral("--keep-pins"), saved,
+                   QStringLiteral("-o"), rederived});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        const auto fromCli = plan::readPlanFile(rederived.toStdString());
+        QVERIFY(fromCli.specs == pinned.specs);
+
+        search::SearchOptions bad;
+        bad.pinned["transformer.h.0.mlp.fc_in.weight"] = sharding::ShardingSpec{
+            {sharding::Placement::shard(0), sharding::Placement::shard(1)}};
+        QVERIFY_THROWS_EXCEPTION(TapestryError, search::tapSearch(g, classes, source, m, bad));
+        search::SearchOptions unknown;
+        unknown.pinned["no.such.weight"] = columns;
+        QVERIFY_THROWS_EXCEPTION(TapestryError, search::tapSearch(g, classes, source, m, unknown));
+    }
+
+    // The plan candidates of a class: every choice of its weights, ranked by
+    // step time with the rest of the plan held; tap's choice is marked and
+    // is the fastest; applying a row gives a plan whose whole-graph cost is
+    // what the row predicted, its weights pinned. On 4x2 the six weights
+    // have 9^6 combinations, so each block is enumerated alone.
+    void classCandidates_data()
+    {
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<bool>("perBlock");
+        QTest::newRow("4") << QStringLiteral("4") << false;
+        QTest::newRow("4x2") << QStringLiteral("4x2") << true;
+    }
+    void classCandidates()
+    {
+        QFETCH(QString, shape);
+        QFETCH(bool, perBlock);
+        const std::string source = "zoo:gpt2?layers=2&heads=4&hidden=256";
+        const auto g = io::loadModel(source);
+        const auto sizes = sharding::parseMeshShape(shape.toStdString());
+        const auto m = mesh(std::vector<int>(sizes.begin(), sizes.end()));
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto p = search::tapSearch(g, classes, source, m).plan;
+        const auto c = search::classCandidates(g, classes, p, 0, 50);
+        QCOMPARE(c.perBlock, perBlock);
+        if (!perBlock)
+            QCOMPARE(c.enumerated, std::size_t(729));  // 3^6: replicate, split rows, split columns
+        QVERIFY(c.candidates.size() <= 51);
+        QCOMPARE(std::count_if(c.candidates.begin(), c.candidates.end(), [](const auto &x) { return x.chosen; }), 1);
+        QVERIFY(c.candidates.front().chosen);
+        for (std::size_t i = 1; i < c.candidates.size(); ++i)
+            QVERIFY(c.candidates[i - 1].time <= c.candidates[i].time);
+        const auto &chosen = c.candidates.front();
+        for (const auto &[name, spec] : chosen.weights)
+            QVERIFY(p.specs.at(name).spec == spec);
+        for (std::size_t k : {std::size_t(0), std::size_t(3), c.candidates.size() - 1}) {
+            const auto applied = search::applyCandidate(g, classes, p, 0, c.candidates[k]);
+            const double predicted = p.cost.stepTime - chosen.time + c.candidates[k].time;
+            QVERIFY2(std::abs(applied.cost.stepTime - predicted) <= 1e-9 * predicted,
+                     qPrintable(QStringLiteral("row %1: %2 vs %3").arg(k).arg(applied.cost.stepTime).arg(predicted)));
+            for (const auto &[name, spec] : c.candidates[k].weights) {
+                QVERIFY(applied.specs.at(name).spec == spec);
+                QVERIFY(applied.specs.at(name).source == plan::SpecSource::Override);
+            }
         }
     }
 

@@ -50,6 +50,13 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         if (used != limit->size() || !(options.timeLimitSeconds > 0))
             throw TapestryError(Error{"--time-limit", {}, "expects a positive number of seconds, got '" + *limit + "'"});
     }
+    if (auto from = args.value("--keep-pins")) {
+        if (method != "tap")
+            throw TapestryError(Error{"--keep-pins", {}, "works with --search tap only"});
+        for (const auto &[name, tensor] : plan::readPlanFile(*from).specs)
+            if (tensor.source == plan::SpecSource::Override)
+                options.pinned[name] = tensor.spec;
+    }
     auto result = method == "exact" ? search::exactSearch(graph, coarse, model, mesh, options)
                                     : search::tapSearch(graph, classes, model, mesh, options);
     bar.finish();
@@ -116,12 +123,15 @@ Registration plan([] {
                 "program solved by CBC: optimal, slow, the yardstick tap is checked against), megatron (column/row-parallel linears by module\n"
                 "name, heads split, vocabulary-parallel embedding; data parallel on the other mesh\n"
                 "axes), dp (batch split over every axis, gradients all-reduced), replicate.\n"
+                "With --keep-pins, tap holds the weights a user pinned (specs marked override, as the\n"
+                "studio saves them) and chooses everything else around them.\n"
                 "Searches show a progress bar on stderr when they outlast a second and stderr is a\n"
                 "terminal.\n";
     c.options = modelOptions();
     for (auto &o : meshOptions())
         c.options.push_back(o);
     c.options.push_back({"--search", "METHOD", kMethods});
+    c.options.push_back({"--keep-pins", "PLAN", "tap: keep every override (pin) of PLAN and search the rest around them"});
     c.options.push_back({"--time-limit", "S", "exact: the solver's wall-clock limit (default 60 s)"});
     c.options.push_back({"--sequence-parallel", "", "megatron: norms and residuals on sequence shards"});
     c.options.push_back({"--overlap", "", "model backward communication overlapping backward compute"});

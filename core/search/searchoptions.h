@@ -1,9 +1,12 @@
 #pragma once
 
 #include "cost/costoptions.h"
+#include "sharding/shardingspec.h"
 
 #include <cstddef>
 #include <functional>
+#include <map>
+#include <string>
 
 namespace tapestry::search {
 
@@ -18,6 +21,13 @@ struct SearchOptions {
     bool decompose = true;
     // exact: the solver's wall-clock limit.
     double timeLimitSeconds = 60;
+    // Specs the user pinned, by tensor name: the plan keeps each of them
+    // (marked override). tap searches a class' weights with a pinned
+    // weight of its representative held to its pin, so the rest of the plan
+    // is chosen around it; other pins (activations, a weight of one instance
+    // only) are applied to the plan found and the specs after them derived
+    // again. A pin that is not a legal spec of its tensor is an error.
+    std::map<std::string, sharding::ShardingSpec> pinned;
     // Called now and then with work done and work planned (units of the
     // search's choosing), from the searching thread.
     std::function<void(std::size_t done, std::size_t total)> progress;

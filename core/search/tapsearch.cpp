@@ -126,6 +126,13 @@ public:
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
     {
+        for (const auto &[name, spec] : options.pinned) {
+            const auto t = graph.findTensor(name);
+            if (!t)
+                throw TapestryError(Error{name, {}, "pinned tensor is not in the model"});
+            if (auto problem = spec.problem(graph.tensor(*t).shape, mesh))
+                throw TapestryError(Error{name, {}, "pinned spec " + spec.toPlacements() + ": " + *problem});
+        }
         buildGroups();
     }
 
@@ -133,6 +140,8 @@ public:
 
 private:
     void buildGroups();
+    // Holds each pinned weight of `segment` to its pin.
+    void holdPins(Segment &segment) const;
     int variableOf(int classIndex) const { return classIndex >= 0 ? classIndex : 0; }
     ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
@@ -162,6 +171,22 @@ private:
     int m_inputVariable = 0;
 };
 
+void TapSearch::holdPins(Segment &segment) const
+{
+    for (std::size_t w = 0; w < segment.weights.size(); ++w) {
+        const ir::Tensor &weight = m_graph.tensor(segment.weights[w]);
+        const auto pin = m_options.pinned.find(weight.name);
+        if (pin == m_options.pinned.end())
+            continue;
+        auto &choices = segment.choices[w];
+        if (std::find(choices.begin(), choices.end(), pin->second) == choices.end())
+            throw TapestryError(Error{weight.name, {},
+                                      "pinned spec " + pin->second.toPlacements() +
+                                          " is not a legal choice on this mesh"});
+        choices = {pin->second};
+    }
+}
+
 void TapSearch::buildGroups()
 {
     m_inputVariable = std::max<int>(1, static_cast<int>(m_classes.classes.size()));
@@ -180,6 +205,10 @@ void TapSearch::buildGroups()
                 g.links.push_back(m_graph.op(blocks[b].back()).outputs[0]);
         }
         g.whole = makeSegment(m_graph, m_mesh, name, classIndex, instances, ops);
+        for (Segment *segment : {&g.whole})
+            holdPins(*segment);
+        for (Segment &block : g.blocks)
+            holdPins(block);
         std::set<int> vars{variableOf(classIndex)};
         for (auto t : g.whole.inputs) {
             const ir::OpId p = m_graph.tensor(t).producer;
@@ -398,8 +427,13 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
                     fixed[it->second] = spec;
         }
     }
+    for (const auto &[name, spec] : m_options.pinned)
+        fixed[*m_graph.findTensor(name)] = spec;  // checked in the constructor
     const auto specs = sharding::propagateSpecs(m_graph, m_mesh, fixed);
-    return plan::makePlan(m_graph, modelSource, m_mesh, specs, plan::SpecSource::Search, "tap", m_options.cost);
+    auto plan = plan::makePlan(m_graph, modelSource, m_mesh, specs, plan::SpecSource::Search, "tap", m_options.cost);
+    for (const auto &[name, spec] : m_options.pinned)
+        plan.specs[name].source = plan::SpecSource::Override;
+    return plan;
 }
 
 SearchResult TapSearch::run(const std::string &modelSource)
