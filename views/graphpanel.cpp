@@ -22,6 +22,7 @@ GraphPanel::GraphPanel(QWidget *parent)
 
     connect(m_scene, &GraphScene::nodeSelected, this, &GraphPanel::viewNodeSelected);
     connect(m_scene, &GraphScene::nodeActivated, this, &GraphPanel::toggleExpanded);
+    connect(m_scene, &GraphScene::nodeContextMenu, this, &GraphPanel::viewNodeContextMenu);
     connect(&m_watcher, &QFutureWatcher<LayoutOutcome>::finished, this, [this] {
         if (m_watcher.property("generation").toInt() != m_generation)
             return;  // a newer layout was requested meanwhile

@@ -51,6 +51,7 @@ public:
 
 signals:
     void viewNodeSelected(int viewNode);  // -1: cleared
+    void viewNodeContextMenu(int viewNode, const QPoint &screenPos);
     void layoutFinished();
     void layoutFailed(const QString &message);
 

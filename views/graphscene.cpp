@@ -76,6 +76,18 @@ int GraphScene::selectedKey() const
     return -1;
 }
 
+void GraphScene::contextMenuEvent(QGraphicsSceneContextMenuEvent *event)
+{
+    for (QGraphicsItem *item : items(event->scenePos()))
+        if (auto *node = dynamic_cast<CanvasNode *>(item)) {
+            selectKey(node->style().key);
+            emit nodeContextMenu(node->style().key, event->screenPos());
+            event->accept();
+            return;
+        }
+    QGraphicsScene::contextMenuEvent(event);
+}
+
 void GraphScene::mouseDoubleClickEvent(QGraphicsSceneMouseEvent *event)
 {
     for (QGraphicsItem *item : items(event->scenePos()))

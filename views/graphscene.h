@@ -39,9 +39,11 @@ public:
 signals:
     void nodeSelected(int key);   // -1 when the selection is cleared
     void nodeActivated(int key);  // double-click
+    void nodeContextMenu(int key, const QPoint &screenPos);  // right-click
 
 protected:
     void mouseDoubleClickEvent(QGraphicsSceneMouseEvent *event) override;
+    void contextMenuEvent(QGraphicsSceneContextMenuEvent *event) override;
 
 private:
     QVector<CanvasNode *> m_nodes;

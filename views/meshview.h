@@ -52,6 +52,7 @@ public:
     // Notation of the block `device` holds in the current frame.
     QString deviceLabel(int device) const;
     bool exportImage(const QString &path);
+    const sharding::Mesh &mesh() const { return m_mesh; }
 
     QSize sizeHint() const override { return {520, 320}; }
 

@@ -45,7 +45,9 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request)
         plan::Plan p;
         const std::string source = model.source.toStdString();
         if (request.method == QLatin1String("tap")) {
-            p = search::tapSearch(*model.graph, *model.classes, source, mesh).plan;
+            search::SearchOptions options;
+            options.pinned = request.pinned;
+            p = search::tapSearch(*model.graph, *model.classes, source, mesh, options).plan;
         } else {
             const auto method = search::referenceMethodFromString(request.method.toStdString());
             if (!method)

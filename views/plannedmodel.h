@@ -28,6 +28,8 @@ struct PlanRequest {
     QString method = QStringLiteral("tap");  // tap, megatron, dp, replicate
     QString meshShape = QStringLiteral("8");  // "8", "2x8", "4x2"
     QString profile = QStringLiteral("dgx-h100");
+    // tap only: specs to keep, by tensor name (re-deriving around pins).
+    std::map<std::string, sharding::ShardingSpec> pinned;
 };
 
 // Derives (tap) or builds (reference methods) the plan for `model` and

@@ -10,6 +10,7 @@
 #include "inspectorview.h"
 #include "meshview.h"
 #include "compareview.h"
+#include "candidatesview.h"
 #include "costchartsview.h"
 #include "search/referenceplan.h"
 #include "planeditcommand.h"
@@ -25,11 +26,14 @@
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
@@ -37,6 +41,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSortFilterProxyModel>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTableView>
@@ -62,11 +67,11 @@ StudioWindow::StudioWindow(QWidget *parent)
       m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_costBar(new CostSummaryBar(this)), m_meshView(new MeshView(this)),
       m_undo(new QUndoStack(this)), m_compare(new CompareView(this)),
-      m_charts(new CostChartsView(this))
+      m_charts(new CostChartsView(this)), m_candidatesView(new CandidatesView(this))
 {
     qRegisterMetaType<PlannedModel>();
     qRegisterMetaType<LoadedModel>();
-    setWindowTitle(tr("Tapestry"));
+    setWindowTitle(tr("Tapestry[*]"));
 
     auto *central = new QWidget(this);
     auto *layout = new QVBoxLayout(central);
@@ -142,6 +147,29 @@ StudioWindow::StudioWindow(QWidget *parent)
     chartsDock->setWidget(m_charts);
     addDockWidget(Qt::BottomDockWidgetArea, chartsDock);
     chartsDock->hide();  // View › Cost breakdown
+    auto *candidatesDock = new QDockWidget(tr("Plan candidates"), this);
+    candidatesDock->setObjectName(QStringLiteral("candidates"));
+    candidatesDock->setWidget(m_candidatesView);
+    addDockWidget(Qt::BottomDockWidgetArea, candidatesDock);
+    candidatesDock->hide();  // View › Plan candidates, or a class' context menu
+    connect(candidatesDock, &QDockWidget::visibilityChanged, this, [this](bool visible) {
+        if (visible && m_candidatesClass < 0 && m_classTable->currentIndex().isValid())
+            showCandidates(m_classTable->currentIndex().data(ClassListModel::ClassIdRole).toInt());
+    });
+    connect(m_candidatesView, &CandidatesView::applyRequested, this, [this](int, int row) { applyCandidate(row); });
+    connect(&m_candidateWorker, &QFutureWatcher<search::ClassCandidates>::finished, this, [this] {
+        const auto result = m_candidateWorker.result();
+        QString name;
+        const int row = m_classModel->rowOfClass(m_candidatesClass);
+        if (row >= 0)
+            name = m_classModel->index(row, ClassListModel::Name).data().toString();
+        if (result.candidates.empty())
+            m_candidatesView->showMessage(tr("%1: no candidates (the class has no weights to split, or its plan "
+                                             "could not be costed)").arg(name));
+        else
+            m_candidatesView->setCandidates(name, m_candidatesClass, result);
+        emit candidatesReady();
+    });
     auto *meshDock = new QDockWidget(tr("Device mesh"), this);
     meshDock->setObjectName(QStringLiteral("mesh"));
     meshDock->setWidget(meshPanel);
@@ -154,7 +182,7 @@ StudioWindow::StudioWindow(QWidget *parent)
         try {
             const auto explanation = explainer()->explainTensor(tensor);
             if (index < explanation.alternatives.size())
-                pinTensor(tensor, explanation.alternatives[index].spec);
+                pinTensor(tensor, explanation.alternatives[index].spec, m_pinWholeClass);
         } catch (const std::exception &e) {
             showError(QString::fromUtf8(e.what()));
         }
@@ -177,6 +205,7 @@ StudioWindow::StudioWindow(QWidget *parent)
     });
 
     connect(m_graph, &GraphPanel::viewNodeSelected, this, &StudioWindow::onViewNodeSelected);
+    connect(m_graph, &GraphPanel::viewNodeContextMenu, this, &StudioWindow::showNodeMenu);
     connect(m_graph, &GraphPanel::layoutFinished, this, [this] {
         m_progress->hide();
         emit layoutReady();
@@ -215,9 +244,29 @@ StudioWindow::StudioWindow(QWidget *parent)
             emit planFailed(planned.error);
             return;
         }
+        if (auto base = std::exchange(m_rederiveBase, nullptr)) {
+            if (m_planned.plan == base) {
+                m_planned.searchSeconds = planned.searchSeconds;
+                pushPlanEdit(tr("Re-derive around pins"), planned.plan);
+                return;
+            }
+        }
         m_undo->clear();
         adoptPlan(planned);
+        // A plan autosaved by a session that ended without saving its edits.
+        if (!std::exchange(m_autosaveOffered, true) && !m_quietErrors && autosavedPins() > 0 &&
+            QMessageBox::question(this, tr("Restore edits"),
+                                  tr("%1 pins of an unsaved plan for this model were kept from the last session. "
+                                     "Restore them?").arg(autosavedPins())) == QMessageBox::Yes)
+            restoreAutosave();
     });
+    // clear() (a new plan derived or opened) leaves an autosave alone: it is
+    // dropped when edits are saved or discarded, or undone back to the plan.
+    connect(m_undo, &QUndoStack::indexChanged, this, [this] {
+        if (m_undo->count() > 0)
+            autosave();
+    });
+    connect(m_undo, &QUndoStack::cleanChanged, this, [this](bool clean) { setWindowModified(!clean); });
 
     createActions();
     installInspectorSections();
@@ -233,6 +282,7 @@ StudioWindow::~StudioWindow()
 {
     m_explainer.reset();
     m_graph->disconnect(this);
+    m_undo->disconnect(this);  // its destructor clears it: keep the autosave
     if (m_cancelFlag)
         m_cancelFlag->store(true);
     m_loader.waitForFinished();
@@ -277,6 +327,11 @@ void StudioWindow::createActions()
     edit->addAction(undo);
     edit->addAction(redo);
     edit->addAction(tr("Reset to &derived plan"), this, [this] { m_undo->setIndex(0); });
+    auto *wholeClass = edit->addAction(tr("Pins apply to the &whole class"));
+    wholeClass->setCheckable(true);
+    wholeClass->setChecked(m_pinWholeClass);
+    wholeClass->setToolTip(tr("Unchecked: a pin applies to the instance it was made on only"));
+    connect(wholeClass, &QAction::toggled, this, [this](bool on) { m_pinWholeClass = on; });
     edit->addSeparator();
     auto *find = edit->addAction(tr("&Find…"), this, [this] {
         m_find->setFocus();
@@ -337,6 +392,11 @@ void StudioWindow::createActions()
 
     auto *planMenu = menuBar()->addMenu(tr("&Plan"));
     planMenu->addAction(derive);
+    auto *rederive = planMenu->addAction(tr("&Re-derive around pins"), this, &StudioWindow::rederiveAroundPins);
+    rederive->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
+    planMenu->addAction(tr("Plan &candidates for the selected class"), this, [this] { showPanel(QStringLiteral("candidates")); });
+    for (QComboBox *box : {m_method, m_mesh, m_profile})
+        connect(box, &QComboBox::activated, this, [this] { derivePlan(); });
     auto *exportMenu = planMenu->addMenu(tr("&Export for"));
     for (const auto &[format, label, suffix] :
          {std::tuple{"torch", "PyTorch (parallelize_module plan)…", "py"}, std::tuple{"jax", "JAX (PartitionSpecs)…", "py"},
@@ -380,13 +440,14 @@ void StudioWindow::setPlanRequest(const PlanRequest &request)
 
 PlanRequest StudioWindow::planRequest() const
 {
-    return {m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText()};
+    return {m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText(), {}};
 }
 
 void StudioWindow::derivePlan()
 {
-    if (!m_document.graph)
+    if (!m_document.graph || !confirmDiscardEdits())
         return;
+    m_rederiveBase = nullptr;
     // A search already running is superseded, not waited for: its captured
     // copies keep it safe, and setFuture() drops its result.
     m_progress->show();
@@ -438,6 +499,12 @@ void StudioWindow::adoptPlan(const PlannedModel &planned)
                           .arg(p.cost.fitsMemory ? QString() : tr(" — does not fit in device memory")));
     setColouring(m_colouring);
     onViewNodeSelected(m_graph->selectedViewNode());
+    if (m_candidatesClass >= 0) {
+        if (auto *dock = findChild<QDockWidget *>(QStringLiteral("candidates")); dock && !dock->isHidden())
+            showCandidates(m_candidatesClass);
+        else
+            m_candidatesClass = -1;  // costed again when the dock opens
+    }
     emit planReady();
 }
 
@@ -445,6 +512,8 @@ bool StudioWindow::savePlan(const QString &path)
 {
     try {
         plan::writePlanFile(path.toStdString(), *m_planned.plan);
+        m_undo->setClean();
+        clearAutosave();
         return true;
     } catch (const std::exception &e) {
         showError(QString::fromUtf8(e.what()));
@@ -478,8 +547,12 @@ bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::Shar
             throw TapestryError(Error{tensorName, {}, "spec " + spec.toPlacements() + " is not a legal choice here"});
         auto edited = std::make_shared<plan::Plan>(*m_planned.plan);
         edited->method = m_planned.plan->method;
+        // The pinned tensor is an override; what follows from it (a bias,
+        // the activations of its node) stays the search's to re-derive.
+        std::string pinnedName = tensorName;
         auto apply = [&](const std::string &name, const sharding::ShardingSpec &s) {
-            edited->specs[name] = plan::TensorPlan{s, plan::SpecSource::Override};
+            edited->specs[name] = plan::TensorPlan{s, name == pinnedName ? plan::SpecSource::Override
+                                                                          : plan::SpecSource::Search};
         };
         for (const auto &[name, s] : alt->changes)
             apply(name, s);
@@ -510,19 +583,18 @@ bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::Shar
                         for (std::size_t x = 0; x < a.outputs.size() && x < b.outputs.size(); ++x)
                             counterpart.emplace(g.tensor(a.outputs[x]).name, g.tensor(b.outputs[x]).name);
                     }
+                    if (auto it = counterpart.find(tensorName); it != counterpart.end())
+                        pinnedName = it->second;
                     for (const auto &[name, s] : alt->changes)
                         if (auto it = counterpart.find(name); it != counterpart.end())
                             apply(it->second, s);
-                    if (auto it = counterpart.find(tensorName); it != counterpart.end())
-                        apply(it->second, spec);
                 }
                 break;
             }
         }
         plan::recostPlan(*edited, *m_document.graph, m_document.source.toStdString());
-        m_undo->push(new PlanEditCommand(tr("Pin %1 to %2").arg(QString::fromStdString(tensorName),
-                                                                 QString::fromStdString(spec.toPlacements())),
-                                         m_planned.plan, edited, [this](const auto &p) { showPlan(p); }));
+        pushPlanEdit(tr("Pin %1 to %2").arg(QString::fromStdString(tensorName), QString::fromStdString(spec.toPlacements())),
+                     edited);
         return true;
     } catch (const std::exception &e) {
         showError(QString::fromUtf8(e.what()));
@@ -595,12 +667,12 @@ bool StudioWindow::openPlanFile(const QString &path)
 void StudioWindow::openLesson(int lesson)
 {
     if (lesson == 1) {
-        setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("cpu-loopback")});
+        setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("cpu-loopback"), {}});
         openModel(QStringLiteral("zoo:abc"));
     } else {
         // The reference methods cannot express the fully sharded 2D plan; it
         // ships as a sample plan.
-        setPlanRequest({QStringLiteral("replicate"), QStringLiteral("4x2"), QStringLiteral("cpu-loopback")});
+        setPlanRequest({QStringLiteral("replicate"), QStringLiteral("4x2"), QStringLiteral("cpu-loopback"), {}});
         m_pendingPlanFile = QStringLiteral(TAPESTRY_SAMPLES_DIR "/plans/mlp-2d-4x2.json");
         openModel(QStringLiteral("zoo:mlp"));
     }
@@ -887,6 +959,8 @@ bool StudioWindow::isBusy() const
 
 void StudioWindow::openModel(const QString &source)
 {
+    if (!confirmDiscardEdits())
+        return;
     if (m_cancelFlag)
         m_cancelFlag->store(true);
     m_loader.waitForFinished();
@@ -918,7 +992,7 @@ void StudioWindow::adoptDocument(const LoadedModel &model)
     m_inspector->setModel(model);
     m_progress->show();  // layout follows on a worker
     m_graph->setModel(model);
-    setWindowTitle(tr("Tapestry — %1").arg(model.source));
+    setWindowTitle(tr("Tapestry — %1[*]").arg(model.source));
     std::size_t repeated = 0;
     for (const auto &c : model.classes->classes)
         if (static_cast<int>(c.instances.size()) >= model.classes->minDuplicate)
@@ -1005,6 +1079,9 @@ void StudioWindow::onViewNodeSelected(int viewNode)
         m_classTable->clearSelection();
     m_graph->highlightClass(node.cls.valid() ? node.cls.value : -1);
     m_syncing = false;
+    if (auto *dock = findChild<QDockWidget *>(QStringLiteral("candidates"));
+        dock && !dock->isHidden() && node.cls.valid() && node.cls.value != m_candidatesClass)
+        showCandidates(node.cls.value);
 }
 
 void StudioWindow::onClassActivated(const QModelIndex &index)
@@ -1013,6 +1090,8 @@ void StudioWindow::onClassActivated(const QModelIndex &index)
         return;
     const int classId = index.data(ClassListModel::ClassIdRole).toInt();
     m_graph->highlightClass(classId);
+    if (auto *dock = findChild<QDockWidget *>(QStringLiteral("candidates")); dock && !dock->isHidden())
+        showCandidates(classId);
     const auto &view = m_graph->viewGraph();
     for (std::size_t i = 0; i < view.nodes.size(); ++i)
         if (view.nodes[i].cls.value == classId) {
@@ -1106,6 +1185,11 @@ bool StudioWindow::exportImage(const QString &path)
 
 void StudioWindow::closeEvent(QCloseEvent *event)
 {
+    if (!confirmDiscardEdits()) {
+        event->ignore();
+        return;
+    }
+    clearAutosave();
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
@@ -1122,6 +1206,241 @@ bool StudioWindow::showPanel(const QString &panel)
         }
     }
     return false;
+}
+
+namespace {
+
+// "8", "4x2": the mesh's shape as the toolbar writes it.
+QString shapeText(const sharding::Mesh &mesh)
+{
+    QStringList sizes;
+    for (int size : mesh.shape())
+        sizes << QString::number(size);
+    return sizes.join(QLatin1Char('x'));
+}
+
+} // namespace
+
+void StudioWindow::pushPlanEdit(const QString &text, std::shared_ptr<const plan::Plan> after)
+{
+    m_undo->push(new PlanEditCommand(text, m_planned.plan, std::move(after), [this](const auto &p) { showPlan(p); }));
+}
+
+void StudioWindow::rederiveAroundPins()
+{
+    if (!m_planned.plan || !m_document.graph)
+        return;
+    PlanRequest request = planRequest();
+    request.method = QStringLiteral("tap");
+    request.meshShape = shapeText(m_planned.plan->mesh);
+    if (!m_planned.plan->mesh.profile.empty())
+        request.profile = QString::fromStdString(m_planned.plan->mesh.profile);
+    for (const auto &[name, tensor] : m_planned.plan->specs)
+        if (tensor.source == plan::SpecSource::Override)
+            request.pinned[name] = tensor.spec;
+    m_rederiveBase = m_planned.plan;
+    m_progress->show();
+    m_status->setText(tr("Re-deriving the plan around %n pin(s)…", nullptr, static_cast<int>(request.pinned.size())));
+    const LoadedModel model = m_document;
+    m_planner.setFuture(QtConcurrent::run([model, request] { return tapestry::views::derivePlan(model, request); }));
+}
+
+void StudioWindow::showCandidates(int classId)
+{
+    if (!m_planned.plan || !m_document.classes)
+        return;
+    std::size_t index = m_document.classes->classes.size();
+    for (std::size_t c = 0; c < m_document.classes->classes.size(); ++c)
+        if (m_document.classes->classes[c].id.value == classId)
+            index = c;
+    if (index == m_document.classes->classes.size())
+        return;
+    m_candidatesClass = classId;
+    const int row = m_classModel->rowOfClass(classId);
+    m_candidatesView->showBusy(row >= 0 ? m_classModel->index(row, ClassListModel::Name).data().toString()
+                                        : tr("class %1").arg(classId));
+    const LoadedModel model = m_document;
+    const auto plan = m_planned.plan;
+    m_candidateWorker.setFuture(QtConcurrent::run([model, plan, index] {
+        try {
+            return search::classCandidates(*model.graph, *model.classes, *plan, index);
+        } catch (const std::exception &) {
+            return search::ClassCandidates{};
+        }
+    }));
+}
+
+bool StudioWindow::applyCandidate(int row)
+{
+    const auto &list = m_candidatesView->candidates().candidates;
+    if (!m_planned.plan || row < 0 || row >= static_cast<int>(list.size()))
+        return false;
+    std::size_t index = m_document.classes->classes.size();
+    for (std::size_t c = 0; c < m_document.classes->classes.size(); ++c)
+        if (m_document.classes->classes[c].id.value == m_candidatesView->classId())
+            index = c;
+    if (index == m_document.classes->classes.size())
+        return false;
+    try {
+        const auto &candidate = list[static_cast<std::size_t>(row)];
+        auto edited = std::make_shared<plan::Plan>(
+            search::applyCandidate(*m_document.graph, *m_document.classes, *m_planned.plan, index, candidate));
+        pushPlanEdit(tr("Apply candidate %1 of class %2").arg(row + 1).arg(m_candidatesView->classId()), edited);
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+bool StudioWindow::hasUnsavedEdits() const
+{
+    return !m_undo->isClean();
+}
+
+bool StudioWindow::confirmDiscardEdits()
+{
+    if (!hasUnsavedEdits() || m_quietErrors)
+        return true;
+    const auto answer = QMessageBox::question(
+        this, tr("Unsaved edits"), tr("The plan has %n edit(s) not saved to a file. Save them first?", nullptr,
+                                      m_undo->index()),
+        QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+    if (answer == QMessageBox::Cancel)
+        return false;
+    if (answer == QMessageBox::Save) {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save plan"), QStringLiteral("plan.json"),
+                                                          tr("Tapestry plan (*.json)"));
+        return !path.isEmpty() && savePlan(path);
+    }
+    m_undo->setClean();
+    clearAutosave();
+    return true;
+}
+
+QString StudioWindow::autosavePath()
+{
+    return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/autosave.plan.json");
+}
+
+// After every edit the open plan is written beside the settings (atomically),
+// so a crash loses at most the edit being made; the settings say which model
+// and mesh it belongs to. Cleared when the plan is saved or its edits
+// discarded.
+void StudioWindow::autosave()
+{
+    if (!m_planned.plan || m_undo->isClean()) {
+        clearAutosave();
+        return;
+    }
+    try {
+        QDir().mkpath(QFileInfo(autosavePath()).absolutePath());
+        plan::writePlanFile(autosavePath().toStdString(), *m_planned.plan);
+        QSettings settings;
+        settings.setValue(QStringLiteral("autosave/source"), m_document.source);
+        settings.setValue(QStringLiteral("autosave/mesh"), shapeText(m_planned.plan->mesh));
+    } catch (const std::exception &e) {
+        m_status->setText(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())));
+    }
+}
+
+void StudioWindow::clearAutosave()
+{
+    QSettings settings;
+    settings.remove(QStringLiteral("autosave"));
+    QFile::remove(autosavePath());
+}
+
+int StudioWindow::autosavedPins() const
+{
+    QSettings settings;
+    if (!m_planned.plan || settings.value(QStringLiteral("autosave/source")).toString() != m_document.source ||
+        settings.value(QStringLiteral("autosave/mesh")).toString() !=
+            shapeText(m_planned.plan->mesh))
+        return 0;
+    try {
+        const auto saved = plan::readPlanFile(autosavePath().toStdString());
+        return static_cast<int>(std::count_if(saved.specs.begin(), saved.specs.end(), [](const auto &entry) {
+            return entry.second.source == plan::SpecSource::Override;
+        }));
+    } catch (const std::exception &) {
+        return 0;
+    }
+}
+
+bool StudioWindow::restoreAutosave()
+{
+    if (autosavedPins() == 0)
+        return false;
+    try {
+        auto restored = std::make_shared<plan::Plan>(plan::readPlanFile(autosavePath().toStdString()));
+        plan::recostPlan(*restored, *m_document.graph, autosavePath().toStdString());
+        pushPlanEdit(tr("Restore autosaved edits"), restored);
+        return true;
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+void StudioWindow::setMeshShape(const QString &shape)
+{
+    m_mesh->setCurrentText(shape);
+    derivePlan();
+}
+
+// Right-click on a node: every legal spec of each of its weights with what
+// it would cost, pinned by choosing it; the class' plan candidates.
+void StudioWindow::showNodeMenu(int viewNode, const QPoint &screenPos)
+{
+    const auto &view = m_graph->viewGraph();
+    if (!m_planned.plan || viewNode < 0 || viewNode >= static_cast<int>(view.nodes.size()))
+        return;
+    const auto &node = view.nodes[static_cast<std::size_t>(viewNode)];
+    QMenu menu(this);
+    if (node.cls.valid()) {
+        auto *whole = menu.addAction(tr("Pins apply to every instance of the class"));
+        whole->setCheckable(true);
+        whole->setChecked(m_pinWholeClass);
+        connect(whole, &QAction::toggled, this, [this](bool on) { m_pinWholeClass = on; });
+        menu.addSeparator();
+    }
+    std::set<std::string> seen;
+    try {
+        for (auto n : nodesOf(node)) {
+            for (auto t : m_document.coarse->node(n).parameters) {
+                const auto &tensor = m_document.graph->tensor(t);
+                if (tensor.shape.size() < 2 || seen.size() >= 12 || !seen.insert(tensor.name).second)
+                    continue;
+                const auto explanation = explainer()->explainTensor(tensor.name);
+                auto *sub = menu.addMenu(tr("Pin %1").arg(QString::fromStdString(tensor.name)));
+                for (const auto &alt : explanation.alternatives) {
+                    QString text = QString::fromStdString(alt.summary);
+                    if (!alt.fits)
+                        text = tr("⚠ does not fit in memory: %1").arg(text);
+                    auto *action = sub->addAction(alt.chosen ? tr("✓ %1 (the plan's)").arg(text) : text);
+                    action->setEnabled(!alt.chosen);
+                    connect(action, &QAction::triggered, this,
+                            [this, name = tensor.name, spec = alt.spec] { pinTensor(name, spec, m_pinWholeClass); });
+                }
+            }
+            if (node.kind == layout::ViewNode::Kind::Block && seen.size() >= 12)
+                break;
+        }
+    } catch (const std::exception &e) {
+        showError(QString::fromUtf8(e.what()));
+        return;
+    }
+    if (seen.empty())
+        menu.addAction(tr("No weights to pin here"))->setEnabled(false);
+    if (node.cls.valid()) {
+        menu.addSeparator();
+        menu.addAction(tr("Plan candidates for this class…"), this, [this, cls = node.cls.value] {
+            showPanel(QStringLiteral("candidates"));
+            showCandidates(cls);
+        });
+    }
+    menu.exec(screenPos);
 }
 
 } // namespace tapestry::views

@@ -4,6 +4,8 @@
 #include "loadedmodel.h"
 #include "plannedmodel.h"
 
+#include "search/candidates.h"
+
 #include <QFutureWatcher>
 #include <QMainWindow>
 
@@ -37,6 +39,7 @@ class InspectorView;
 class MeshView;
 class CompareView;
 class CostChartsView;
+class CandidatesView;
 
 // The studio's main window: graph view with minimap, class list, inspector,
 // find bar; models load on a worker thread with progress and Cancel.
@@ -107,6 +110,29 @@ public:
     CompareView *compareView() const { return m_compare; }
     CostChartsView *costCharts() const { return m_charts; }
     void setColouring(Colouring colouring);
+    // Re-derives the plan with tap around every pin of the open plan (the
+    // specs marked override), on a worker; undoable. planReady follows.
+    void rederiveAroundPins();
+    // Whether a pin applies to every instance of its class (the default) or
+    // to the pinned tensor's instance only.
+    void setPinWholeClass(bool whole) { m_pinWholeClass = whole; }
+    bool pinWholeClass() const { return m_pinWholeClass; }
+    // The plan candidates of class `classId` in the Candidates dock,
+    // costed on a worker; candidatesReady follows.
+    void showCandidates(int classId);
+    CandidatesView *candidatesView() const { return m_candidatesView; }
+    // Applies row `row` of the candidates shown as pins (undoable).
+    bool applyCandidate(int row);
+    // Edits (pins, applied candidates) not yet saved to a plan file.
+    bool hasUnsavedEdits() const;
+    // As if the mesh shape were chosen in the toolbar: re-derives the plan.
+    void setMeshShape(const QString &shape);
+    // The autosaved plan of a previous session for the open model and mesh,
+    // with its pins; restoreAutosave() applies it as one undoable edit.
+    int autosavedPins() const;
+    bool restoreAutosave();
+    static QString autosavePath();
+
     // Shows the dock named `panel` (classes, inspector, compare, charts,
     // mesh); false when there is none of that name.
     bool showPanel(const QString &panel);
@@ -120,6 +146,7 @@ signals:
     void layoutReady();
     void planReady();
     void planFailed(const QString &message);
+    void candidatesReady();
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -175,6 +202,18 @@ private:
     std::size_t m_findIndex = 0;
     bool m_quietErrors = false;
     bool m_syncing = false;
+    bool m_pinWholeClass = true;
+    CandidatesView *m_candidatesView;
+    QFutureWatcher<search::ClassCandidates> m_candidateWorker;
+    int m_candidatesClass = -1;
+    // Set while the planner re-derives around pins: the plan it edits.
+    std::shared_ptr<const plan::Plan> m_rederiveBase;
+    bool m_autosaveOffered = false;
+    bool confirmDiscardEdits();
+    void autosave();
+    void clearAutosave();
+    void pushPlanEdit(const QString &text, std::shared_ptr<const plan::Plan> after);
+    void showNodeMenu(int viewNode, const QPoint &screenPos);
 };
 
 } // namespace tapestry::views

@@ -5,6 +5,8 @@
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "meshview.h"
+#include "candidatesview.h"
+#include <QTableWidget>
 #include "plan/planjson.h"
 #include "io/modelloader.h"
 #include "search/referenceplan.h"
@@ -255,7 +257,7 @@ private slots:
         StudioWindow w;
         w.setQuietErrors(true);
         w.show();
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100")});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&heads=16")));
         if (planned.isEmpty())
@@ -312,7 +314,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100")});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}});
         QSignalSpy failed(&w, &StudioWindow::planFailed);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));  // 12 heads: 8 does not divide
         if (failed.isEmpty())
@@ -398,7 +400,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100")});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
         if (planned.isEmpty())
@@ -440,12 +442,131 @@ private slots:
         QVERIFY(badge);
     }
 
+    // Re-derive around pins: tap replicates the small GPT-2's MLP on 4
+    // devices; pinning fc_in to split columns and re-deriving splits fc_out
+    // by rows around it, the pins kept. The edit is autosaved, saving clears
+    // it, and a session that ends without saving offers it back.
+    void rederiveKeepsPinsAndAutosaves()
+    {
+        using tapestry::plan::SpecSource;
+        const QString model = QStringLiteral("zoo:gpt2?layers=2&heads=4&hidden=256");
+        const tapestry::sharding::ShardingSpec columns{{tapestry::sharding::Placement::shard(1)}};
+        const tapestry::sharding::ShardingSpec rows{{tapestry::sharding::Placement::shard(0)}};
+        std::string pinnedJson;
+        {
+            StudioWindow w;
+            w.setQuietErrors(true);
+            w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+            QSignalSpy planned(&w, &StudioWindow::planReady);
+            QVERIFY(openAndWait(w, model));
+            if (planned.isEmpty())
+                QVERIFY(planned.wait(60000));
+            QVERIFY(w.planned().plan->specs.at("transformer.h.0.mlp.fc_in.weight").spec != columns);
+            QVERIFY(!w.hasUnsavedEdits());
+            QVERIFY(w.pinTensor("transformer.h.0.mlp.fc_in.weight", columns));
+            QVERIFY(w.hasUnsavedEdits());
+            // Only the pinned weights are overrides; what follows them is not.
+            int overrides = 0;
+            for (const auto &[name, tp] : w.planned().plan->specs)
+                overrides += tp.source == SpecSource::Override;
+            QCOMPARE(overrides, 2);
+            QCOMPARE(w.autosavedPins(), 2);
+            const double pinnedStep = w.planned().plan->cost.stepTime;
+            planned.clear();
+            w.rederiveAroundPins();
+            QVERIFY(planned.wait(60000));
+            const auto &p = *w.planned().plan;
+            for (const char *layer : {"0", "1"}) {
+                const std::string prefix = std::string("transformer.h.") + layer + ".mlp.";
+                QVERIFY(p.specs.at(prefix + "fc_in.weight").spec == columns);
+                QVERIFY(p.specs.at(prefix + "fc_in.weight").source == SpecSource::Override);
+                QVERIFY(p.specs.at(prefix + "fc_out.weight").spec == rows);
+            }
+            QVERIFY(p.cost.stepTime <= pinnedStep);
+            QCOMPARE(w.undoStack()->index(), 2);  // pin, re-derive: both undoable
+            pinnedJson = tapestry::plan::writePlanJson(p);
+            QCOMPARE(w.autosavedPins(), 2);
+
+            QTemporaryDir dir;
+            QVERIFY(w.savePlan(dir.filePath(QStringLiteral("plan.json"))));
+            QVERIFY(!w.hasUnsavedEdits());
+            QCOMPARE(w.autosavedPins(), 0);
+            w.undoStack()->undo();
+            QVERIFY(w.hasUnsavedEdits());
+            w.undoStack()->redo();
+            QVERIFY(!w.hasUnsavedEdits());
+            // Back to the pin before re-deriving: unsaved again, autosaved.
+            w.undoStack()->undo();
+            QCOMPARE(w.autosavedPins(), 2);
+            pinnedJson = tapestry::plan::writePlanJson(*w.planned().plan);
+            // The window goes without closing, as in a crash.
+        }
+        StudioWindow again;
+        again.setQuietErrors(true);
+        again.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&again, &StudioWindow::planReady);
+        QVERIFY(openAndWait(again, model));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QCOMPARE(again.autosavedPins(), 2);
+        QVERIFY(again.restoreAutosave());
+        QCOMPARE(tapestry::plan::writePlanJson(*again.planned().plan), pinnedJson);
+        again.close();  // edits discarded on close (quiet: no question asked)
+        QCOMPARE(again.autosavedPins(), 0);
+    }
+
+    // The plan candidates of the layer class: ranked, the plan's choice
+    // marked; applying a row pins its weights and is undoable. Changing
+    // the mesh shape re-derives and redraws the mesh view.
+    void candidatesAndMeshChange()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&heads=4&hidden=256")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QVERIFY(w.showPanel(QStringLiteral("candidates")));
+        QSignalSpy ready(&w, &StudioWindow::candidatesReady);
+        w.showCandidates(0);
+        QVERIFY(ready.wait(60000));
+        auto *table = w.candidatesView()->table();
+        QVERIFY(table->rowCount() > 10);
+        QVERIFY(table->item(0, 0)->text().contains(QStringLiteral("✓")));
+        const auto before = w.planned().plan;
+        const auto chosen = w.candidatesView()->candidates().candidates.at(5);
+        QVERIFY(w.applyCandidate(5));
+        for (const auto &[name, spec] : chosen.weights) {
+            QVERIFY(w.planned().plan->specs.at(name).spec == spec);
+            QVERIFY(w.planned().plan->specs.at(name).source == tapestry::plan::SpecSource::Override);
+        }
+        QVERIFY(w.planned().plan->cost.stepTime > before->cost.stepTime);
+        // The table follows the edited plan: the applied row is now the chosen one.
+        if (ready.size() < 2)
+            QVERIFY(ready.wait(60000));
+        bool marked = false;
+        for (const auto &c : w.candidatesView()->candidates().candidates)
+            marked = marked || (c.chosen && c.weights == chosen.weights);
+        QVERIFY(marked);
+        w.candidatesView()->grab().save(shotDir() + QStringLiteral("/candidates.png"));
+        w.undoStack()->undo();
+        QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), tapestry::plan::writePlanJson(*before));
+
+        w.undoStack()->clear();
+        planned.clear();
+        w.setMeshShape(QStringLiteral("4x2"));
+        QVERIFY(planned.wait(60000));
+        QCOMPARE(w.planned().plan->mesh.shape(), (std::vector<int>{4, 2}));
+        QCOMPARE(w.meshView()->mesh().shape(), (std::vector<int>{4, 2}));
+    }
+
     void compareHighlightsExactlyTheDifferingTensors()
     {
         StudioWindow w;
         w.setQuietErrors(true);
         w.show();
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100")});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
         if (planned.isEmpty())
@@ -498,7 +619,7 @@ private slots:
         QFETCH(QString, format);
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100")});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
         if (planned.isEmpty())
