@@ -6,11 +6,39 @@
 #include <QTimer>
 
 #include <iostream>
+#include <string>
 
 using tapestry::views::StudioWindow;
 
+namespace {
+
+// Without a display, --screenshot, --help and --version still work (on
+// Qt's offscreen platform); anything else says why it cannot open a window
+// instead of Qt aborting with its platform plugin message.
+bool prepareDisplay(int argc, char **argv)
+{
+    if (qEnvironmentVariableIsSet("QT_QPA_PLATFORM") || qEnvironmentVariableIsSet("DISPLAY") ||
+        qEnvironmentVariableIsSet("WAYLAND_DISPLAY"))
+        return true;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--screenshot" || arg.rfind("--screenshot=", 0) == 0 || arg == "--help" || arg == "-h" ||
+            arg == "--help-all" || arg == "--version" || arg == "-v") {
+            qputenv("QT_QPA_PLATFORM", "offscreen");
+            return true;
+        }
+    }
+    std::cerr << "tapestry: no display to open a window on (DISPLAY is not set); use tapestry-cli, or "
+                 "tapestry MODEL --screenshot FILE.png to render the studio offscreen\n";
+    return false;
+}
+
+} // namespace
+
 int main(int argc, char **argv)
 {
+    if (!prepareDisplay(argc, argv))
+        return 2;
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Tapestry"));
     QApplication::setApplicationName(QStringLiteral("Tapestry"));

@@ -6,6 +6,7 @@
 #include "io/modelloader.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
+#include "cost/costmodel.h"
 #include "plan/plan.h"
 #include "search/candidates.h"
 #include "search/explain.h"
@@ -71,6 +72,9 @@ int main(int argc, char **argv)
         }
     });
     const double recostMs = bestMs([&] { plan::recostPlan(edited, graph, source); });
+    std::vector<sharding::ShardingSpec> specs;
+    const double validateMs = bestMs([&] { specs = plan::planSpecs(edited, graph, source); });
+    const double evaluateMs = bestMs([&] { cost::evaluatePlan(graph, edited.mesh, specs, edited.costOptions); });
 
     std::printf("bench_edit: %s on %s (megatron plan), %zu ops, class of %zu instances\n", source.c_str(),
                 mesh.toString().c_str(), graph.opCount(), cls.instances.size());
@@ -79,6 +83,8 @@ int main(int argc, char **argv)
     std::printf("  alternatives of the weight        %8.2f ms\n", explainMs);
     std::printf("  apply to every instance           %8.2f ms\n", pinMs);
     std::printf("  re-cost the whole plan            %8.2f ms\n", recostMs);
+    std::printf("    of which: check the plan         %8.2f ms\n", validateMs);
+    std::printf("              cost every op          %8.2f ms\n", evaluateMs);
     std::printf("  edit (apply + re-cost)            %8.2f ms  (target: 16 ms, one frame)\n", pinMs + recostMs);
     std::printf("  step time %.3f ms -> %.3f ms\n", plan.cost.stepTime * 1e3, edited.cost.stepTime * 1e3);
     return 0;
