@@ -4,6 +4,7 @@
 #include "interpreter.h"
 #include "planrun.h"
 #include "rankmesh.h"
+#include "reportlink.h"
 
 #include "io/modelloader.h"
 #include "ir/error.h"
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,11 +28,12 @@ using namespace tapestry;
 
 constexpr const char *kUsage =
     "usage: mpirun -np N tapestry-exec --model MODEL --plan plan.json [--steps K] [--warmup W]\n"
-    "                     [--verify] [--batch B --seq S] [--report -] [--mesh-profile P]\n"
+    "                     [--verify] [--batch B --seq S] [--report -|tcp://HOST:PORT?token=T]\n"
+    "                     [--mesh-profile P]\n"
     "       mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
     "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
     "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
-    "       mpirun -np N tapestry-exec --calibrate FILE|- [--name NAME]\n"
+    "       mpirun -np N tapestry-exec --calibrate FILE|- [--name NAME] [--report ...]\n"
     "\n"
     "  --model MODEL       a zoo preset (zoo:gpt2?layers=2), .onnx, .json or config.json\n"
     "  --batch B, --seq S  bind the batch and sequence dims\n"
@@ -40,9 +43,11 @@ constexpr const char *kUsage =
     "  --verify            check the first step against the unsharded reference on rank 0:\n"
     "                      loss, outputs and every weight gradient within relative 1e-4;\n"
     "                      exit 1 when they differ\n"
-    "  --report -          JSON lines on stdout: start, one per step (times, collectives,\n"
-    "                      bytes, tokens/s, GFLOP/s per rank), summary with the verdict and\n"
-    "                      the cost model's predicted step time\n"
+    "  --report -          JSON lines on stdout: hello, start, one per step (times,\n"
+    "                      collectives, bytes, tokens/s, GFLOP/s per rank), summary with the\n"
+    "                      verdict and the cost model's predicted step time (executor/REPORT.md)\n"
+    "  --report tcp://HOST:PORT?token=T  the same lines to a report server (the studio);\n"
+    "                      rank 0 connects before any work and the hello carries the token\n"
     "  --mesh-profile P    profile for the predicted step time (default cpu-loopback)\n"
     "  --quiet             no progress lines on stderr (errors still are)\n"
     "  --test-drop-collective N  test aid: skip the plan's N-th all-reduce of each step\n"
@@ -81,6 +86,7 @@ struct Options {
     std::optional<std::int64_t> warmup;
     bool verify = false;
     std::string report;
+    exec::ReportAddress reportAddress;
     std::string meshProfile = "cpu-loopback";
     int dropCollective = 0;
     bool quiet = false;
@@ -162,8 +168,11 @@ Options parseOptions(int argc, char **argv)
             o.quiet = true;
         else if (arg == "--report") {
             o.report = value();
-            if (o.report != "-")
-                throw UsageError{"--report writes JSON lines to stdout: give '-', got '" + o.report + "'"};
+            try {
+                o.reportAddress = exec::parseReportAddress(o.report);
+            } catch (const TapestryError &e) {
+                throw UsageError{e.what()};
+            }
         } else if (arg == "--mesh-profile")
             o.meshProfile = value();
         else if (arg == "--test-drop-collective")
@@ -176,6 +185,8 @@ Options parseOptions(int argc, char **argv)
     if (!o.calibrate.empty()) {
         if (!o.model.empty() || !o.selfTest.empty() || !o.plan.empty() || o.steps)
             throw UsageError{"--calibrate runs alone: no --model, --plan, --steps or --self-test"};
+        if (o.calibrate == "-" && o.report == "-")
+            throw UsageError{"--calibrate - and --report - would both write to stdout: give one a file or address"};
     } else if (!o.profileName.empty()) {
         throw UsageError{"--name only goes with --calibrate"};
     } else if (!o.selfTest.empty()) {
@@ -259,10 +270,48 @@ int train(exec::Interpreter &interpreter, const Options &o, int steps)
     return 0;
 }
 
+// Opens the report on rank 0: stdout, or a connection to the report server
+// made before any work, so that a wrong address ends every rank at once with
+// one line from rank 0. Writes the hello line. False when it failed.
+bool openReport(const Options &o, int rank, int ranks, std::unique_ptr<exec::ReportLink> &link, std::ostream *&out)
+{
+    out = &std::cout;
+    if (o.report.empty())
+        return true;
+    int ok = 1;
+    if (rank == 0 && !o.reportAddress.toStdout) {
+        try {
+            link = exec::ReportLink::connect(o.reportAddress);
+            out = &link->stream();
+        } catch (const TapestryError &e) {
+            ok = 0;
+            std::cerr << "tapestry-exec: " << e.what() << '\n' << std::flush;
+        }
+    }
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ok && rank == 0)
+        *out << exec::reportHello(o.reportAddress, ranks) << '\n' << std::flush;
+    return ok != 0;
+}
+
+// A set-up error on rank 0 also goes to the report server, which would
+// otherwise only see the connection close.
+void reportError(std::ostream *out, const exec::ReportLink *link, const std::string &message)
+{
+    if (link)
+        *out << nlohmann::json{{"event", "error"}, {"message", message}}.dump() << '\n' << std::flush;
+}
+
 // --calibrate: every rank measures, rank 0 writes the profile (to a
 // temporary name renamed into place, so no half-written profile is left).
-int calibrate(const Options &o, int rank)
+int calibrate(const Options &o, int rank, int ranks)
 {
+    std::unique_ptr<exec::ReportLink> link;
+    std::ostream *out = nullptr;
+    if (!openReport(o, rank, ranks, link, out)) {
+        MPI_Finalize();
+        return 2;
+    }
     int rc = 0;
     try {
         exec::Communicator world = exec::Communicator::world();
@@ -286,11 +335,17 @@ int calibrate(const Options &o, int rank)
                 }
                 std::cerr << "tapestry-exec: wrote " << o.calibrate << '\n';
             }
+            if (!o.report.empty())
+                *out << nlohmann::json{{"event", "calibration"}, {"file", o.calibrate}, {"profile", profile}}.dump()
+                     << '\n'
+                     << std::flush;
         }
     } catch (const TapestryError &e) {
         rc = 2;
-        if (rank == 0)
+        if (rank == 0) {
             std::cerr << "tapestry-exec: " << e.what() << '\n';
+            reportError(out, link.get(), e.what());
+        }
     }
     MPI_Finalize();
     return rc;
@@ -332,7 +387,7 @@ int main(int argc, char **argv)
     }
 
     if (!o.calibrate.empty())
-        return calibrate(o, rank);
+        return calibrate(o, rank, size);
 
     if (!o.plan.empty()) {
         exec::PlanRunOptions run;
@@ -342,7 +397,7 @@ int main(int argc, char **argv)
         run.steps = static_cast<int>(o.steps.value_or(5));
         run.warmup = static_cast<int>(o.warmup.value_or(1));
         run.verify = o.verify;
-        run.report = o.report == "-";
+        run.report = !o.report.empty();
         run.meshProfile = o.meshProfile;
         run.training.seed = o.seed;
         run.training.optimizer = o.optimizer;
@@ -350,15 +405,23 @@ int main(int argc, char **argv)
             o.learningRate.value_or(o.optimizer == exec::Optimizer::Adam ? 1e-3f : 1e-2f);
         run.dropAllReduce = o.dropCollective;
         run.progress = !o.quiet;
+        std::unique_ptr<exec::ReportLink> link;
+        std::ostream *out = nullptr;
+        if (!openReport(o, rank, size, link, out)) {
+            MPI_Finalize();
+            return 2;
+        }
         int rc = 0;
         {
             exec::Communicator world = exec::Communicator::world();
             try {
-                rc = exec::runPlan(run, world, std::cout, std::cerr);
+                rc = exec::runPlan(run, world, *out, std::cerr);
             } catch (const TapestryError &e) {
                 rc = 2;
-                if (rank == 0)
+                if (rank == 0) {
                     std::cerr << "tapestry-exec: " << e.what() << '\n';
+                    reportError(out, link.get(), e.what());
+                }
             }
         }
         MPI_Finalize();
