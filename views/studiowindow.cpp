@@ -12,6 +12,7 @@
 #include "compareview.h"
 #include "candidatesview.h"
 #include "costchartsview.h"
+#include "executorpanel.h"
 #include "search/referenceplan.h"
 #include "planeditcommand.h"
 #include "search/explain.h"
@@ -174,6 +175,13 @@ StudioWindow::StudioWindow(QWidget *parent)
     meshDock->setObjectName(QStringLiteral("mesh"));
     meshDock->setWidget(meshPanel);
     addDockWidget(Qt::RightDockWidgetArea, meshDock);
+    auto *executor = new ExecutorPanel(this);
+    auto *executorDock = new QDockWidget(tr("Executor"), this);
+    executorDock->setObjectName(QStringLiteral("executor"));
+    executorDock->setWidget(executor);
+    addDockWidget(Qt::BottomDockWidgetArea, executorDock);
+    executorDock->hide();  // View › Executor
+    connect(this, &StudioWindow::planReady, executor, [this, executor] { executor->setPlan(m_document, m_planned); });
     connect(m_inspector, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem *item) {
         if (!item || !item->data(0, Qt::UserRole + 1).isValid())
             return;

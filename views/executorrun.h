@@ -1,0 +1,59 @@
+#pragma once
+
+#include <QDateTime>
+#include <QJsonObject>
+#include <QMetaType>
+#include <QMap>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+namespace tapestry::views {
+
+// One measured step as the report's step line gives it (executor/REPORT.md).
+struct ExecutorStep {
+    int step = 0;
+    int totalSteps = 0;
+    double loss = 0;
+    double stepTime = 0;      // s
+    double tokensPerSecond = 0;
+    double compute = 0;       // s in GEMMs and other kernels
+    double comm = 0;          // s in collectives
+    QMap<QString, double> collectiveSeconds;  // by kind ("all_reduce")
+};
+
+// What the cost model predicts for the plan on the run's mesh profile.
+struct ExecutorPrediction {
+    QString profile;
+    double stepTime = 0;
+    double compute = 0;
+    double comm = 0;
+    QMap<QString, double> collectiveSeconds;  // by kind
+};
+
+// One run of a plan from the executor panel: how it was started, what the
+// report said, how it ended. Kept in the panel's history per plan.
+struct ExecutorRun {
+    enum class State { Starting, Running, Finished, Failed, Stopped };
+    int id = 0;
+    QDateTime started;
+    QStringList command;
+    int ranks = 0;
+    State state = State::Starting;
+    ExecutorPrediction predicted;
+    QJsonObject start;    // the report's start line
+    QVector<ExecutorStep> steps;
+    QJsonObject summary;  // the report's summary line, empty until it came
+    int exitCode = -1;
+    QStringList errorLines;  // last lines of stderr when it failed
+    QString message;         // the one line the panel shows for the outcome
+
+    bool hasVerification() const { return summary.contains(QLatin1String("verification")); }
+    bool verificationPassed() const;
+    double meanStepTime() const;   // from the summary, else the steps so far
+    double tokensPerSecond() const;
+};
+
+} // namespace tapestry::views
+
+Q_DECLARE_METATYPE(tapestry::views::ExecutorRun)
