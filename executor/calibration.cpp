@@ -1,14 +1,23 @@
 #include "calibration.h"
 
+#include "interpreter.h"
+#include "rankmesh.h"
+
+#include "cost/collectivetime.h"
+#include "cost/costmodel.h"
+#include "cost/linkfit.h"
 #include "ir/error.h"
+#include "sharding/meshprofile.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <vector>
 
 namespace tapestry::exec {
@@ -16,6 +25,7 @@ namespace tapestry::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using sharding::CollectiveKind;
 
 double since(Clock::time_point t0)
 {
@@ -38,58 +48,197 @@ double slowestRank(double value, const Communicator &comm)
 
 // FLOP/s of one rank with all ranks of `comm` multiplying at once, as the
 // ranks of a plan do; the best of a few repeats, averaged over ranks.
-double gemmRate(const Communicator &comm)
+// `multiply` runs one m x k by k x n product.
+template <typename Multiply>
+double gemmRate(const Communicator &comm, int m, int k, int n, Multiply multiply)
 {
-    const int m = 2048, k = 1024, n = 2048;
-    std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5f), b(static_cast<std::size_t>(k) * n, 0.25f),
-        c(static_cast<std::size_t>(m) * n);
     double best = 1e30;
     for (int r = 0; r < 4; ++r) {
         MPI_Barrier(comm.handle());
         const auto t0 = Clock::now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
-                    c.data(), n);
+        multiply();
         if (r > 0)  // the first call pays for page faults and OpenBLAS's set-up
             best = std::min(best, since(t0));
     }
     return averageOverRanks(2.0 * m * n * k / best, comm);
 }
 
-// Seconds of one all-reduce of `count` floats on every rank of `comm` (the
-// slowest rank's, median of `repeats`).
-double allReduceSeconds(Communicator &comm, std::int64_t count, int repeats)
+nlohmann::json gemmRates(const Communicator &comm)
 {
-    std::vector<float> data(static_cast<std::size_t>(count), 1.0f);
-    const TensorView x{data.data(), {count}};
-    comm.allReduceSum(x);
+    const int m = 2048, k = 1024, n = 2048;
+    std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5f), b(static_cast<std::size_t>(k) * n, 0.25f),
+        c(static_cast<std::size_t>(m) * n);
+    const double f32 = gemmRate(comm, m, k, n, [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                    c.data(), n);
+    });
+    nlohmann::json rates{{"float32", f32}};
+    // bfloat16 GEMMs exist only in OpenBLAS builds with BUILD_BFLOAT16
+    // (Debian's has none): looked up at run time, measured where present.
+    const auto sbgemm = reinterpret_cast<decltype(&cblas_sbgemm)>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+    const auto tobf16 = reinterpret_cast<decltype(&cblas_sbstobf16)>(dlsym(RTLD_DEFAULT, "cblas_sbstobf16"));
+    int present = sbgemm && tobf16 ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &present, 1, MPI_INT, MPI_MIN, comm.handle());
+    if (present) {
+        std::vector<bfloat16> a16(a.size()), b16(b.size());
+        tobf16(static_cast<blasint>(a.size()), a.data(), 1, a16.data(), 1);
+        tobf16(static_cast<blasint>(b.size()), b.data(), 1, b16.data(), 1);
+        rates["bfloat16"] = gemmRate(comm, m, k, n, [&] {
+            sbgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a16.data(), k, b16.data(), n, 0.0f,
+                   c.data(), n);
+        });
+    }
+    return rates;
+}
+
+// Work each rank does before a collective "in step": a GEMM of about
+// kBurstSeconds, as the kernels between two collectives of a training step.
+constexpr double kBurstSeconds = 5e-3;
+
+struct Burst {
+    int m = 512, n = 512, k = 1;
+    std::vector<float> a, b, c;
+    explicit Burst(double flopsPerSecond)
+        : k(std::clamp(static_cast<int>(kBurstSeconds * flopsPerSecond / (2.0 * 512 * 512)), 1, 8192)),
+          a(static_cast<std::size_t>(m) * k, 0.5f), b(static_cast<std::size_t>(k) * n, 0.25f),
+          c(static_cast<std::size_t>(m) * n)
+    {
+    }
+    void run()
+    {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                    c.data(), n);
+    }
+};
+
+// One collective of `count` floats (the whole buffer) on every rank of
+// `comm`, median of `repeats`. Idle (no burst): back to back after a
+// barrier, the slowest rank's time, as nccl-tests measures a link. In step
+// (a burst): each rank computes first and times its own collective from
+// when it arrives, waiting for the others included, as the executor times
+// the collectives of a step; averaged over ranks.
+double collectiveSeconds(Communicator &comm, CollectiveKind kind, std::int64_t count, int repeats, Burst *burst)
+{
+    const std::int64_t n = comm.size();
+    std::vector<float> full(static_cast<std::size_t>(count), 1.0f), local(static_cast<std::size_t>(count / n), 1.0f);
+    const TensorView whole{full.data(), {count}}, part{local.data(), {count / n}};
+    auto once = [&] {
+        switch (kind) {
+        case CollectiveKind::AllReduce: comm.allReduceSum(whole); break;
+        case CollectiveKind::AllGather: comm.allGather(part, whole, 0); break;
+        case CollectiveKind::ReduceScatter: comm.reduceScatter(whole, part, 0); break;
+        case CollectiveKind::AllToAll: break;
+        }
+    };
+    once();
     std::vector<double> times;
     for (int r = 0; r < repeats; ++r) {
         MPI_Barrier(comm.handle());
+        if (burst)
+            burst->run();
         const auto t0 = Clock::now();
-        comm.allReduceSum(x);
-        times.push_back(slowestRank(since(t0), comm));
+        once();
+        const double t = since(t0);
+        times.push_back(burst ? averageOverRanks(t, comm) : slowestRank(t, comm));
     }
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
 }
 
-// Latency per ring step and bus bandwidth, from a 4-byte and a 16 MiB
-// all-reduce: time = latency x 2(n-1) + bytes x 2(n-1)/n / bandwidth.
-nlohmann::json measureLink(Communicator &comm, const std::string &name)
+struct AxisSweep {
+    std::vector<cost::CollectiveSample> samples;
+    cost::LinkFit fit;
+    bool withinHost = true;
+};
+
+// Sizes from one float per rank to 4 MiB, the three collectives plans use,
+// idle or in step (after a `burst`).
+AxisSweep sweepAxis(Communicator &comm, Burst *burst)
 {
-    const int n = comm.size();
-    const std::int64_t large = std::int64_t{4} << 20;
-    const double small = allReduceSeconds(comm, 1, 200);
-    const double big = allReduceSeconds(comm, large, 5);
-    const double latency = small / (2.0 * (n - 1));
-    const double wire = static_cast<double>(large) * 4.0 * 2.0 * (n - 1) / n;
-    const double bandwidth = wire / std::max(big - small, 1e-9);
-    return {{"name", name}, {"bandwidth_bytes_per_s", bandwidth}, {"latency_s", latency}};
+    AxisSweep sweep;
+    const std::int64_t n = comm.size();
+    for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter})
+        for (std::int64_t perRank : {std::int64_t{1}, std::int64_t{64}, std::int64_t{1024}, std::int64_t{16384},
+                                     std::int64_t{262144} / n, std::int64_t{1048576} / n}) {
+            const std::int64_t count = std::max<std::int64_t>(perRank, 1) * n;
+            const int repeats = count * 4 >= (1 << 20) ? 5 : 30;
+            sweep.samples.push_back(
+                {kind, static_cast<int>(n), count * 4, collectiveSeconds(comm, kind, count, repeats, burst)});
+        }
+    sweep.fit = cost::fitLink(sweep.samples, "--calibrate");
+    // Within one host when every rank's group shares memory with all of it.
+    MPI_Comm shared = MPI_COMM_NULL;
+    MPI_Comm_split_type(comm.handle(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &shared);
+    int sharedSize = 0;
+    MPI_Comm_size(shared, &sharedSize);
+    MPI_Comm_free(&shared);
+    int within = sharedSize == comm.size() ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &within, 1, MPI_INT, MPI_MIN, comm.handle());
+    sweep.withinHost = within == 1;
+    return sweep;
+}
+
+// The whole `workload` on every rank at once: its best step time (averaged
+// over ranks) and the cost model's compute time for it on one device of
+// `peak` float32 FLOP/s at fraction 1.
+struct Workload {
+    double measured = 0;
+    double predictedAtPeak = 0;
+};
+
+Workload runWorkload(const Communicator &world, const CalibrationOptions &o, const sharding::DeviceProfile &device)
+{
+    ir::Graph graph = io::loadModel(o.workload, o.load);
+    sharding::Mesh one;
+    one.axes = {{"model", 1, {"none", 1.0, 0.0}}};
+    one.device = device;
+    one.device.achievableFraction = 1.0;
+    const std::vector<sharding::ShardingSpec> specs(graph.tensorCount(), sharding::ShardingSpec::replicated(1));
+    Workload w;
+    w.predictedAtPeak = cost::evaluatePlan(graph, one, specs).compute;
+    Interpreter interpreter(std::move(graph), InterpreterOptions{}, o.workload);
+    double best = 1e30;
+    for (int s = 0; s < 4; ++s) {
+        MPI_Barrier(world.handle());
+        const auto t0 = Clock::now();
+        interpreter.forward();
+        interpreter.backward();
+        interpreter.update();
+        if (s > 0)
+            best = std::min(best, since(t0));
+    }
+    w.measured = averageOverRanks(best, world);
+    return w;
+}
+
+nlohmann::json sweepJson(const AxisSweep &sweep)
+{
+    nlohmann::json samples = nlohmann::json::array();
+    for (const auto &s : sweep.samples)
+        samples.push_back({{"kind", std::string(sharding::toString(s.kind))}, {"bytes", s.bytes}, {"seconds", s.seconds}});
+    return {{"latency_s", sweep.fit.latency},
+            {"bandwidth_bytes_per_s", sweep.fit.bandwidth},
+            {"max_relative_error", sweep.fit.maxRelativeError},
+            {"within_host", sweep.withinHost},
+            {"samples", samples}};
+}
+
+// One link from the sweeps of the axes it serves: all their samples fitted
+// together.
+sharding::LinkProfile linkOf(const std::vector<const AxisSweep *> &sweeps, const std::string &name)
+{
+    std::vector<cost::CollectiveSample> samples;
+    for (const auto *s : sweeps)
+        samples.insert(samples.end(), s->samples.begin(), s->samples.end());
+    const cost::LinkFit fit = cost::fitLink(samples, "--calibrate");
+    // The profile format needs a positive latency; a fit at zero means it
+    // was below what the timer resolves.
+    return {name, fit.bandwidth, std::max(fit.latency, 1e-9)};
 }
 
 } // namespace
 
-nlohmann::json calibrateMeshProfile(Communicator &world, const std::string &name)
+nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOptions &o)
 {
     MPI_Comm shared = MPI_COMM_NULL;
     MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &shared);
@@ -101,39 +250,86 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const std::string &name
     if (fewest < 2)
         throw TapestryError(Error{"--calibrate", {}, "needs at least 2 ranks on every host to measure its link "
                                                      "(start it with mpirun -np 2 or more per host)"});
+    const std::vector<std::int64_t> shape = o.mesh.empty() ? std::vector<std::int64_t>{world.size()} : o.mesh;
+    RankMesh mesh(world, shape);
 
-    const double flops = gemmRate(world);
-    nlohmann::json intra = measureLink(host, "MPI within one host (measured)");
-    nlohmann::json inter = hosts > 1 ? measureLink(world, "MPI between hosts (measured)")
-                                     : nlohmann::json{{"name", "MPI within one host (measured; one host, so "
-                                                               "no link between hosts was measured)"},
-                                                      {"bandwidth_bytes_per_s", intra["bandwidth_bytes_per_s"]},
-                                                      {"latency_s", intra["latency_s"]}};
+    sharding::MeshProfile p;
+    p.name = o.name;
+    p.intraNodeDevices = host.size();
+    p.device.name = "CPU core (OpenBLAS, 1 thread, all ranks busy)";
+    const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    p.device.memoryBytes = static_cast<std::int64_t>(memory / host.size());
+    const nlohmann::json gemm = gemmRates(world);
+    for (const auto &[dtype, rate] : gemm.items())
+        p.device.peakFlops[dtype] = rate.get<double>();
+    const Workload workload = runWorkload(world, o, p.device);
+    p.device.achievableFraction = std::clamp(workload.predictedAtPeak / workload.measured, 1e-3, 1.0);
+
+    // The links come from the in-step sweeps: on time-shared cores (more
+    // ranks than cores, or a busy machine) ranks reach a step's collectives
+    // apart, and the wait is part of what a step pays. The idle sweeps are
+    // kept beside them in the calibration section.
+    Burst burst(p.device.peakFlops.at("float32"));
+    std::vector<AxisSweep> sweeps, idle;
+    for (std::size_t a = 0; a < shape.size(); ++a) {
+        sweeps.push_back(shape[a] > 1 ? sweepAxis(mesh.axis(a), &burst) : AxisSweep{});
+        idle.push_back(shape[a] > 1 ? sweepAxis(mesh.axis(a), nullptr) : AxisSweep{});
+    }
+    std::vector<const AxisSweep *> intra, inter;
+    nlohmann::json axes = nlohmann::json::array();
+    for (std::size_t a = 0; a < shape.size(); ++a) {
+        if (shape[a] < 2)
+            continue;
+        (sweeps[a].withinHost ? intra : inter).push_back(&sweeps[a]);
+        nlohmann::json j = sweepJson(sweeps[a]);
+        j["axis"] = a;
+        j["size"] = shape[a];
+        j["idle"] = sweepJson(idle[a]);
+        axes.push_back(j);
+    }
+    std::optional<AxisSweep> hostSweep, worldSweep;
+    if (intra.empty()) {  // every axis crosses hosts: the ranks of one host still share a link
+        hostSweep = sweepAxis(host, &burst);
+        intra.push_back(&*hostSweep);
+    }
+    if (inter.empty() && hosts > 1) {
+        worldSweep = sweepAxis(world, &burst);
+        inter.push_back(&*worldSweep);
+    }
+    p.intraNode = linkOf(intra, "MPI within one host (measured)");
+    p.interNode = inter.empty() ? sharding::LinkProfile{"MPI within one host (measured; one host, so no link "
+                                                        "between hosts was measured)",
+                                                        p.intraNode.bandwidth, p.intraNode.latency}
+                                : linkOf(inter, "MPI between hosts (measured)");
 
     char hostname[256] = {};
     gethostname(hostname, sizeof hostname - 1);
     const std::time_t now = std::time(nullptr);
     char date[32] = {};
     std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-    const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    return {{"format", "tapestry.mesh-profile"},
-            {"version", 1},
-            {"name", name},
-            {"description", "measured by tapestry-exec --calibrate on " + std::string(hostname) + ", " + date +
-                                ": " + std::to_string(world.size()) + " MPI ranks on " + std::to_string(hosts) +
-                                " host(s), one OpenBLAS thread each; peak_flops is the sgemm rate one rank "
-                                "reached while all ranks multiplied at once, hence achievable_fraction 1"},
-            {"intra_node_devices", host.size()},
-            {"placement_rule", "devices are numbered row-major over the mesh (last axis fastest); an axis whose "
-                               "devices all sit in one node (its size times the sizes of the axes after it is "
-                               "at most intra_node_devices) uses links.intra_node, any other axis "
-                               "links.inter_node"},
-            {"device",
-             {{"name", "CPU core (OpenBLAS, 1 thread)"},
-              {"memory_bytes", static_cast<std::int64_t>(memory / host.size())},
-              {"peak_flops", {{"float32", flops}}},
-              {"achievable_fraction", 1.0}}},
-            {"links", {{"intra_node", intra}, {"inter_node", inter}}}};
+    p.description = "measured by tapestry-exec --calibrate on " + std::string(hostname) + ", " + date + ": " +
+                    std::to_string(world.size()) + " MPI ranks on " + std::to_string(hosts) +
+                    " host(s), one OpenBLAS thread each, all busy at once. peak_flops: the sgemm/sbgemm rate of "
+                    "one rank; achievable_fraction: the cost model's compute time at that peak over the measured "
+                    "training step of " + o.workload + "; links: alpha-beta fits of all-reduce, all-gather and "
+                    "reduce-scatter sweeps per mesh axis, each collective timed after a " +
+                    std::to_string(static_cast<int>(kBurstSeconds * 1e3)) + " ms GEMM burst on every rank as in "
+                    "a training step (see calibration: in-step and idle fits)";
+
+    nlohmann::json doc = nlohmann::json::parse(sharding::writeMeshProfileJson(p));
+    doc["placement_rule"] = "devices are numbered row-major over the mesh (last axis fastest); an axis whose devices "
+                            "all sit in one node (its size times the sizes of the axes after it is at most "
+                            "intra_node_devices) uses links.intra_node, any other axis links.inter_node";
+    doc["calibration"] = {{"ranks", world.size()},
+                          {"hosts", hosts},
+                          {"mesh", RankMesh::shapeToString(shape)},
+                          {"gemm_flops_per_rank", gemm},
+                          {"workload",
+                           {{"model", o.workload},
+                            {"step_time_s", workload.measured},
+                            {"compute_at_peak_s", workload.predictedAtPeak}}},
+                          {"axes", axes}};
+    return doc;
 }
 
 } // namespace tapestry::exec

@@ -2,22 +2,43 @@
 
 #include "communicator.h"
 
+#include "io/modelloader.h"
+
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tapestry::exec {
 
-// Measures what the cost model needs on the ranks of `world` and returns it
-// as a tapestry.mesh-profile (resources/meshes/README.md): the float32 GEMM
-// rate of one rank while every rank runs GEMMs at once (OpenBLAS
-// cblas_sgemm on a transformer-sized 2048x1024x2048 product, written as the
-// peak with achievable fraction 1), and per link the latency per ring step
-// and the bus bandwidth of all-reduces through this Communicator, inverted
-// from the cost model's alpha-beta formula (cost/collectivetime.h). Ranks
-// sharing a host (MPI_COMM_TYPE_SHARED) give the intra-node link; the whole
-// job gives the inter-node one, or the same figures when it is one host.
-// Collective: every rank calls it; needs at least 2 ranks on one host.
-nlohmann::json calibrateMeshProfile(Communicator &world, const std::string &name);
+struct CalibrationOptions {
+    std::string name = "calibrated";
+    // Mesh whose axes are swept one by one ("2x2"); empty: all ranks as one axis.
+    std::vector<std::int64_t> mesh;
+    // The training step whose kernels set achievable_fraction.
+    std::string workload = "zoo:gpt2?layers=1&hidden=256&heads=4&seq=128&batch=2&vocab=1024";
+    io::LoadOptions load;
+};
+
+// Measures what the cost model needs on the ranks of `world`, all ranks
+// busy at once as the ranks of a plan are, and returns a
+// tapestry.mesh-profile (resources/meshes/README.md) with a "calibration"
+// section holding the raw figures:
+// - device.peak_flops: the GEMM rate of one rank per dtype (float32 through
+//   cblas_sgemm, bfloat16 through cblas_sbgemm where OpenBLAS has it) on a
+//   2048x1024x2048 product;
+// - device.achievable_fraction: what the rest of a training step costs on
+//   top of that, as the cost model counts it: the model's compute time at
+//   peak (cost::evaluatePlan on one device) over the measured step time of
+//   `workload` run whole on every rank (Interpreter), so elementwise
+//   kernels, softmax and norms are in it;
+// - links: per mesh axis, all-reduce, all-gather and reduce-scatter through
+//   this Communicator over a sweep of sizes, fitted to latency per ring step
+//   and bus bandwidth (cost::fitLink). Axes whose ranks share a host make
+//   links.intra_node; axes across hosts links.inter_node (the intra figures
+//   again when the job has one host).
+// Collective: every rank calls it; needs at least 2 ranks on every host.
+nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOptions &options);
 
 } // namespace tapestry::exec

@@ -33,7 +33,8 @@ constexpr const char *kUsage =
     "       mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
     "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
     "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
-    "       mpirun -np N tapestry-exec --calibrate FILE|- [--name NAME] [--report ...]\n"
+    "       mpirun -np N tapestry-exec --calibrate FILE|- [--name NAME] [--mesh AxB] [--model M]\n"
+    "                     [--report ...]\n"
     "\n"
     "  --model MODEL       a zoo preset (zoo:gpt2?layers=2), .onnx, .json or config.json\n"
     "  --batch B, --seq S  bind the batch and sequence dims\n"
@@ -62,9 +63,17 @@ constexpr const char *kUsage =
     "  --self-test collectives  check all-reduce, all-gather, reduce-scatter and\n"
     "                      all-to-all on every axis of --mesh (its size is the rank count)\n"
     "  --fail-rank R       with --self-test: rank R fails on purpose (the job must end)\n"
-    "  --calibrate FILE    measure this machine (sgemm FLOP/s per rank with all ranks busy,\n"
-    "                      all-reduce latency and bus bandwidth) and write a\n"
-    "                      tapestry.mesh-profile to FILE ('-': stdout); 2+ ranks per host\n"
+    "  --calibrate FILE    measure this machine with all ranks busy and write a\n"
+    "                      tapestry.mesh-profile to FILE ('-': stdout); 2+ ranks per host:\n"
+    "                      GEMM FLOP/s per rank (float32 sgemm; bfloat16 sbgemm where\n"
+    "                      OpenBLAS has it), the\n"
+    "                      fraction of it a whole training step of --model reaches as the\n"
+    "                      cost model counts FLOPs (default a 1-layer GPT-2, hidden 256),\n"
+    "                      and per axis of --mesh (default: all ranks on one axis)\n"
+    "                      all-reduce, all-gather and reduce-scatter over a sweep of sizes\n"
+    "                      fitted to latency and bus bandwidth. Written to\n"
+    "                      ~/.local/share/tapestry/meshes/NAME.json, the profile is offered\n"
+    "                      by name to tapestry-cli --mesh-profile and the studio\n"
     "  --name NAME         the profile's name (default: FILE's stem, or 'calibrated')\n"
     "\n"
     "OpenBLAS runs one thread per rank unless OPENBLAS_NUM_THREADS says otherwise.\n"
@@ -183,8 +192,8 @@ Options parseOptions(int argc, char **argv)
     if (o.help)
         return o;
     if (!o.calibrate.empty()) {
-        if (!o.model.empty() || !o.selfTest.empty() || !o.plan.empty() || o.steps)
-            throw UsageError{"--calibrate runs alone: no --model, --plan, --steps or --self-test"};
+        if (!o.selfTest.empty() || !o.plan.empty() || o.steps)
+            throw UsageError{"--calibrate runs alone: no --plan, --steps or --self-test"};
         if (o.calibrate == "-" && o.report == "-")
             throw UsageError{"--calibrate - and --report - would both write to stdout: give one a file or address"};
     } else if (!o.profileName.empty()) {
@@ -200,7 +209,7 @@ Options parseOptions(int argc, char **argv)
         if (o.failRank >= 0)
             throw UsageError{"--fail-rank only goes with --self-test"};
         if (!o.mesh.empty())
-            throw UsageError{"--mesh only goes with --self-test; a plan brings its own mesh"};
+            throw UsageError{"--mesh only goes with --self-test and --calibrate; a plan brings its own mesh"};
         if (o.plan.empty() && (o.verify || o.warmup || !o.report.empty() || o.dropCollective))
             throw UsageError{"--verify, --warmup, --report and --test-drop-collective need --plan"};
     }
@@ -320,7 +329,14 @@ int calibrate(const Options &o, int rank, int ranks)
             const std::string file = o.calibrate.substr(o.calibrate.find_last_of('/') + 1);
             name = o.calibrate == "-" ? "calibrated" : file.substr(0, file.rfind(".json"));
         }
-        const nlohmann::json profile = exec::calibrateMeshProfile(world, name);
+        exec::CalibrationOptions co;
+        co.name = name;
+        if (!o.mesh.empty())
+            co.mesh = exec::RankMesh::parseShape(o.mesh);
+        if (!o.model.empty())
+            co.workload = o.model;
+        co.load = o.load;
+        const nlohmann::json profile = exec::calibrateMeshProfile(world, co);
         if (rank == 0) {
             if (o.calibrate == "-") {
                 std::cout << profile.dump(2) << '\n';

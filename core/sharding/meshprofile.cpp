@@ -150,15 +150,46 @@ std::string meshProfileDirectory()
     return TAPESTRY_MESH_INSTALL_DIR;
 }
 
+std::string userMeshProfileDirectory()
+{
+    if (const char *data = std::getenv("XDG_DATA_HOME"); data && *data)
+        return (std::filesystem::path(data) / "tapestry" / "meshes").string();
+    const char *home = std::getenv("HOME");
+    return (std::filesystem::path(home && *home ? home : ".") / ".local" / "share" / "tapestry" / "meshes").string();
+}
+
 std::vector<std::string> meshProfileNames()
 {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto &entry : std::filesystem::directory_iterator(meshProfileDirectory(), ec))
-        if (entry.path().extension() == ".json")
-            names.push_back(entry.path().stem().string());
-    std::sort(names.begin(), names.end());
-    return names;
+    std::set<std::string> names;
+    for (const auto &dir : {meshProfileDirectory(), userMeshProfileDirectory()}) {
+        std::error_code ec;
+        for (const auto &entry : std::filesystem::directory_iterator(dir, ec))
+            if (entry.path().extension() == ".json")
+                names.insert(entry.path().stem().string());
+    }
+    return {names.begin(), names.end()};
+}
+
+std::string writeMeshProfileJson(const MeshProfile &p)
+{
+    auto link = [](const LinkProfile &l) {
+        return json{{"name", l.name}, {"bandwidth_bytes_per_s", l.bandwidth}, {"latency_s", l.latency}};
+    };
+    json peaks = json::object();
+    for (const auto &[dtype, flops] : p.device.peakFlops)
+        peaks[dtype] = flops;
+    const json doc{{"format", "tapestry.mesh-profile"},
+                   {"version", 1},
+                   {"name", p.name},
+                   {"description", p.description},
+                   {"intra_node_devices", p.intraNodeDevices},
+                   {"device",
+                    {{"name", p.device.name},
+                     {"memory_bytes", p.device.memoryBytes},
+                     {"peak_flops", peaks},
+                     {"achievable_fraction", p.device.achievableFraction}}},
+                   {"links", {{"intra_node", link(p.intraNode)}, {"inter_node", link(p.interNode)}}}};
+    return doc.dump(2) + "\n";
 }
 
 MeshProfile findMeshProfile(const std::string &nameOrPath)
@@ -167,7 +198,9 @@ MeshProfile findMeshProfile(const std::string &nameOrPath)
                         (nameOrPath.size() > 5 && nameOrPath.ends_with(".json"));
     if (isPath)
         return loadMeshProfileFile(nameOrPath);
-    const auto path = std::filesystem::path(meshProfileDirectory()) / (nameOrPath + ".json");
+    auto path = std::filesystem::path(meshProfileDirectory()) / (nameOrPath + ".json");
+    if (!std::filesystem::exists(path))
+        path = std::filesystem::path(userMeshProfileDirectory()) / (nameOrPath + ".json");
     if (!std::filesystem::exists(path)) {
         std::string known;
         for (const auto &n : meshProfileNames())

@@ -27,14 +27,22 @@ struct MeshProfile {
 
 MeshProfile readMeshProfileJson(const std::string &text, const std::string &input);
 MeshProfile loadMeshProfileFile(const std::string &path);
+// The profile as a tapestry.mesh-profile document (version 1) that
+// readMeshProfileJson reads back to the same figures.
+std::string writeMeshProfileJson(const MeshProfile &profile);
 
 // Where the shipped profiles are: $TAPESTRY_MESH_DIR, else the source tree's
 // resources/meshes, else the installed share/tapestry/meshes.
 std::string meshProfileDirectory();
-// A profile by name ("dgx-h100") from the shipped ones, or by file path (a
-// name with '/' or ending in ".json").
+// Where the user's own profiles are (those tapestry-exec --calibrate
+// measured): $XDG_DATA_HOME/tapestry/meshes, else
+// ~/.local/share/tapestry/meshes.
+std::string userMeshProfileDirectory();
+// A profile by name ("dgx-h100") from the shipped ones, then the user's, or
+// by file path (a name with '/' or ending in ".json").
 MeshProfile findMeshProfile(const std::string &nameOrPath);
-// Names of the shipped profiles, sorted.
+// Names of the shipped profiles and the user's (a user profile named like a
+// shipped one is not listed: the shipped one wins), sorted.
 std::vector<std::string> meshProfileNames();
 
 inline constexpr const char *kDefaultMeshProfile = "dgx-h100";

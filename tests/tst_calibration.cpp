@@ -1,0 +1,209 @@
+// Calibration: the alpha-beta fit recovers the link of timings made by the
+// cost model itself (any kinds, group sizes, with and without latency); bad
+// samples are refused by name; a profile written from a fit reads back to
+// the same figures and, in the user's profile folder, is found by name; a
+// real tapestry-exec --calibrate on 2 ranks writes a profile that the
+// planner loads.
+#include "cost/collectivetime.h"
+#include "cost/linkfit.h"
+#include "ir/error.h"
+#include "sharding/meshprofile.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace tapestry;
+using sharding::CollectiveKind;
+
+namespace {
+
+std::vector<cost::CollectiveSample> synthetic(double latency, double bandwidth, const std::vector<int> &groups)
+{
+    std::vector<cost::CollectiveSample> samples;
+    for (int n : groups) {
+        const sharding::MeshAxis axis{"model", n, {"link", bandwidth, latency}};
+        for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+                                    CollectiveKind::AllToAll})
+            for (std::int64_t bytes : {std::int64_t{4} * n, std::int64_t{4096} * n, std::int64_t{1} << 20,
+                                       std::int64_t{16} << 20})
+                samples.push_back({kind, n, bytes, cost::collectiveTime(kind, bytes, axis)});
+    }
+    return samples;
+}
+
+} // namespace
+
+class TestCalibration : public QObject {
+    Q_OBJECT
+private slots:
+    void fitRecoversSyntheticLinks_data()
+    {
+        QTest::addColumn<double>("latency");
+        QTest::addColumn<double>("bandwidth");
+        QTest::addColumn<QList<int>>("groups");
+        QTest::newRow("cpu loopback, 2 ranks") << 0.4e-6 << 0.38e9 << QList<int>{2};
+        QTest::newRow("nvlink, 8") << 3e-6 << 450e9 << QList<int>{8};
+        QTest::newRow("ethernet, 2 4 8") << 30e-6 << 0.125e9 << QList<int>{2, 4, 8};
+        QTest::newRow("no latency") << 0.0 << 1e9 << QList<int>{4};
+    }
+    void fitRecoversSyntheticLinks()
+    {
+        QFETCH(double, latency);
+        QFETCH(double, bandwidth);
+        QFETCH(QList<int>, groups);
+        const auto samples = synthetic(latency, bandwidth, std::vector<int>(groups.begin(), groups.end()));
+        const cost::LinkFit fit = cost::fitLink(samples);
+        QCOMPARE(fit.samples, static_cast<int>(samples.size()));
+        QVERIFY2(std::abs(fit.latency - latency) <= 1e-9 * std::max(latency, 1e-6),
+                 qPrintable(QString::number(fit.latency, 'g', 12)));
+        QVERIFY2(std::abs(fit.bandwidth - bandwidth) <= 1e-9 * bandwidth,
+                 qPrintable(QString::number(fit.bandwidth, 'g', 12)));
+        QVERIFY(fit.maxRelativeError < 1e-9);
+    }
+
+    void fitOfNoisyTimingsStaysClose()
+    {
+        auto samples = synthetic(5e-6, 2e9, {4});
+        for (std::size_t i = 0; i < samples.size(); ++i)
+            samples[i].seconds *= i % 2 ? 1.05 : 0.95;
+        const cost::LinkFit fit = cost::fitLink(samples);
+        QVERIFY(fit.latency > 4e-6 && fit.latency < 6e-6);
+        QVERIFY(fit.bandwidth > 1.8e9 && fit.bandwidth < 2.2e9);
+        QVERIFY(fit.maxRelativeError > 0.04 && fit.maxRelativeError < 0.2);
+    }
+
+    void refusesSamplesThatCannotFit_data()
+    {
+        QTest::addColumn<int>("which");
+        QTest::addColumn<QString>("problem");
+        QTest::newRow("one size") << 0 << "two sizes";
+        QTest::newRow("zero time") << 1 << "positive time";
+        QTest::newRow("one device") << 2 << "2+ devices";
+        QTest::newRow("flat times") << 3 << "no bandwidth";
+    }
+    void refusesSamplesThatCannotFit()
+    {
+        QFETCH(int, which);
+        QFETCH(QString, problem);
+        std::vector<cost::CollectiveSample> samples{{CollectiveKind::AllReduce, 2, 1024, 1e-3},
+                                                    {CollectiveKind::AllReduce, 2, 1 << 20, 2e-3}};
+        if (which == 0)
+            samples[1].bytes = 1024;
+        if (which == 1)
+            samples[0].seconds = 0;
+        if (which == 2)
+            samples[0].devices = 1;
+        if (which == 3)
+            samples[1].seconds = 0.5e-3;  // the larger message is faster
+        try {
+            cost::fitLink(samples, "sweep.json");
+            QFAIL("no error");
+        } catch (const TapestryError &e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("sweep.json")) &&
+                         QString::fromUtf8(e.what()).contains(problem),
+                     e.what());
+        }
+    }
+
+    void writtenProfileLoads()
+    {
+        const cost::LinkFit fit = cost::fitLink(synthetic(0.7e-6, 0.5e9, {2}));
+        sharding::MeshProfile p;
+        p.name = "this-box";
+        p.description = "measured";
+        p.intraNodeDevices = 2;
+        p.device.name = "CPU core";
+        p.device.memoryBytes = std::int64_t{4} << 30;
+        p.device.peakFlops = {{"float32", 20e9}, {"bfloat16", 5e9}};
+        p.device.achievableFraction = 0.4;
+        p.intraNode = {"MPI", fit.bandwidth, fit.latency};
+        p.interNode = {"TCP", 0.1e9, 30e-6};
+        const std::string text = sharding::writeMeshProfileJson(p);
+        const sharding::MeshProfile back = sharding::readMeshProfileJson(text, "written");
+        QCOMPARE(back.name, p.name);
+        QCOMPARE(back.intraNodeDevices, 2);
+        QCOMPARE(back.device.peakFlops, p.device.peakFlops);
+        QCOMPARE(back.device.achievableFraction, 0.4);
+        QCOMPARE(back.device.memoryBytes, p.device.memoryBytes);
+        QCOMPARE(back.intraNode.bandwidth, fit.bandwidth);
+        QCOMPARE(back.intraNode.latency, fit.latency);
+        QCOMPARE(back.interNode.latency, 30e-6);
+
+        // In the user's folder it is a profile like the shipped ones.
+        QTemporaryDir data;
+        qputenv("XDG_DATA_HOME", data.path().toUtf8());
+        QVERIFY(QDir().mkpath(data.filePath(QStringLiteral("tapestry/meshes"))));
+        QFile f(data.filePath(QStringLiteral("tapestry/meshes/this-box.json")));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(text));
+        f.close();
+        const auto names = sharding::meshProfileNames();
+        QVERIFY(std::find(names.begin(), names.end(), "this-box") != names.end());
+        QVERIFY(std::find(names.begin(), names.end(), "cpu-loopback") != names.end());
+        QCOMPARE(sharding::findMeshProfile("this-box").device.achievableFraction, 0.4);
+        qunsetenv("XDG_DATA_HOME");
+    }
+
+    // The real thing on 2 ranks, on a small workload so that it is quick.
+    void executorWritesAProfileThePlannerLoads()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("box.json"));
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
+        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
+        env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral("mpirun"),
+                {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"),
+                 QStringLiteral(TAPESTRY_EXEC), QStringLiteral("--calibrate"), file, QStringLiteral("--model"),
+                 QStringLiteral("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=2&vocab=128")});
+        QVERIFY(p.waitForFinished(300000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const sharding::MeshProfile profile = sharding::loadMeshProfileFile(file.toStdString());
+        QCOMPARE(profile.name, std::string("box"));
+        QVERIFY(profile.device.peakFlops.at("float32") > 0);
+        
+        QVERIFY(profile.device.achievableFraction > 0 && profile.device.achievableFraction <= 1);
+        QVERIFY(profile.intraNode.bandwidth > 0 && profile.intraNode.latency > 0);
+
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject calibration = QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("calibration")).toObject();
+        const QJsonArray axes = calibration.value(QStringLiteral("axes")).toArray();
+        QCOMPARE(axes.size(), 1);
+        QCOMPARE(axes[0].toObject().value(QStringLiteral("samples")).toArray().size(), 18);  // 3 kinds x 6 sizes
+        QVERIFY(axes[0].toObject().value(QStringLiteral("within_host")).toBool());
+
+        QProcess plan;
+        plan.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("plan"), QStringLiteral("zoo:mlp"), QStringLiteral("--mesh"),
+                                                 QStringLiteral("2"), QStringLiteral("--search"), QStringLiteral("tap"),
+                                                 QStringLiteral("--mesh-profile"), file,
+                                                 QStringLiteral("-o"), dir.filePath(QStringLiteral("plan.json"))});
+        QVERIFY(plan.waitForFinished(60000));
+        QVERIFY2(plan.exitCode() == 0, plan.readAllStandardError().constData());
+    }
+
+    void calibrationRefusesAMeshOfOtherSize()
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
+        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral("mpirun"), {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"),
+                                           QStringLiteral(TAPESTRY_EXEC), QStringLiteral("--calibrate"),
+                                           QStringLiteral("-"), QStringLiteral("--mesh"), QStringLiteral("2x2")});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 2);
+        QVERIFY(p.readAllStandardOutput().isEmpty());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCalibration)
+#include "tst_calibration.moc"
