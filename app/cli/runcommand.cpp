@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -45,6 +46,8 @@ std::string findExecutor()
                               "not found beside tapestry-cli (build/executor/ or the same folder); "
                               "set TAPESTRY_EXEC to its path"});
 }
+
+constexpr int kBarWidth = 20;  // the live progress bar, in characters
 
 std::string human(double v)
 {
@@ -174,10 +177,13 @@ int runRun(const Args &args)
         else if (event == "summary")
             summary = j;
         else if (event == "step") {
-            char progress[160];
-            std::snprintf(progress, sizeof progress, "step %d/%d  loss %.5g  %s  %s tokens/s",
-                          j.value("step", 0), j.value("steps", 0), j.value("loss", 0.0),
-                          ms(j.value("step_time_s", 0.0)).c_str(), human(j.value("tokens_per_s", 0.0)).c_str());
+            const int step = j.value("step", 0), steps = std::max(j.value("steps", 0), 1);
+            const int filled = std::clamp(step * kBarWidth / steps, 0, kBarWidth);
+            const std::string bar = std::string(filled, '#') + std::string(kBarWidth - filled, '.');
+            char progress[200];
+            std::snprintf(progress, sizeof progress, "[%s] step %d/%d  %s tokens/s  %s/step  loss %.5g", bar.c_str(),
+                          step, steps, human(j.value("tokens_per_s", 0.0)).c_str(),
+                          ms(j.value("step_time_s", 0.0)).c_str(), j.value("loss", 0.0));
             std::cerr << (live ? "\r\033[K" : "") << progress << (live ? "" : "\n") << std::flush;
         }
     }
@@ -227,8 +233,9 @@ Registration run([] {
     c.summary = "run a plan on N MPI ranks with tapestry-exec, optionally verified";
     c.details =
         "Starts 'mpirun -np N tapestry-exec ...' (with --allow-run-as-root as root, --oversubscribe\n"
-        "beyond the core count, OPENBLAS_NUM_THREADS=1 per rank), shows a progress line per\n"
-        "step, and prints the measured step time, tokens/s, GFLOP/s per rank, the collectives\n"
+        "beyond the core count, OPENBLAS_NUM_THREADS=1 per rank), shows a live progress bar\n"
+        "with tokens/s and step time per step, and prints the measured step time, tokens/s,\n"
+        "GFLOP/s per rank, the collectives\n"
         "of a step and the cost model's predicted step time. The plan's mesh must have N\n"
         "devices. tapestry-exec is found beside tapestry-cli or through $TAPESTRY_EXEC.\n"
         "Exit codes: 0 success, 1 verification failed or a rank failed, 2 bad input.\n";
