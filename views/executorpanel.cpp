@@ -3,6 +3,8 @@
 #include "reportserver.h"
 
 #include "cost/costmodel.h"
+#include "io/modelloader.h"
+#include "plan/fingerprint.h"
 #include "plan/planjson.h"
 #include "sharding/meshprofile.h"
 
@@ -553,7 +555,7 @@ bool ExecutorPanel::run()
         log(why);
         return false;
     };
-    if (isRunning())
+    if (isRunning() || m_exited)
         return refuse(tr("A run is in progress: stop it first"));
     if (!m_planned.plan || !m_model.graph)
         return refuse(tr("No plan to run: open a model and derive a plan first"));
@@ -569,10 +571,31 @@ bool ExecutorPanel::run()
             return refuse(tr("Cannot listen on %1: %2").arg(bind.toString(), m_server->errorString()));
         m_lastBind = bind;
     }
+    // With a batch of its own the job loads the model at that batch: the
+    // same specs (they are per tensor name) go with it, checked and costed
+    // again on the new shapes, under the new model's fingerprint.
+    plan::Plan runPlan = *m_planned.plan;
+    std::shared_ptr<const ir::Graph> graph = m_model.graph;
+    std::vector<sharding::ShardingSpec> specs = m_planned.specs;
+    if (m_batch->value() > 0) {
+        const std::string input = "batch " + std::to_string(m_batch->value());
+        try {
+            io::LoadOptions load;
+            load.batch = m_batch->value();
+            graph = std::make_shared<const ir::Graph>(io::loadModel(m_model.source.toStdString(), load));
+            runPlan.model.fingerprint = plan::modelFingerprint(*graph);
+            runPlan.model.ops = static_cast<std::int64_t>(graph->opCount());
+            runPlan.model.tensors = static_cast<std::int64_t>(graph->tensorCount());
+            specs = plan::planSpecs(runPlan, *graph, input);
+            plan::recostPlan(runPlan, *graph, input);
+        } catch (const std::exception &e) {
+            return refuse(tr("The plan does not run at this batch: %1").arg(QString::fromUtf8(e.what())));
+        }
+    }
     m_workDir = std::make_unique<QTemporaryDir>();
     const QString planPath = m_workDir->filePath(QStringLiteral("plan.json"));
     try {
-        plan::writePlanFile(planPath.toStdString(), *m_planned.plan);
+        plan::writePlanFile(planPath.toStdString(), runPlan);
     } catch (const std::exception &e) {
         return refuse(QString::fromUtf8(e.what()));
     }
@@ -589,7 +612,7 @@ bool ExecutorPanel::run()
     record.started = QDateTime::currentDateTime();
     record.command = cmd;
     record.ranks = m_ranks->value();
-    record.predicted = predict();
+    record.predicted = predict(*graph, specs, runPlan);
     m_runKey = planKey();
     auto &runs = m_history[m_runKey];
     runs.push_back(record);
@@ -672,12 +695,12 @@ QString ExecutorPanel::statusText() const
     return m_status->text();
 }
 
-ExecutorPrediction ExecutorPanel::predict() const
+ExecutorPrediction ExecutorPanel::predict(const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                                          const plan::Plan &plan) const
 {
     ExecutorPrediction p;
     p.profile = m_profile->currentText().trimmed();
     try {
-        const auto &plan = *m_planned.plan;
         std::vector<int> sizes;
         std::vector<std::string> names;
         for (const auto &axis : plan.mesh.axes) {
@@ -685,14 +708,14 @@ ExecutorPrediction ExecutorPanel::predict() const
             names.push_back(axis.name);
         }
         const auto mesh = sharding::findMeshProfile(p.profile.toStdString()).mesh(sizes, names);
-        const auto cost = cost::evaluatePlan(*m_model.graph, mesh, m_planned.specs, plan.costOptions);
+        const auto cost = cost::evaluatePlan(graph, mesh, specs, plan.costOptions);
         p.stepTime = cost.stepTime;
         p.compute = cost.compute;
         p.comm = cost.comm;
         for (const auto &[kind, totals] : cost.byCollective)
             p.collectiveSeconds[kindName(QString::fromStdString(kind))] = totals.comm;
     } catch (const std::exception &e) {
-        const_cast<ExecutorPanel *>(this)->log(tr("No prediction: %1").arg(QString::fromUtf8(e.what())));
+        log(tr("No prediction: %1").arg(QString::fromUtf8(e.what())));
     }
     return p;
 }
@@ -832,7 +855,7 @@ void ExecutorPanel::finishRun(ExecutorRun::State state, const QString &message)
     emit runFinished(*r);
 }
 
-void ExecutorPanel::log(const QString &line)
+void ExecutorPanel::log(const QString &line) const
 {
     m_log->appendPlainText(QTime::currentTime().toString(QStringLiteral("HH:mm:ss  ")) + line);
 }

@@ -97,9 +97,10 @@ private:
     void onMessage(const QJsonObject &message);
     void onProcessFinished(int exitCode, QProcess::ExitStatus status);
     void onStderr();
-    void log(const QString &line);
+    void log(const QString &line) const;
     void finishRun(ExecutorRun::State state, const QString &message);
-    ExecutorPrediction predict() const;
+    ExecutorPrediction predict(const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                               const plan::Plan &plan) const;
     ExecutorRun *current();
     void refreshCharts();
     void refreshHistory();

@@ -210,6 +210,32 @@ private slots:
         QVERIFY(!panel.history().back().hasVerification());
     }
 
+    // The batch field runs the plan's specs on the model loaded at that
+    // batch; one the plan's batch split cannot divide is refused.
+    void runsAtAnotherBatch()
+    {
+        const Planned p = plan(QStringLiteral("zoo:gpt2?layers=1&hidden=64&heads=4&vocab=128&seq=16&batch=2"),
+                               QStringLiteral("2"), QStringLiteral("dp"));
+        QVERIFY2(p.planned.plan, qPrintable(p.planned.error));
+        ExecutorPanel panel;
+        panel.setExecutable(QStringLiteral(TAPESTRY_EXEC));
+        panel.setPlan(p.model, p.planned);
+        panel.setSteps(2);
+        panel.setBatch(4);
+        QSignalSpy finished(&panel, &ExecutorPanel::runFinished);
+        QVERIFY(panel.run());
+        QVERIFY(waitFinished(finished));
+        const ExecutorRun run = finished.first().first().value<ExecutorRun>();
+        QVERIFY2(run.state == ExecutorRun::State::Finished, qPrintable(run.message + run.errorLines.join(u'\n')));
+        QVERIFY(run.verificationPassed());
+        QCOMPARE(run.start.value(QStringLiteral("tokens_per_step")).toInt(), 4 * 16);
+        QVERIFY(run.command.contains(QStringLiteral("--batch")));
+
+        panel.setBatch(3);
+        QVERIFY(!panel.run());
+        QVERIFY2(panel.statusText().contains(QStringLiteral("does not run at this batch")), qPrintable(panel.statusText()));
+    }
+
     void showsWhyAJobFailed()
     {
         const Planned p = plan(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/models/mlp.json"), QStringLiteral("2"),
