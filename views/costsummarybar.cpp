@@ -1,5 +1,7 @@
 #include "costsummarybar.h"
 
+#include <algorithm>
+
 #include <QLocale>
 #include <QPainter>
 
@@ -19,12 +21,14 @@ void CostSummaryBar::clearCost()
 {
     m_hasCost = false;
     m_text.clear();
+    m_measuredText.clear();
     update();
 }
 
 void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabel)
 {
     m_hasCost = true;
+    m_measuredText.clear();  // a measurement belongs to the plan it ran
     m_fits = cost.fitsMemory;
     const double step = cost.stepTime > 0 ? cost.stepTime : 1;
     m_commShare = cost.comm / step;
@@ -46,6 +50,13 @@ void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabe
     update();
 }
 
+void CostSummaryBar::setMeasured(const QString &text)
+{
+    m_measuredText = text;
+    setToolTip(m_text + QLatin1Char('\n') + m_measuredText + QLatin1Char('\n') + m_memoryText);
+    update();
+}
+
 void CostSummaryBar::paintEvent(QPaintEvent *)
 {
     QPainter p(this);
@@ -63,9 +74,19 @@ void CostSummaryBar::paintEvent(QPaintEvent *)
     const QRect memoryBar(width() - barWidth - 8, 8, barWidth, height() - 16);
     const QRect memoryTextBox(memoryBar.left() - memoryTextWidth - 10, 0, memoryTextWidth + 4, height());
     const QRect commBar(memoryTextBox.left() - barWidth - 16, 8, barWidth, height() - 16);
+    int textRight = commBar.left() - 16;
+    if (!m_measuredText.isEmpty()) {
+        // The last run of the plan, before the bar; the summary gives way.
+        const int measuredWidth = std::min(fontMetrics().horizontalAdvance(m_measuredText), textRight / 2);
+        const QRect measuredBox(textRight - measuredWidth, 0, measuredWidth, height());
+        p.setPen(QColor(0x1565c0));
+        p.drawText(measuredBox, Qt::AlignVCenter,
+                   fontMetrics().elidedText(m_measuredText, Qt::ElideRight, measuredWidth));
+        textRight = measuredBox.left() - 12;
+    }
     p.setPen(palette().color(QPalette::WindowText));
-    p.drawText(QRect(8, 0, commBar.left() - 16, height()), Qt::AlignVCenter,
-               fontMetrics().elidedText(m_text, Qt::ElideRight, commBar.left() - 16));
+    p.drawText(QRect(8, 0, textRight - 8, height()), Qt::AlignVCenter,
+               fontMetrics().elidedText(m_text, Qt::ElideRight, textRight - 8));
     // Compute (blue) vs communication (orange).
     p.setPen(Qt::NoPen);
     p.setBrush(QColor(0x64b5f6));

@@ -15,6 +15,10 @@ public:
 
     void setCost(const cost::PlanCost &cost, const QString &planLabel);
     void clearCost();
+    // What a run of the plan measured ("measured 186 ms on 4 ranks"), shown
+    // beside the prediction until the plan changes.
+    void setMeasured(const QString &text);
+    QString measuredText() const { return m_measuredText; }
     QString text() const { return m_text; }
     bool fits() const { return m_fits; }
     QSize sizeHint() const override;
@@ -29,6 +33,7 @@ private:
     double m_memoryShare = 0;
     QString m_text;
     QString m_memoryText;
+    QString m_measuredText;
 };
 
 } // namespace tapestry::views

@@ -24,12 +24,14 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QJsonArray>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -313,9 +315,20 @@ void ExecutorPanel::buildUi()
     m_stop->setEnabled(false);
     connect(m_run, &QPushButton::clicked, this, [this] { run(); });
     connect(m_stop, &QPushButton::clicked, this, &ExecutorPanel::stop);
+    m_calibrate = new QPushButton(tr("Calibrate…"), this);
+    m_calibrate->setToolTip(tr("Measure this machine on these ranks (GEMM rate, kernel efficiency, links per mesh "
+                               "axis) into a mesh profile for the planner"));
+    connect(m_calibrate, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString name = QInputDialog::getText(this, tr("Calibrate"), tr("Name of the measured profile:"),
+                                                   QLineEdit::Normal, QStringLiteral("this-machine"), &ok);
+        if (ok)
+            calibrate(name.trimmed());
+    });
     auto *buttons = new QHBoxLayout;
     buttons->addWidget(m_run);
     buttons->addWidget(m_stop);
+    buttons->addWidget(m_calibrate);
     buttons->addStretch(1);
 
     auto *left = new QWidget(this);
@@ -503,6 +516,7 @@ void ExecutorPanel::setMeshProfile(const QString &nameOrPath)
 void ExecutorPanel::setExecutable(const QString &path)
 {
     m_executable->setText(path);
+    m_executable->setCursorPosition(0);
 }
 
 QString ExecutorPanel::executable() const
@@ -520,7 +534,7 @@ void ExecutorPanel::setAdvertisedHost(const QString &host)
     m_server->setAdvertisedHost(host);
 }
 
-QStringList ExecutorPanel::command(QString *error) const
+LaunchValues ExecutorPanel::launchValues(const QStringList &args) const
 {
     LaunchValues v;
     v.ranks = m_ranks->value();
@@ -528,6 +542,13 @@ QStringList ExecutorPanel::command(QString *error) const
     v.executable = executable();
     v.runningAsRoot = ::geteuid() == 0;
     v.cores = QThread::idealThreadCount();
+    v.args = args;
+    return v;
+}
+
+QStringList ExecutorPanel::command(QString *error) const
+{
+    LaunchValues v = launchValues({});
     v.args << QStringLiteral("--model") << m_model.source << QStringLiteral("--plan")
            << (m_workDir ? m_workDir->filePath(QStringLiteral("plan.json")) : QStringLiteral("plan.json"))
            << QStringLiteral("--steps") << QString::number(m_steps->value()) << QStringLiteral("--report")
@@ -548,17 +569,17 @@ bool ExecutorPanel::isRunning() const
     return m_process && m_process->state() != QProcess::NotRunning;
 }
 
-bool ExecutorPanel::run()
+bool ExecutorPanel::refuse(const QString &why)
 {
-    auto refuse = [this](const QString &why) {
-        m_status->setText(why);
-        log(why);
-        return false;
-    };
+    m_status->setText(why);
+    log(why);
+    return false;
+}
+
+bool ExecutorPanel::prepareLaunch()
+{
     if (isRunning() || m_exited)
-        return refuse(tr("A run is in progress: stop it first"));
-    if (!m_planned.plan || !m_model.graph)
-        return refuse(tr("No plan to run: open a model and derive a plan first"));
+        return refuse(tr("A job is in progress: stop it first"));
     const QFileInfo exec(executable());
     if (!exec.isFile() || !exec.isExecutable())
         return refuse(executable().isEmpty() ? tr("tapestry-exec not found: give its path under Executor")
@@ -571,6 +592,15 @@ bool ExecutorPanel::run()
             return refuse(tr("Cannot listen on %1: %2").arg(bind.toString(), m_server->errorString()));
         m_lastBind = bind;
     }
+    return true;
+}
+
+bool ExecutorPanel::run()
+{
+    if (!m_planned.plan || !m_model.graph)
+        return refuse(tr("No plan to run: open a model and derive a plan first"));
+    if (!prepareLaunch())
+        return false;
     // With a batch of its own the job loads the model at that batch: the
     // same specs (they are per tensor name) go with it, checked and costed
     // again on the new shapes, under the new model's fingerprint.
@@ -617,6 +647,52 @@ bool ExecutorPanel::run()
     auto &runs = m_history[m_runKey];
     runs.push_back(record);
     m_shownRun = static_cast<int>(runs.size()) - 1;
+    m_tabs->setCurrentIndex(0);
+    refreshHistory();
+    refreshCharts();
+    refreshStatus();
+    startJob(cmd, Job::Plan);
+    emit runStarted();
+    return true;
+}
+
+bool ExecutorPanel::calibrate(const QString &name)
+{
+    static const QRegularExpression word(QStringLiteral("^[A-Za-z0-9_.-]+$"));
+    if (!word.match(name).hasMatch() || name.endsWith(QLatin1String(".json")))
+        return refuse(tr("'%1': a profile name is letters, digits, '-', '_' or '.', without .json").arg(name));
+    if (!prepareLaunch())
+        return false;
+    const QDir dir(QString::fromStdString(sharding::userMeshProfileDirectory()));
+    if (!QDir().mkpath(dir.path()))
+        return refuse(tr("%1: cannot create the folder for calibrated profiles").arg(dir.path()));
+    m_calibrationName = name;
+    m_calibrationPath = dir.filePath(name + QStringLiteral(".json"));
+    QStringList args{QStringLiteral("--calibrate"), m_calibrationPath, QStringLiteral("--name"), name,
+                     QStringLiteral("--report"), m_server->startRun()};
+    // The plan's mesh, when it has one device per rank, so that each of its
+    // axes gets its own sweep.
+    if (m_planned.plan && m_planned.plan->mesh.deviceCount() == m_ranks->value()) {
+        QStringList sizes;
+        for (const auto &axis : m_planned.plan->mesh.axes)
+            sizes << QString::number(axis.size);
+        args << QStringLiteral("--mesh") << sizes.join(QLatin1Char('x'));
+    }
+    QString error;
+    const QStringList cmd = expandLaunchTemplate(m_template->text(), launchValues(args), &error);
+    if (cmd.isEmpty()) {
+        m_server->endRun();
+        return refuse(tr("Launch command: %1").arg(error));
+    }
+    m_status->setText(tr("Calibrating on %1 ranks into %2…").arg(m_ranks->value()).arg(m_calibrationPath));
+    m_tabs->setCurrentWidget(m_log);
+    startJob(cmd, Job::Calibration);
+    return true;
+}
+
+void ExecutorPanel::startJob(const QStringList &cmd, Job job)
+{
+    m_job = job;
     m_stopping = false;
     m_exited = false;
     m_stderrPartial.clear();
@@ -641,24 +717,54 @@ bool ExecutorPanel::run()
     connect(process, &QProcess::errorOccurred, this, [this, process](QProcess::ProcessError e) {
         if (e == QProcess::FailedToStart && process == m_process) {
             m_server->endRun();
-            finishRun(ExecutorRun::State::Failed,
-                      tr("Cannot start %1: %2").arg(process->program(), process->errorString()));
+            const QString why = tr("Cannot start %1: %2").arg(process->program(), process->errorString());
+            if (m_job == Job::Plan)
+                finishRun(ExecutorRun::State::Failed, why);
+            else
+                finishCalibration(why);
             process->deleteLater();
             m_process = nullptr;
             m_run->setEnabled(true);
+            m_calibrate->setEnabled(true);
             m_stop->setEnabled(false);
         }
     });
     log(tr("$ %1").arg(cmd.join(QLatin1Char(' '))));
     m_run->setEnabled(false);
+    m_calibrate->setEnabled(false);
     m_stop->setEnabled(true);
-    m_tabs->setCurrentIndex(0);
-    refreshHistory();
-    refreshCharts();
-    refreshStatus();
-    emit runStarted();
     process->start(cmd.front(), cmd.mid(1));
-    return true;
+}
+
+void ExecutorPanel::finishCalibration(const QString &failure)
+{
+    QString message = failure;
+    if (message.isEmpty()) {
+        try {
+            const auto profile = sharding::loadMeshProfileFile(m_calibrationPath.toStdString());
+            if (m_profile->findText(m_calibrationName) < 0)
+                m_profile->addItem(m_calibrationName);
+            m_profile->setCurrentText(m_calibrationName);
+            message = tr("Calibrated '%1': %2 GFLOP/s per rank, achievable fraction %3, link latency %4 µs per "
+                         "step, bus bandwidth %5 GB/s")
+                          .arg(m_calibrationName)
+                          .arg(profile.device.peakFlops.at("float32") * 1e-9, 0, 'f', 1)
+                          .arg(profile.device.achievableFraction, 0, 'f', 2)
+                          .arg(profile.intraNode.latency * 1e6, 0, 'f', 1)
+                          .arg(profile.intraNode.bandwidth * 1e-9, 0, 'f', 2);
+            log(message);
+            m_status->setText(message);
+            emit profileCalibrated(m_calibrationName, m_calibrationPath);
+            return;
+        } catch (const std::exception &e) {
+            message = QString::fromUtf8(e.what());
+        }
+    }
+    message = tr("Calibration failed: %1").arg(message);
+    const QStringList lines = errorLines(m_stderrTail);
+    log(message);
+    m_status->setText(lines.isEmpty() ? message : message + QLatin1Char('\n') + lines.join(QLatin1Char('\n')));
+    emit calibrationFailed(message);
 }
 
 void ExecutorPanel::stop()
@@ -722,6 +828,11 @@ ExecutorPrediction ExecutorPanel::predict(const ir::Graph &graph, const std::vec
 
 void ExecutorPanel::onMessage(const QJsonObject &message)
 {
+    if (m_job == Job::Calibration) {
+        if (message.value(QLatin1String("event")).toString() == QLatin1String("error"))
+            log(tr("tapestry-exec: %1").arg(message.value(QLatin1String("message")).toString()));
+        return;  // the profile is read back from its file when the job ends
+    }
     ExecutorRun *r = current();
     if (!r || r->state == ExecutorRun::State::Finished || r->state == ExecutorRun::State::Failed)
         return;
@@ -788,6 +899,7 @@ void ExecutorPanel::onProcessFinished(int exitCode, QProcess::ExitStatus status)
     m_exited = true;
     m_exitCode = status == QProcess::NormalExit ? exitCode : -1;
     m_run->setEnabled(true);
+    m_calibrate->setEnabled(true);
     m_stop->setEnabled(false);
     // Rank 0's last lines may still be on their way through the socket: wait
     // for the report connection to close, a little at most.
@@ -795,6 +907,16 @@ void ExecutorPanel::onProcessFinished(int exitCode, QProcess::ExitStatus status)
         if (!m_exited)
             return;
         m_exited = false;
+        if (m_job == Job::Calibration) {
+            m_server->endRun();
+            if (m_process) {
+                m_process->deleteLater();
+                m_process = nullptr;
+            }
+            finishCalibration(m_stopping ? tr("stopped") : m_exitCode != 0 ? tr("exit code %1").arg(m_exitCode)
+                                                                           : QString());
+            return;
+        }
         ExecutorRun *r = current();
         const int code = m_exitCode;
         QString message;

@@ -70,6 +70,12 @@ public:
     // Starts a run; false (with the reason in the status line) when there is
     // no plan, no executor, the template does not expand, or a run is on.
     bool run();
+    // Calibrates this machine on the launcher's ranks (and the plan's mesh
+    // axes when it has one device per rank) into NAME.json among the user's
+    // profiles; profileCalibrated follows and the profile becomes the one
+    // runs are predicted with. False, with the reason shown, when it cannot
+    // start.
+    bool calibrate(const QString &name);
     // Ends the job and all its ranks: SIGTERM to its process group, SIGKILL
     // after a grace period.
     void stop();
@@ -90,9 +96,17 @@ signals:
     void stepReceived(int step, double tokensPerSecond);
     void verificationReceived(bool passed);
     void runFinished(const tapestry::views::ExecutorRun &run);
+    void profileCalibrated(const QString &name, const QString &path);
+    void calibrationFailed(const QString &message);
 
 private:
+    enum class Job { Plan, Calibration };
     void buildUi();
+    bool refuse(const QString &why);
+    bool prepareLaunch();
+    LaunchValues launchValues(const QStringList &args) const;
+    void startJob(const QStringList &cmd, Job job);
+    void finishCalibration(const QString &failure);
     void onLauncherChanged();
     void onMessage(const QJsonObject &message);
     void onProcessFinished(int exitCode, QProcess::ExitStatus status);
@@ -117,6 +131,9 @@ private:
     QString m_runKey;     // plan key of the run in progress
     int m_shownRun = -1;  // index in the current plan's history
     int m_nextId = 1;
+    Job m_job = Job::Plan;
+    QString m_calibrationName;
+    QString m_calibrationPath;
     bool m_stopping = false;
     bool m_exited = false;  // the job ended; its run is finalised once the report drained
     int m_exitCode = -1;
@@ -137,6 +154,7 @@ private:
     QLineEdit *m_bind;
     QPushButton *m_run;
     QPushButton *m_stop;
+    QPushButton *m_calibrate;
     QLabel *m_planLabel;
     QLabel *m_source;
     QLabel *m_status;

@@ -182,6 +182,18 @@ StudioWindow::StudioWindow(QWidget *parent)
     addDockWidget(Qt::BottomDockWidgetArea, executorDock);
     executorDock->hide();  // View › Executor
     connect(this, &StudioWindow::planReady, executor, [this, executor] { executor->setPlan(m_document, m_planned); });
+    connect(executor, &ExecutorPanel::runFinished, this, [this](const ExecutorRun &run) {
+        if (run.state == ExecutorRun::State::Finished)
+            m_costBar->setMeasured(tr("measured %1 ms on %2 ranks (%3 predicts %4 ms)")
+                                       .arg(run.meanStepTime() * 1e3, 0, 'f', 1)
+                                       .arg(run.ranks)
+                                       .arg(run.predicted.profile)
+                                       .arg(run.predicted.stepTime * 1e3, 0, 'f', 1));
+    });
+    connect(executor, &ExecutorPanel::profileCalibrated, this, [this](const QString &name) {
+        if (m_profile->findText(name) < 0)
+            m_profile->addItem(name);
+    });
     connect(m_inspector, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem *item) {
         if (!item || !item->data(0, Qt::UserRole + 1).isValid())
             return;

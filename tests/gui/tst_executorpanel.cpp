@@ -3,6 +3,7 @@
 // panel (the MLP sample on 2 ranks, GPT-2 from the studio on 4) streaming
 // their steps and verdict in; a failing job's exit status and error lines;
 // Stop ending the job with every rank; runs kept per plan.
+#include "costsummarybar.h"
 #include "executorpanel.h"
 #include "launchtemplate.h"
 #include "loadedmodel.h"
@@ -16,6 +17,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTcpSocket>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <unistd.h>
@@ -323,9 +325,44 @@ private slots:
         QVERIFY(verdict.first().first().toBool());
         QCOMPARE(run.ranks, 4);
         QCOMPARE(run.start.value(QStringLiteral("mesh")).toString(), QStringLiteral("4"));
+        // The cost summary shows the measurement beside the prediction.
+        QVERIFY2(w.costBar()->measuredText().contains(QStringLiteral("on 4 ranks")), qPrintable(w.costBar()->measuredText()));
         w.resize(1600, 1000);
         QDir().mkpath(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots"));
         QVERIFY(w.grab().save(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots/executor-gpt2-4.png")));
+    }
+
+    // Calibrate from the panel: the profile lands among the user's, is
+    // selected for the next run's prediction, and the studio offers it.
+    void calibratesFromThePanel()
+    {
+        QTemporaryDir data;
+        qputenv("XDG_DATA_HOME", data.path().toUtf8());
+        const Planned p = plan(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/models/mlp.json"), QStringLiteral("2"),
+                               QStringLiteral("megatron"));
+        ExecutorPanel panel;
+        panel.setExecutable(QStringLiteral(TAPESTRY_EXEC));
+        panel.setPlan(p.model, p.planned);
+        QVERIFY(!panel.calibrate(QStringLiteral("../escape")));
+        QSignalSpy calibrated(&panel, &ExecutorPanel::profileCalibrated);
+        QSignalSpy failed(&panel, &ExecutorPanel::calibrationFailed);
+        QVERIFY(panel.calibrate(QStringLiteral("panel-box")));
+        for (int i = 0; i < 3000 && calibrated.isEmpty() && failed.isEmpty(); ++i)
+            calibrated.wait(100);
+        QVERIFY2(!calibrated.isEmpty(), qPrintable(failed.isEmpty() ? panel.statusText() : failed.first().first().toString()));
+        const QString path = calibrated.first().at(1).toString();
+        QCOMPARE(path, data.filePath(QStringLiteral("tapestry/meshes/panel-box.json")));
+        QVERIFY(QFile::exists(path));
+        QVERIFY(panel.statusText().contains(QStringLiteral("Calibrated 'panel-box'")));
+
+        QSignalSpy finished(&panel, &ExecutorPanel::runFinished);
+        QVERIFY(panel.run());
+        QVERIFY(waitFinished(finished));
+        const ExecutorRun run = finished.first().first().value<ExecutorRun>();
+        QCOMPARE(run.predicted.profile, QStringLiteral("panel-box"));
+        QCOMPARE(run.start.value(QStringLiteral("mesh_profile")).toString(), QStringLiteral("panel-box"));
+        QVERIFY(run.predicted.stepTime > 0);
+        qunsetenv("XDG_DATA_HOME");
     }
 
     void serverRefusesAWrongTokenDuringARun()
