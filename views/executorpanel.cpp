@@ -56,6 +56,8 @@ constexpr int kKillGraceMs = 5000;     // SIGTERM, then SIGKILL
 constexpr int kReportDrainMs = 3000;   // after exit, for the report's last lines
 constexpr int kStderrTail = 200;
 constexpr int kErrorLines = 8;
+// Largest model whose whole training step Calibrate runs on every rank.
+constexpr std::int64_t kCalibrationModelParameters = 50'000'000;
 
 const QColor kPredicted(0x90a4ae);
 const QColor kMeasured(0x42a5f5);
@@ -316,8 +318,9 @@ void ExecutorPanel::buildUi()
     connect(m_run, &QPushButton::clicked, this, [this] { run(); });
     connect(m_stop, &QPushButton::clicked, this, &ExecutorPanel::stop);
     m_calibrate = new QPushButton(tr("Calibrate…"), this);
-    m_calibrate->setToolTip(tr("Measure this machine on these ranks (GEMM rate, kernel efficiency, links per mesh "
-                               "axis) into a mesh profile for the planner"));
+    m_calibrate->setToolTip(tr("Measure this machine on these ranks into a mesh profile for the planner: GEMM "
+                               "rate, the kernel efficiency of a training step of this model (of a small GPT-2 "
+                               "when the model has over 50M parameters), links per axis of the plan's mesh"));
     connect(m_calibrate, &QPushButton::clicked, this, [this] {
         bool ok = false;
         const QString name = QInputDialog::getText(this, tr("Calibrate"), tr("Name of the measured profile:"),
@@ -670,6 +673,14 @@ bool ExecutorPanel::calibrate(const QString &name)
     m_calibrationPath = dir.filePath(name + QStringLiteral(".json"));
     QStringList args{QStringLiteral("--calibrate"), m_calibrationPath, QStringLiteral("--name"), name,
                      QStringLiteral("--report"), m_server->startRun()};
+    // The kernel efficiency from a step of the studio's model itself, whole
+    // on each rank, when that is small enough to run there; else the
+    // executor's default workload.
+    if (m_model.graph && m_model.graph->parameterCount() <= kCalibrationModelParameters) {
+        args << QStringLiteral("--model") << m_model.source;
+        if (m_batch->value() > 0)
+            args << QStringLiteral("--batch") << QString::number(m_batch->value());
+    }
     // The plan's mesh, when it has one device per rank, so that each of its
     // axes gets its own sweep.
     if (m_planned.plan && m_planned.plan->mesh.deviceCount() == m_ranks->value()) {

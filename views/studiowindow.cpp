@@ -193,6 +193,8 @@ StudioWindow::StudioWindow(QWidget *parent)
     connect(executor, &ExecutorPanel::profileCalibrated, this, [this](const QString &name) {
         if (m_profile->findText(name) < 0)
             m_profile->addItem(name);
+        m_profile->setCurrentText(name);  // plan again with what this machine measured
+        derivePlan();
     });
     connect(m_inspector, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem *item) {
         if (!item || !item->data(0, Qt::UserRole + 1).isValid())

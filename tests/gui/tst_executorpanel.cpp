@@ -14,6 +14,8 @@
 #include <QApplication>
 #include <QDir>
 #include <QDockWidget>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTcpSocket>
@@ -327,6 +329,28 @@ private slots:
         QCOMPARE(run.start.value(QStringLiteral("mesh")).toString(), QStringLiteral("4"));
         // The cost summary shows the measurement beside the prediction.
         QVERIFY2(w.costBar()->measuredText().contains(QStringLiteral("on 4 ranks")), qPrintable(w.costBar()->measuredText()));
+
+        // Calibrating from the panel plans again with the measured profile,
+        // and the next run is predicted with it.
+        QTemporaryDir data;
+        qputenv("XDG_DATA_HOME", data.path().toUtf8());
+        QSignalSpy replanned(&w, &StudioWindow::planReady);
+        QSignalSpy calibrated(panel, &ExecutorPanel::profileCalibrated);
+        QVERIFY(panel->calibrate(QStringLiteral("studio-box")));
+        for (int i = 0; i < 3000 && replanned.isEmpty(); ++i)
+            replanned.wait(100);
+        QCOMPARE(calibrated.count(), 1);
+        QVERIFY2(!replanned.isEmpty(), qPrintable(panel->statusText()));
+        QCOMPARE(w.planRequest().profile, QStringLiteral("studio-box"));
+        QCOMPARE(QString::fromStdString(w.planned().plan->mesh.profile), QStringLiteral("studio-box"));
+        QSignalSpy again(panel, &ExecutorPanel::runFinished);
+        QVERIFY(panel->run());
+        QVERIFY(waitFinished(again, 480));
+        const ExecutorRun calibratedRun = again.first().first().value<ExecutorRun>();
+        QCOMPARE(calibratedRun.state, ExecutorRun::State::Finished);
+        QCOMPARE(calibratedRun.predicted.profile, QStringLiteral("studio-box"));
+        qunsetenv("XDG_DATA_HOME");
+
         w.resize(1600, 1000);
         QDir().mkpath(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots"));
         QVERIFY(w.grab().save(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots/executor-gpt2-4.png")));
@@ -351,6 +375,12 @@ private slots:
             calibrated.wait(100);
         QVERIFY2(!calibrated.isEmpty(), qPrintable(failed.isEmpty() ? panel.statusText() : failed.first().first().toString()));
         const QString path = calibrated.first().at(1).toString();
+        QFile written(path);
+        QVERIFY(written.open(QIODevice::ReadOnly));
+        const QJsonObject calibration = QJsonDocument::fromJson(written.readAll()).object().value(QStringLiteral("calibration")).toObject();
+        QCOMPARE(calibration.value(QStringLiteral("workload")).toObject().value(QStringLiteral("model")).toString(),
+                 QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/models/mlp.json"));
+        QCOMPARE(calibration.value(QStringLiteral("mesh")).toString(), QStringLiteral("2"));
         QCOMPARE(path, data.filePath(QStringLiteral("tapestry/meshes/panel-box.json")));
         QVERIFY(QFile::exists(path));
         QVERIFY(panel.statusText().contains(QStringLiteral("Calibrated 'panel-box'")));
