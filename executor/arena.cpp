@@ -1,5 +1,7 @@
 #include "arena.h"
 
+#include "device.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
@@ -27,12 +29,20 @@ void Arena::allocate()
     if (!p)
         throw std::bad_alloc();
     std::memset(p, 0, bytes);
-    m_data.reset(p);
+    m_data = std::unique_ptr<float, Free>(p, Free{nullptr});
+}
+
+void Arena::allocate(Device &device)
+{
+    m_data = std::unique_ptr<float, Free>(device.allocate(m_size), Free{&device});
 }
 
 void Arena::Free::operator()(float *p) const
 {
-    std::free(p);
+    if (device)
+        device->release(p);
+    else
+        std::free(p);
 }
 
 } // namespace tapestry::exec

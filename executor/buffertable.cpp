@@ -11,9 +11,9 @@ Slot BufferTable::reserve(ir::Shape shape)
     return static_cast<Slot>(m_slots.size() - 1);
 }
 
-void BufferTable::allocate()
+void BufferTable::allocate(Device &device)
 {
-    m_arena.allocate();
+    m_arena.allocate(device);
     m_views.clear();
     for (const auto &[offset, shape] : m_slots)
         m_views.push_back(m_arena.view(offset, shape));

@@ -20,7 +20,7 @@ inline constexpr Slot kNoSlot = -1;
 class BufferTable {
 public:
     Slot reserve(ir::Shape shape);
-    void allocate();
+    void allocate(Device &device);
     // kNoSlot gives a view without data, as kernels expect for "no gradient".
     const TensorView &view(Slot slot) const { return slot == kNoSlot ? m_none : m_views[static_cast<std::size_t>(slot)]; }
     const ir::Shape &shape(Slot slot) const { return m_slots[static_cast<std::size_t>(slot)].second; }

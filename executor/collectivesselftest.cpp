@@ -44,27 +44,34 @@ void forEachIndex(const ir::Shape &shape, const std::function<void(const ir::Sha
     }
 }
 
+// A tensor on the device, with a host copy of what was sent or received.
 struct Buffer {
+    Device &device;
     std::vector<float> data;
     TensorView view;
-    explicit Buffer(ir::Shape shape)
+    Buffer(Device &d, ir::Shape shape) : device(d)
     {
         std::int64_t n = 1;
-        for (auto d : shape)
-            n *= d;
+        for (auto s : shape)
+            n *= s;
         data.assign(static_cast<std::size_t>(n), 0.0f);
-        view = TensorView{data.data(), std::move(shape)};
+        view = TensorView{device.allocate(n), std::move(shape)};
     }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+    ~Buffer() { device.release(view.data); }
     void fillFrom(int rank)
     {
         for (std::size_t i = 0; i < data.size(); ++i)
             data[i] = sourceValue(rank, static_cast<std::int64_t>(i));
+        device.upload(view, data.data());
     }
+    void fetch() { device.download(data.data(), view); }
 };
 
 } // namespace
 
-bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, int failRank,
+bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, Device &device, int failRank,
                             std::ostream &out)
 {
     if (world.rank() == failRank)
@@ -82,7 +89,7 @@ bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, int failR
     };
 
     for (std::size_t a = 0; a < mesh.shape().size(); ++a) {
-        Communicator &comm = mesh.axis(a);
+        Collectives &comm = mesh.collectives(a);
         comm.resetStats();
         const int p = comm.size(), r = comm.rank();
         // World rank of the member at position k along this axis.
@@ -95,9 +102,10 @@ bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, int failR
         CollectiveStats expected;
 
         {
-            Buffer x({2, 3});
+            Buffer x(device, {2, 3});
             x.fillFrom(world.rank());
             comm.allReduceSum(x.view);
+            x.fetch();
             bool ok = orderOk;
             forEachIndex(x.view.shape, [&](const ir::Shape &, std::int64_t f) {
                 float want = 0.0f;
@@ -112,9 +120,10 @@ bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, int failR
             const ir::Shape localShape{2, 3};
             ir::Shape fullShape = localShape;
             fullShape[dim] *= p;
-            Buffer local(localShape), full(fullShape);
+            Buffer local(device, localShape), full(device, fullShape);
             local.fillFrom(world.rank());
             comm.allGather(local.view, full.view, dim);
+            full.fetch();
             bool ok = true;
             forEachIndex(fullShape, [&](const ir::Shape &idx, std::int64_t f) {
                 ir::Shape li = idx;
@@ -131,9 +140,10 @@ bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, int failR
             const ir::Shape localShape{2, 3};
             ir::Shape fullShape = localShape;
             fullShape[dim] *= p;
-            Buffer full(fullShape), local(localShape);
+            Buffer full(device, fullShape), local(device, localShape);
             full.fillFrom(world.rank());
             comm.reduceScatter(full.view, local.view, dim);
+            local.fetch();
             bool ok = true;
             forEachIndex(localShape, [&](const ir::Shape &idx, std::int64_t f) {
                 ir::Shape fi = idx;
@@ -153,9 +163,10 @@ bool runCollectivesSelfTest(RankMesh &mesh, const Communicator &world, int failR
             ir::Shape inShape = block, outShape = block;
             inShape[splitDim] *= p;
             outShape[concatDim] *= p;
-            Buffer in(inShape), res(outShape);
+            Buffer in(device, inShape), res(device, outShape);
             in.fillFrom(world.rank());
             comm.allToAll(in.view, res.view, splitDim, concatDim);
+            res.fetch();
             bool ok = true;
             forEachIndex(outShape, [&](const ir::Shape &idx, std::int64_t f) {
                 // From rank k: its block r along splitDim, placed at block k along concatDim.

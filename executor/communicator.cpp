@@ -2,9 +2,6 @@
 
 #include "kernels/strided.h"
 
-#include "ir/error.h"
-#include "ir/validate.h"
-
 #include <utility>
 
 namespace tapestry::exec {
@@ -13,68 +10,14 @@ namespace {
 
 constexpr std::int64_t kFloatBytes = sizeof(float);
 
-[[noreturn]] void shapeError(std::string_view collective, const std::string &problem)
-{
-    throw TapestryError(Error{"communicator", std::string(collective), problem});
-}
-
-int mpiCount(std::int64_t n, std::string_view collective)
+int mpiCount(std::int64_t n, std::string_view what)
 {
     if (n > INT32_MAX)
-        shapeError(collective, "more than 2^31 elements in one call");
+        collective::shapeError(what, "more than 2^31 elements in one call");
     return static_cast<int>(n);
 }
 
-// The strided view of block j (of p) along `dim` of a contiguous tensor of
-// `shape`, as a copy between it and a contiguous block.
-kernels::StridedBlock blockAlong(const ir::Shape &shape, std::size_t dim, int p,
-                                 std::int64_t &first, int j)
-{
-    kernels::StridedBlock b;
-    b.rank = shape.size();
-    for (std::size_t i = 0; i < shape.size(); ++i)
-        b.shape[i] = shape[i];
-    b.shape[dim] = shape[dim] / p;
-    const kernels::Dims whole = kernels::contiguousStrides(shape);
-    ir::Shape blockShape = shape;
-    blockShape[dim] /= p;
-    b.srcStride = whole;                                  // in the whole tensor
-    b.dstStride = kernels::contiguousStrides(blockShape);  // in the packed block
-    first = j * b.shape[dim] * whole[dim];
-    return b;
-}
-
-// Checks that `whole` is `part` with dim `dim` p times longer.
-void checkBlocks(std::string_view collective, const ir::Shape &part, const ir::Shape &whole,
-                 std::size_t dim, int p)
-{
-    ir::Shape expected = part;
-    if (dim >= expected.size())
-        shapeError(collective, "dim " + std::to_string(dim) + " out of range for " +
-                                   ir::shapeToString(part));
-    expected[dim] *= p;
-    if (expected != whole)
-        shapeError(collective, "shard " + ir::shapeToString(part) + " and whole " +
-                                   ir::shapeToString(whole) + " do not match along dim " +
-                                   std::to_string(dim) + " over " + std::to_string(p) + " ranks");
-}
-
 } // namespace
-
-std::string_view toString(Collective kind)
-{
-    switch (kind) {
-    case Collective::AllReduce:
-        return "all_reduce";
-    case Collective::AllGather:
-        return "all_gather";
-    case Collective::ReduceScatter:
-        return "reduce_scatter";
-    case Collective::AllToAll:
-        return "all_to_all";
-    }
-    return "all_reduce";
-}
 
 Communicator Communicator::world()
 {
@@ -156,15 +99,13 @@ void Communicator::allReduceMax(const TensorView &x)
 
 void Communicator::allGather(const TensorView &local, const TensorView &full, std::size_t dim)
 {
-    checkBlocks("all-gather", local.shape, full.shape, dim, m_size);
+    collective::checkBlocks("all-gather", local.shape, full.shape, dim, m_size);
     const double t0 = MPI_Wtime();
     const std::int64_t n = local.size();
     // MPI lays the gathered blocks out one after another (a new leading dim);
     // a dim other than 0, with more than one row before it, needs them
     // interleaved back into place.
-    bool contiguous = true;
-    for (std::size_t i = 0; i < dim; ++i)
-        contiguous = contiguous && full.shape[i] == 1;
+    const bool contiguous = collective::blocksContiguous(full.shape, dim);
     if (contiguous) {
         MPI_Allgather(local.data, mpiCount(n, "all-gather"), MPI_FLOAT, full.data,
                       mpiCount(n, "all-gather"), MPI_FLOAT, m_comm);
@@ -174,7 +115,7 @@ void Communicator::allGather(const TensorView &local, const TensorView &full, st
                       mpiCount(n, "all-gather"), MPI_FLOAT, m_comm);
         std::int64_t first = 0;
         for (int j = 0; j < m_size; ++j) {
-            kernels::StridedBlock b = blockAlong(full.shape, dim, m_size, first, j);
+            kernels::StridedBlock b = collective::blockAlong(full.shape, dim, m_size, first, j);
             std::swap(b.srcStride, b.dstStride);
             kernels::stridedCopy(b, full.data + first, packed + j * n, false);
         }
@@ -187,18 +128,16 @@ void Communicator::allGather(const TensorView &local, const TensorView &full, st
 
 void Communicator::reduceScatter(const TensorView &full, const TensorView &local, std::size_t dim)
 {
-    checkBlocks("reduce-scatter", local.shape, full.shape, dim, m_size);
+    collective::checkBlocks("reduce-scatter", local.shape, full.shape, dim, m_size);
     const double t0 = MPI_Wtime();
     const std::int64_t n = local.size();
-    bool contiguous = true;
-    for (std::size_t i = 0; i < dim; ++i)
-        contiguous = contiguous && full.shape[i] == 1;
+    const bool contiguous = collective::blocksContiguous(full.shape, dim);
     const float *send = full.data;
     if (!contiguous) {
         float *packed = scratch(0, n * m_size);
         std::int64_t first = 0;
         for (int j = 0; j < m_size; ++j) {
-            const kernels::StridedBlock b = blockAlong(full.shape, dim, m_size, first, j);
+            const kernels::StridedBlock b = collective::blockAlong(full.shape, dim, m_size, first, j);
             kernels::stridedCopy(b, packed + j * n, full.data + first, false);
         }
         send = packed;
@@ -214,29 +153,20 @@ void Communicator::reduceScatter(const TensorView &full, const TensorView &local
 void Communicator::allToAll(const TensorView &in, const TensorView &out, std::size_t splitDim,
                             std::size_t concatDim)
 {
-    if (splitDim >= in.rank() || concatDim >= in.rank() || in.shape[splitDim] % m_size != 0)
-        shapeError("all-to-all", "cannot cut " + ir::shapeToString(in.shape) + " into " +
-                                     std::to_string(m_size) + " blocks along dim " +
-                                     std::to_string(splitDim));
-    ir::Shape expected = in.shape;
-    expected[splitDim] /= m_size;
-    expected[concatDim] *= m_size;
-    if (expected != out.shape)
-        shapeError("all-to-all", "output " + ir::shapeToString(out.shape) + ", expected " +
-                                     ir::shapeToString(expected));
+    collective::checkAllToAll(in.shape, out.shape, splitDim, concatDim, m_size);
     const double t0 = MPI_Wtime();
     const std::int64_t n = in.size() / m_size;
     float *send = scratch(0, in.size());
     float *recv = scratch(1, in.size());
     std::int64_t first = 0;
     for (int j = 0; j < m_size; ++j) {
-        const kernels::StridedBlock b = blockAlong(in.shape, splitDim, m_size, first, j);
+        const kernels::StridedBlock b = collective::blockAlong(in.shape, splitDim, m_size, first, j);
         kernels::stridedCopy(b, send + j * n, in.data + first, false);
     }
     MPI_Alltoall(send, mpiCount(n, "all-to-all"), MPI_FLOAT, recv, mpiCount(n, "all-to-all"),
                  MPI_FLOAT, m_comm);
     for (int j = 0; j < m_size; ++j) {
-        kernels::StridedBlock b = blockAlong(out.shape, concatDim, m_size, first, j);
+        kernels::StridedBlock b = collective::blockAlong(out.shape, concatDim, m_size, first, j);
         std::swap(b.srcStride, b.dstStride);
         kernels::stridedCopy(b, out.data + first, recv + j * n, false);
     }

@@ -1,43 +1,21 @@
 #pragma once
 
+#include "collectives.h"
 #include "tensorview.h"
 
 #include <mpi.h>
 
 #include <array>
-#include <cstdint>
-#include <string_view>
 #include <vector>
 
 namespace tapestry::exec {
 
-enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll };
-inline constexpr std::size_t kCollectiveKinds = 4;
-std::string_view toString(Collective kind);  // "all_reduce", ... as in the plan JSON
-
-// Calls, bytes and seconds per collective kind. Bytes are the size of the
-// whole buffer a call works on, as nccl-tests counts "size": the tensor for
-// an all-reduce, the gathered output of an all-gather, the unreduced input of
-// a reduce-scatter, the input of an all-to-all.
-struct CollectiveStats {
-    struct Entry {
-        std::int64_t calls = 0;
-        std::int64_t bytes = 0;
-        double seconds = 0.0;
-    };
-    std::array<Entry, kCollectiveKinds> kinds{};
-
-    const Entry &operator[](Collective kind) const { return kinds[static_cast<std::size_t>(kind)]; }
-    Entry &operator[](Collective kind) { return kinds[static_cast<std::size_t>(kind)]; }
-};
-
-// The collectives of one group of ranks (one mesh axis) on float32 tensors,
-// over MPI. Owns its MPI communicator. Each rank passes its local tensor; the
-// dim arguments say along which tensor dim the shards are laid out, so the
-// program builder can name the collective exactly as a sharding spec does.
-// Shape errors throw TapestryError. Packing buffers grow on the first call
-// of a size and are reused after, so steady-state steps do not allocate.
-class Communicator {
+// The collectives of one group of ranks (one mesh axis) on float32 tensors
+// in host memory, over MPI: the CPU backend's, and the group every backend
+// starts from (NCCL's unique id is broadcast over it). Owns its MPI
+// communicator. Packing buffers grow on the first call of a size and are
+// reused after, so steady-state steps do not allocate.
+class Communicator : public Collectives {
 public:
     // A duplicate of MPI_COMM_WORLD.
     static Communicator world();
@@ -46,31 +24,23 @@ public:
     Communicator &operator=(Communicator &&other) noexcept;
     Communicator(const Communicator &) = delete;
     Communicator &operator=(const Communicator &) = delete;
-    ~Communicator();
+    ~Communicator() override;
 
-    int rank() const { return m_rank; }
-    int size() const { return m_size; }
+    int rank() const override { return m_rank; }
+    int size() const override { return m_size; }
     MPI_Comm handle() const { return m_comm; }
     // Ranks with the same colour form a new communicator, ordered by key.
     Communicator split(int color, int key) const;
 
-    // x = Σ over ranks of x, in place.
-    void allReduceSum(const TensorView &x);
-    // x = element-wise max over ranks of x, in place (the per-token max logit
-    // of a vocabulary-parallel cross-entropy); counted as an all-reduce.
-    void allReduceMax(const TensorView &x);
-    // full = concatenation along `dim` of every rank's `local`, in rank order.
-    void allGather(const TensorView &local, const TensorView &full, std::size_t dim);
-    // local = this rank's block along `dim` of Σ over ranks of `full`.
-    void reduceScatter(const TensorView &full, const TensorView &local, std::size_t dim);
-    // `in` is cut into size() blocks along splitDim; block j goes to rank j;
-    // `out` is the blocks received, concatenated along concatDim in rank order
-    // (the resharding from a split on one dim to a split on another).
+    void allReduceSum(const TensorView &x) override;
+    void allReduceMax(const TensorView &x) override;
+    void allGather(const TensorView &local, const TensorView &full, std::size_t dim) override;
+    void reduceScatter(const TensorView &full, const TensorView &local, std::size_t dim) override;
     void allToAll(const TensorView &in, const TensorView &out, std::size_t splitDim,
-                  std::size_t concatDim);
+                  std::size_t concatDim) override;
 
-    const CollectiveStats &stats() const { return m_stats; }
-    void resetStats() { m_stats = {}; }
+    const CollectiveStats &stats() override { return m_stats; }
+    void resetStats() override { m_stats = {}; }
 
 private:
     float *scratch(std::size_t which, std::int64_t count);

@@ -1,3 +1,4 @@
+#include "backend.h"
 #include "calibration.h"
 #include "collectivesselftest.h"
 #include "communicator.h"
@@ -5,6 +6,10 @@
 #include "planrun.h"
 #include "rankmesh.h"
 #include "reportlink.h"
+
+#ifdef TAPESTRY_HAVE_CUDA
+#include "cuda/cudabackend.h"
+#endif
 
 #include "io/modelloader.h"
 #include "ir/error.h"
@@ -29,10 +34,11 @@ using namespace tapestry;
 constexpr const char *kUsage =
     "usage: mpirun -np N tapestry-exec --model MODEL --plan plan.json [--steps K] [--warmup W]\n"
     "                     [--verify] [--batch B --seq S] [--report -|tcp://HOST:PORT?token=T]\n"
-    "                     [--mesh-profile P]\n"
+    "                     [--mesh-profile P] [--backend cpu|cuda] [--precision fp32|fp16|bf16]\n"
     "       mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
     "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
     "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
+    "                     [--backend cpu|cuda]\n"
     "       mpirun -np N tapestry-exec --calibrate FILE|- [--name NAME] [--mesh AxB] [--model M]\n"
     "                     [--report ...]\n"
     "\n"
@@ -42,14 +48,22 @@ constexpr const char *kUsage =
     "                      device per rank. Measures K steps (default 5) after W warm-up\n"
     "                      steps (default 1); progress on stderr\n"
     "  --verify            check the first step against the unsharded reference on rank 0:\n"
-    "                      loss, outputs and every weight gradient within relative 1e-4;\n"
-    "                      exit 1 when they differ\n"
+    "                      loss, outputs and every weight gradient within relative 1e-4\n"
+    "                      (fp16 GEMMs 1e-2, bf16 2e-2); exit 1 when they differ\n"
     "  --report -          JSON lines on stdout: hello, start, one per step (times,\n"
     "                      collectives, bytes, tokens/s, GFLOP/s per rank), summary with the\n"
-    "                      verdict and the cost model's predicted step time (executor/REPORT.md)\n"
+    "                      verdict, the cost model's predicted step time and TFLOP/s per rank\n"
+    "                      against the device's peak (executor/REPORT.md)\n"
     "  --report tcp://HOST:PORT?token=T  the same lines to a report server (the studio);\n"
     "                      rank 0 connects before any work and the hello carries the token\n"
-    "  --mesh-profile P    profile for the predicted step time (default cpu-loopback)\n"
+    "  --mesh-profile P    profile for the predicted step time and the device's peak\n"
+    "                      (default cpu-loopback; on cuda dgx-a100 for an A100, else dgx-h100)\n"
+    "  --backend B         cpu: host memory, OpenBLAS, MPI; cuda: one GPU per rank (chosen by\n"
+    "                      the local rank, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, modulo\n"
+    "                      the GPUs visible, so ranks may share one), cuBLAS, NCCL per mesh\n"
+    "                      axis. Default: cuda when built with it and a GPU is visible, else cpu\n"
+    "  --precision P       the GEMMs' math on cuda: fp32 (default), fp16 or bf16 on tensor\n"
+    "                      cores (tensors stay float32); the cpu backend computes in fp32\n"
     "  --quiet             no progress lines on stderr (errors still are)\n"
     "  --test-drop-collective N  test aid: skip the plan's N-th all-reduce of each step\n"
     "                      (1-based), a deliberately wrong plan that --verify must catch\n"
@@ -96,7 +110,9 @@ struct Options {
     bool verify = false;
     std::string report;
     exec::ReportAddress reportAddress;
-    std::string meshProfile = "cpu-loopback";
+    std::optional<std::string> meshProfile;
+    std::string backend;  // "cpu", "cuda", or empty: chosen by what is there
+    exec::Precision precision = exec::Precision::F32;
     int dropCollective = 0;
     bool quiet = false;
     bool help = false;
@@ -184,13 +200,28 @@ Options parseOptions(int argc, char **argv)
             }
         } else if (arg == "--mesh-profile")
             o.meshProfile = value();
-        else if (arg == "--test-drop-collective")
+        else if (arg == "--backend") {
+            o.backend = value();
+            if (o.backend != "cpu" && o.backend != "cuda")
+                throw UsageError{"--backend expects cpu or cuda, got '" + o.backend + "'"};
+        } else if (arg == "--precision") {
+            const std::string v = value();
+            const auto p = exec::parsePrecision(v);
+            if (!p)
+                throw UsageError{"--precision expects fp32, fp16 or bf16, got '" + v + "'"};
+            o.precision = *p;
+        } else if (arg == "--test-drop-collective")
             o.dropCollective = static_cast<int>(parseInt(arg, value(), 1));
         else
             throw UsageError{"unknown option '" + arg + "' (see --help)"};
     }
     if (o.help)
         return o;
+    if (o.plan.empty() && o.selfTest.empty() && (o.backend == "cuda" || o.precision != exec::Precision::F32))
+        throw UsageError{"--backend cuda and --precision go with --plan or --self-test; "
+                         "--steps and --calibrate run on the CPU"};
+    if (!o.plan.empty() && !o.selfTest.empty())
+        throw UsageError{"--plan and --self-test run apart"};
     if (!o.calibrate.empty()) {
         if (!o.selfTest.empty() || !o.plan.empty() || o.steps)
             throw UsageError{"--calibrate runs alone: no --plan, --steps or --self-test"};
@@ -214,6 +245,58 @@ Options parseOptions(int argc, char **argv)
             throw UsageError{"--verify, --warmup, --report and --test-drop-collective need --plan"};
     }
     return o;
+}
+
+// The backend a --plan or --self-test run computes on: --backend, else cuda
+// where this build has it and a GPU is visible, else cpu (with a note when
+// CUDA was built in). Throws UsageError for one this build or machine lacks.
+std::string chooseBackend(const Options &o, std::string &note)
+{
+#ifdef TAPESTRY_HAVE_CUDA
+    const int gpus = exec::visibleGpuCount();
+    std::string backend = o.backend;
+    if (backend.empty()) {
+        backend = gpus > 0 ? "cuda" : "cpu";
+        if (gpus == 0)
+            note = "no GPU visible (" + exec::whyNoGpu() + "); running on the cpu backend";
+    }
+    if (backend == "cuda" && gpus == 0)
+        throw UsageError{"--backend cuda: no GPU visible (" + exec::whyNoGpu() + ")"};
+#else
+    (void)note;  // a build without CUDA has nothing to fall back from
+    const std::string backend = o.backend.empty() ? "cpu" : o.backend;
+    if (backend == "cuda")
+        throw UsageError{"--backend cuda: this tapestry-exec was built without CUDA (it needs the CUDA "
+                         "toolkit with NCCL in /usr/local/cuda and -DTAPESTRY_CUDA=ON)"};
+#endif
+    if (backend == "cpu" && o.precision != exec::Precision::F32)
+        throw UsageError{"--precision " + std::string(exec::toString(o.precision)) +
+                         " needs the cuda backend; the cpu backend computes in fp32"};
+    return backend;
+}
+
+std::unique_ptr<exec::Backend> makeBackend(const std::string &name, const exec::Communicator &world,
+                                           exec::Precision precision)
+{
+#ifdef TAPESTRY_HAVE_CUDA
+    if (name == "cuda")
+        return exec::makeCudaBackend(world, precision);
+#else
+    (void)world;
+    (void)precision;
+#endif
+    (void)name;
+    return std::make_unique<exec::CpuBackend>();
+}
+
+// The shipped profile of the device a backend runs on, unless one was given.
+std::string meshProfileFor(const Options &o, exec::Backend &backend)
+{
+    if (o.meshProfile)
+        return *o.meshProfile;
+    if (backend.name() == "cpu")
+        return "cpu-loopback";
+    return backend.device().description().find("A100") != std::string::npos ? "dgx-a100" : "dgx-h100";
 }
 
 // The single-process reference loop: JSON lines per step on stdout.
@@ -405,6 +488,15 @@ int main(int argc, char **argv)
     if (!o.calibrate.empty())
         return calibrate(o, rank, size);
 
+    std::string backendName, note;
+    if (!o.plan.empty() || !o.selfTest.empty()) {
+        try {
+            backendName = chooseBackend(o, note);
+        } catch (const UsageError &e) {
+            return setupFailure(e.message);
+        }
+    }
+
     if (!o.plan.empty()) {
         exec::PlanRunOptions run;
         run.model = o.model;
@@ -414,7 +506,8 @@ int main(int argc, char **argv)
         run.warmup = static_cast<int>(o.warmup.value_or(1));
         run.verify = o.verify;
         run.report = !o.report.empty();
-        run.meshProfile = o.meshProfile;
+        run.precision = o.precision;
+        run.note = note;
         run.training.seed = o.seed;
         run.training.optimizer = o.optimizer;
         run.training.learningRate =
@@ -431,13 +524,19 @@ int main(int argc, char **argv)
         {
             exec::Communicator world = exec::Communicator::world();
             try {
-                rc = exec::runPlan(run, world, *out, std::cerr);
+                const std::unique_ptr<exec::Backend> backend = makeBackend(backendName, world, o.precision);
+                run.meshProfile = meshProfileFor(o, *backend);
+                rc = exec::runPlan(run, world, *backend, *out, std::cerr);
             } catch (const TapestryError &e) {
                 rc = 2;
                 if (rank == 0) {
                     std::cerr << "tapestry-exec: " << e.what() << '\n';
                     reportError(out, link.get(), e.what());
                 }
+            } catch (const std::exception &e) {
+                // A device or library failure may hit one rank only: end the job.
+                std::cerr << "tapestry-exec: rank " << rank << ": " << e.what() << '\n' << std::flush;
+                MPI_Abort(MPI_COMM_WORLD, 1);
             }
         }
         MPI_Finalize();
@@ -445,12 +544,17 @@ int main(int argc, char **argv)
     }
 
     std::optional<exec::Communicator> world;
+    std::unique_ptr<exec::Backend> backend;
     std::optional<exec::RankMesh> mesh;
     std::optional<exec::Interpreter> interpreter;
     try {
         if (!o.selfTest.empty()) {
             world.emplace(exec::Communicator::world());
             mesh.emplace(*world, exec::RankMesh::parseShape(o.mesh));
+            backend = makeBackend(backendName, *world, o.precision);
+            mesh->attach(*backend);
+            if (rank == 0 && !note.empty() && !o.quiet)
+                std::cerr << "tapestry-exec: " << note << '\n';
         } else {
             auto graph = io::loadModel(o.model, o.load);
             if (!o.steps) {
@@ -475,15 +579,19 @@ int main(int argc, char **argv)
             interpreter.emplace(std::move(graph), io, o.model);
         }
     } catch (const TapestryError &e) {
-        world.reset();
         mesh.reset();
+        backend.reset();
+        world.reset();
         return setupFailure(e.what());
+    } catch (const std::exception &e) {
+        std::cerr << "tapestry-exec: rank " << rank << ": " << e.what() << '\n' << std::flush;
+        MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
     int rc = 0;
     try {
         if (mesh)
-            rc = exec::runCollectivesSelfTest(*mesh, *world, o.failRank, std::cout) ? 0 : 1;
+            rc = exec::runCollectivesSelfTest(*mesh, *world, backend->device(), o.failRank, std::cout) ? 0 : 1;
         else
             rc = train(*interpreter, o, static_cast<int>(*o.steps));
     } catch (const std::exception &e) {
@@ -491,6 +599,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, dynamic_cast<const TapestryError *>(&e) ? 2 : 1);
     }
     mesh.reset();
+    backend.reset();
     world.reset();
     MPI_Finalize();
     return rc;

@@ -29,12 +29,12 @@ double seconds(Clock::time_point a, Clock::time_point b)
 }
 
 // Collective statistics of one step, summed over the mesh axes.
-CollectiveStats meshStats(const RankMesh &mesh)
+CollectiveStats meshStats(RankMesh &mesh)
 {
     CollectiveStats sum;
     for (std::size_t a = 0; a < mesh.shape().size(); ++a)
         for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
-            const auto &e = mesh.axis(a).stats().kinds[k];
+            const auto &e = mesh.collectives(a).stats().kinds[k];
             sum.kinds[k].calls += e.calls;
             sum.kinds[k].bytes += e.bytes;
             sum.kinds[k].seconds += e.seconds;
@@ -67,7 +67,8 @@ double commSeconds(const CollectiveStats &stats)
 
 } // namespace
 
-int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std::ostream &progress)
+int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std::ostream &out,
+            std::ostream &progress)
 {
     const bool root = world.rank() == 0;
     ir::Graph graph = io::loadModel(o.model, o.load);
@@ -87,11 +88,17 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
         sizes.push_back(axis.size);
         names.push_back(axis.name);
     }
-    const sharding::Mesh profiled = sharding::findMeshProfile(o.meshProfile).mesh(sizes, names);
+    const sharding::MeshProfile profile = sharding::findMeshProfile(o.meshProfile);
+    const sharding::Mesh profiled = profile.mesh(sizes, names);
+    const double peak = profile.device.peak(peakDType(o.precision));
+    const double tolerance = verifyTolerance(o.precision);
     const double predicted = cost::evaluatePlan(graph, profiled, specs, plan.costOptions).stepTime;
 
     RankMesh mesh(world, shape);
     RankMesh aux(world, shape);
+    mesh.attach(backend);
+    aux.attach(backend);
+    Device &device = backend.device();
     ShardedProgramOptions po;
     po.training = o.training;
     po.dropAllReduce = o.dropAllReduce;
@@ -99,7 +106,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
     std::optional<Interpreter> reference;
     if (o.verify && root)
         reference.emplace(graph, o.training, o.model);
-    ShardedProgram program(std::move(graph), specs, plan.mesh, mesh, aux, po, o.model);
+    ShardedProgram program(std::move(graph), specs, plan.mesh, mesh, aux, device, po, o.model);
     if (o.dropAllReduce > program.planAllReduces())
         throw TapestryError(Error{"--test-drop-collective", {}, "the plan has " +
                                                                     std::to_string(program.planAllReduces()) +
@@ -126,7 +133,10 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
                               {"arena_bytes_per_rank", program.arenaBytes()},
                               {"plan_all_reduces", program.planAllReduces()},
                               {"predicted_step_time_s", predicted},
-                              {"mesh_profile", o.meshProfile}}
+                              {"mesh_profile", o.meshProfile},
+                              {"backend", backend.name()},
+                              {"device", device.description()},
+                              {"precision", toString(o.precision)}}
                    .dump()
             << '\n'
             << std::flush;
@@ -134,15 +144,17 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
     // From here on a failure may hit one rank only: it ends the whole job
     // rather than leave the others waiting in a collective.
     try {
+        if (root && o.progress && !o.note.empty())
+            progress << "tapestry-exec: " << o.note << '\n' << std::flush;
         std::optional<VerificationResult> verdict;
         if (o.verify) {
-            verdict = verifyStep(program, reference ? &*reference : nullptr, world);
+            verdict = verifyStep(program, reference ? &*reference : nullptr, world, tolerance);
             program.update();
             reference.reset();
             if (root && o.progress)
                 progress << "tapestry-exec: verification " << (verdict->passed ? "passed" : "FAILED")
                          << ": largest relative error " << verdict->maxError << " at " << verdict->where
-                         << " (tolerance " << kVerifyTolerance << ", " << verdict->compared << " tensors)\n"
+                         << " (tolerance " << tolerance << ", " << verdict->compared << " tensors)\n"
                          << std::flush;
         }
         for (int s = 0; s < o.warmup; ++s) {
@@ -150,28 +162,31 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
             program.backward();
             program.update();
         }
+        program.synchronize();
         double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
         double gemmTotal = 0.0, otherTotal = 0.0;
         float first = 0.0f, last = 0.0f;
         CollectiveStats all;
         for (int s = 1; s <= o.steps; ++s) {
             for (std::size_t a = 0; a < shape.size(); ++a)
-                mesh.axis(a).resetStats();
+                mesh.collectives(a).resetStats();
             program.resetKernelTimes();
             MPI_Barrier(world.handle());
             const auto t0 = Clock::now();
             const float loss = program.forward();
             const auto t1 = Clock::now();
             program.backward();
+            program.synchronize();  // a GPU queues its work: time it done
             const auto t2 = Clock::now();
             program.update();
+            program.synchronize();
             const auto t3 = Clock::now();
             const double step = seconds(t0, t3);
             total += step;
             forwardTotal += seconds(t0, t1);
             backwardTotal += seconds(t1, t2);
             updateTotal += seconds(t2, t3);
-            const ShardedProgram::KernelTimes kernels = program.kernelTimes();
+            const KernelTimes kernels = program.kernelTimes();
             gemmTotal += kernels.gemm;
             otherTotal += kernels.other;
             if (s == 1)
@@ -232,12 +247,18 @@ int runPlan(const PlanRunOptions &o, Communicator &world, std::ostream &out, std
                                    {"gemm_gflops_per_rank", gemmTotal > 0 ? flops * o.steps / gemmTotal * 1e-9 : 0.0},
                                    {"predicted_step_time_s", predicted},
                                    {"mesh_profile", o.meshProfile},
-                                   {"predicted_over_measured", predicted / (total / o.steps)}};
+                                   {"predicted_over_measured", predicted / (total / o.steps)},
+                                   {"backend", backend.name()},
+                                   {"device", device.description()},
+                                   {"precision", toString(o.precision)},
+                                   {"tflops_per_rank", flops * o.steps / total * 1e-12},
+                                   {"device_peak_tflops", peak * 1e-12},
+                                   {"fraction_of_peak", peak > 0 ? flops * o.steps / total / peak : 0.0}};
             if (verdict)
                 summary["verification"] = {{"passed", verdict->passed},
                                            {"max_relative_error", verdict->maxError},
                                            {"where", verdict->where},
-                                           {"tolerance", kVerifyTolerance},
+                                           {"tolerance", tolerance},
                                            {"tensors_compared", verdict->compared},
                                            {"loss", verdict->shardedObjective},
                                            {"reference_loss", verdict->referenceObjective}};

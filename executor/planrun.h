@@ -1,6 +1,8 @@
 #pragma once
 
+#include "backend.h"
 #include "communicator.h"
+#include "device.h"
 #include "interpreter.h"
 
 #include "io/modelloader.h"
@@ -20,19 +22,23 @@ struct PlanRunOptions {
     bool verify = false;
     bool report = false;               // JSON lines on `out` (rank 0)
     bool progress = true;              // human-readable lines on `progress` (rank 0)
-    std::string meshProfile = "cpu-loopback";  // for the predicted step time
+    std::string meshProfile = "cpu-loopback";  // for the predicted step time and the device's peak
+    Precision precision = Precision::F32;      // the GEMMs' (the verification tolerance follows it)
+    std::string note;                          // a line for the progress stream once set up (rank 0)
     InterpreterOptions training;
     int dropAllReduce = 0;             // test aid, see ShardedProgramOptions
 };
 
-// Runs a plan on the ranks of `world`: loads the model and the plan, checks
+// Runs a plan on the ranks of `world`, computing on `backend`: loads the model and the plan, checks
 // that the plan's mesh has one device per rank (else TapestryError before
 // any work), builds each rank's ShardedProgram, optionally verifies the
 // first step against the single-process reference on rank 0, then trains
 // warmup + steps steps. Rank 0 writes one JSON line per measured step and a
-// summary to `out` when `report` is set, and progress to `progress`.
+// summary to `out` when `report` is set (with the achieved FLOP/s against
+// the device's peak from the mesh profile), and progress to `progress`.
 // Returns 0, or 1 when verification failed. Set-up problems (model, plan,
 // mesh) throw TapestryError identically on every rank.
-int runPlan(const PlanRunOptions &options, Communicator &world, std::ostream &out, std::ostream &progress);
+int runPlan(const PlanRunOptions &options, Communicator &world, Backend &backend, std::ostream &out,
+            std::ostream &progress);
 
 } // namespace tapestry::exec

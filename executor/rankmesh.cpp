@@ -1,5 +1,7 @@
 #include "rankmesh.h"
 
+#include "backend.h"
+
 #include "ir/error.h"
 
 namespace tapestry::exec {
@@ -27,6 +29,20 @@ RankMesh::RankMesh(const Communicator &world, std::vector<std::int64_t> shape)
         others[a] = 0;
         m_axes.push_back(world.split(rankAt(others), static_cast<int>(m_coordinates[a])));
     }
+}
+
+void RankMesh::attach(Backend &backend)
+{
+    m_attached.clear();
+    for (Communicator &axis : m_axes)
+        m_attached.push_back(backend.collectivesFor(axis));
+}
+
+Collectives &RankMesh::collectives(std::size_t a)
+{
+    if (a < m_attached.size() && m_attached[a])
+        return *m_attached[a];
+    return m_axes[a];
 }
 
 int RankMesh::rankAt(const std::vector<std::int64_t> &coordinates) const

@@ -51,16 +51,16 @@ std::vector<std::size_t> axesSplitting(const ShardingSpec &spec, int dim)
 } // namespace
 
 ShardedProgram::ShardedProgram(ir::Graph graph, const std::vector<ShardingSpec> &specs,
-                               const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux,
+                               const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux, Device &device,
                                ShardedProgramOptions options, const std::string &input)
-    : m_graph(std::move(graph)), m_specs(specs), m_mesh(mesh), m_plan(plan), m_aux(aux),
+    : m_graph(std::move(graph)), m_specs(specs), m_mesh(mesh), m_plan(plan), m_aux(aux), m_device(device),
       m_options(options)
 {
     for (const auto &axis : m_mesh.axes)
         m_meshShape.push_back(axis.size);
     checkRunnable(m_graph, input);
     build(input);
-    m_buffers.allocate();
+    m_buffers.allocate(m_device);
     initialise();
 }
 
@@ -105,7 +105,7 @@ IndexView ShardedProgram::indices(std::size_t tensor, const ShardingSpec &spec)
     std::int64_t n = 1;
     for (auto d : local)
         n *= d;
-    auto &data = m_indexData.emplace_back(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> data(static_cast<std::size_t>(n));
     const kernels::Dims full = kernels::contiguousStrides(t.shape);
     const std::uint64_t key2 = streamKey(m_options.training.seed, t.name);
     const IndexRule rule = indexRuleFor(m_graph, id);
@@ -121,7 +121,7 @@ IndexView ShardedProgram::indices(std::size_t tensor, const ShardingSpec &spec)
             idx[d] = 0;
         }
     }
-    IndexView view{data.data(), local};
+    IndexView view{m_device.keepIndices(std::move(data)), local};
     m_indexViews.emplace(key, view);
     return view;
 }
@@ -413,15 +413,24 @@ void ShardedProgram::build(const std::string &input)
 
 void ShardedProgram::initialise()
 {
+    // Off the host, each block is made in host memory and uploaded.
+    std::vector<float> staging;
     const auto &tensors = m_graph.tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         const ir::Tensor &t = tensors[i];
         if ((t.role != ir::Role::Parameter && t.role != ir::Role::Input) || m_values[i] == kNoSlot)
             continue;
         const ir::TensorId id(static_cast<std::int32_t>(i));
-        initializeBlock(m_buffers.view(m_values[i]),
-                        shardOffset(m_specs[i], t.shape, m_meshShape, m_plan.coordinates()), t.shape,
+        const TensorView &value = m_buffers.view(m_values[i]);
+        TensorView block = value;
+        if (!m_device.hostMemory()) {
+            staging.assign(static_cast<std::size_t>(value.size()), 0.0f);
+            block.data = staging.data();
+        }
+        initializeBlock(block, shardOffset(m_specs[i], t.shape, m_meshShape, m_plan.coordinates()), t.shape,
                         streamKey(m_options.training.seed, t.name), initRuleFor(m_graph, id));
+        if (block.data != value.data)
+            m_device.upload(value, block.data);
     }
 }
 
@@ -432,7 +441,7 @@ void ShardedProgram::runStep(const ReshardStep &step, bool aux)
     RankMesh &mesh = aux ? m_aux : m_plan;
     auto copy = [&] {
         if (step.src != step.dst)
-            std::memcpy(dst.data, src.data, static_cast<std::size_t>(dst.size()) * sizeof(float));
+            m_device.copy(dst, src);
     };
     switch (step.kind) {
     case K::Copy:
@@ -441,17 +450,17 @@ void ShardedProgram::runStep(const ReshardStep &step, bool aux)
     case K::AllReduce:
         copy();
         if (!step.dropped)
-            mesh.axis(step.axis).allReduceSum(dst);
+            mesh.collectives(step.axis).allReduceSum(dst);
         break;
     case K::AllGather:
-        mesh.axis(step.axis).allGather(src, dst, static_cast<std::size_t>(step.dim));
+        mesh.collectives(step.axis).allGather(src, dst, static_cast<std::size_t>(step.dim));
         break;
     case K::ReduceScatter:
-        mesh.axis(step.axis).reduceScatter(src, dst, static_cast<std::size_t>(step.dim));
+        mesh.collectives(step.axis).reduceScatter(src, dst, static_cast<std::size_t>(step.dim));
         break;
     case K::AllToAll:
-        mesh.axis(step.axis).allToAll(src, dst, static_cast<std::size_t>(step.dim),
-                                      static_cast<std::size_t>(step.dim2));
+        mesh.collectives(step.axis).allToAll(src, dst, static_cast<std::size_t>(step.dim),
+                                             static_cast<std::size_t>(step.dim2));
         break;
     case K::Slice: {
         kernels::StridedBlock b;
@@ -465,14 +474,14 @@ void ShardedProgram::runStep(const ReshardStep &step, bool aux)
         }
         const auto dim = static_cast<std::size_t>(step.dim);
         const std::int64_t first = m_plan.coordinates()[step.axis] * dst.shape[dim] * from[dim];
-        kernels::stridedCopy(b, dst.data, src.data + first, false);
+        m_device.stridedCopy(b, dst.data, src.data + first, false);
         break;
     }
     case K::KeepOnFirst:
         if (m_plan.coordinates()[step.axis] == 0)
             copy();
         else
-            std::memset(dst.data, 0, static_cast<std::size_t>(dst.size()) * sizeof(float));
+            m_device.fill(dst, 0.0f);
         break;
     }
 }
@@ -487,22 +496,17 @@ void ShardedProgram::run(const std::vector<Action> &actions)
         case Action::Type::Forward:
         case Action::Type::Backward: {
             const OpStep &op = m_ops[a.index];
-            const auto t0 = std::chrono::steady_clock::now();
+            m_device.beginKernel();
             if (a.type == Action::Type::Forward)
                 runForward(op);
             else
                 runBackward(op);
-            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            (op.kind == Kind::MatMul ? m_kernelTimes.gemm : m_kernelTimes.other) += s;
+            m_device.endKernel(op.kind == Kind::MatMul);
             break;
         }
-        case Action::Type::AddInto: {
-            const TensorView &src = m_buffers.view(a.src), &dst = m_buffers.view(a.dst);
-            const std::int64_t n = dst.size();
-            for (std::int64_t i = 0; i < n; ++i)
-                dst.data[i] += src.data[i];
+        case Action::Type::AddInto:
+            m_device.addInto(m_buffers.view(a.dst), m_buffers.view(a.src));
             break;
-        }
         }
     }
 }
@@ -512,8 +516,9 @@ float ShardedProgram::forward()
     run(m_forward);
     run(m_objectiveGather);
     double objective = 0.0;
-    for (Slot s : m_wholeObjective) {
-        const TensorView &y = m_buffers.view(s);
+    m_hostOutputs.resize(m_wholeObjective.size());
+    for (std::size_t i = 0; i < m_wholeObjective.size(); ++i) {
+        const TensorView y = m_device.hostView(m_buffers.view(m_wholeObjective[i]), m_hostOutputs[i]);
         for (std::int64_t i = 0; i < y.size(); ++i)
             objective += m_objective == Objective::Loss ? static_cast<double>(y.data[i])
                                                         : static_cast<double>(y.data[i]) * y.data[i];
@@ -523,24 +528,17 @@ float ShardedProgram::forward()
 
 void ShardedProgram::backward()
 {
-    for (Slot s : m_zeroed) {
-        const TensorView &g = m_buffers.view(s);
-        std::memset(g.data, 0, static_cast<std::size_t>(g.size()) * sizeof(float));
-    }
+    for (Slot s : m_zeroed)
+        m_device.fill(m_buffers.view(s), 0.0f);
     if (m_objective == Objective::SumOfSquares) {
         run(m_seed);
         for (std::size_t t : m_objectiveTensors)
-            if (m_grads[t] != kNoSlot) {
-                const TensorView &g = m_buffers.view(m_grads[t]);
-                for (std::int64_t i = 0; i < g.size(); ++i)
-                    g.data[i] *= 2.0f;
-            }
+            if (m_grads[t] != kNoSlot)
+                m_device.scale(m_buffers.view(m_grads[t]), 2.0f);
     } else {
         for (std::size_t t : m_objectiveTensors)
-            if (m_grads[t] != kNoSlot) {
-                const TensorView &g = m_buffers.view(m_grads[t]);
-                std::fill(g.data, g.data + g.size(), 1.0f);
-            }
+            if (m_grads[t] != kNoSlot)
+                m_device.fill(m_buffers.view(m_grads[t]), 1.0f);
     }
     run(m_backward);
 }
@@ -552,18 +550,20 @@ void ShardedProgram::update()
     adam.learningRate = m_options.training.learningRate;
     for (const Parameter &p : m_parameters) {
         if (m_options.training.optimizer == Optimizer::Adam)
-            kernels::adamUpdate(m_buffers.view(p.value), m_buffers.view(p.grad), m_buffers.view(p.m),
+            m_device.adamUpdate(m_buffers.view(p.value), m_buffers.view(p.grad), m_buffers.view(p.m),
                                 m_buffers.view(p.v), m_updates, adam);
         else
-            kernels::sgdUpdate(m_buffers.view(p.value), m_buffers.view(p.grad), m_options.training.learningRate);
+            m_device.sgdUpdate(m_buffers.view(p.value), m_buffers.view(p.grad), m_options.training.learningRate);
     }
 }
 
-std::vector<std::pair<std::string, TensorView>> ShardedProgram::wholeOutputs() const
+std::vector<std::pair<std::string, TensorView>> ShardedProgram::wholeOutputs()
 {
     std::vector<std::pair<std::string, TensorView>> outs;
+    m_hostOutputs.resize(m_wholeObjective.size());
     for (std::size_t i = 0; i < m_objectiveTensors.size(); ++i)
-        outs.emplace_back(m_graph.tensors()[m_objectiveTensors[i]].name, m_buffers.view(m_wholeObjective[i]));
+        outs.emplace_back(m_graph.tensors()[m_objectiveTensors[i]].name,
+                          m_device.hostView(m_buffers.view(m_wholeObjective[i]), m_hostOutputs[i]));
     return outs;
 }
 
@@ -580,7 +580,7 @@ TensorView ShardedProgram::gatherGradient(const std::string &parameter)
     for (const Parameter &p : m_parameters)
         if (p.name == parameter && p.whole != kNoSlot) {
             run(p.gather);
-            return m_buffers.view(p.whole);
+            return m_device.hostView(m_buffers.view(p.whole), m_hostGradient);
         }
     throw TapestryError(Error{m_graph.name, "tensor '" + parameter + "'",
                               "no gathered gradient (a trained parameter, with gatherGradients set)"});
@@ -619,88 +619,88 @@ std::vector<kernels::GemmCall> ShardedProgram::gemmsPerStep() const
 
 void ShardedProgram::runForward(const OpStep &op)
 {
-    using namespace kernels;
+    using kernels::BinaryOp;
     auto in = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.in[i]); };
     const TensorView &out = m_buffers.view(op.out[0]);
     switch (op.kind) {
     case Kind::MatMul:
-        matmulForward(out, in(0), in(1));
+        m_device.matmulForward(out, in(0), in(1));
         break;
     case Kind::Add:
-        binaryForward(BinaryOp::Add, out, in(0), in(1));
+        m_device.binaryForward(BinaryOp::Add, out, in(0), in(1));
         break;
     case Kind::Sub:
-        binaryForward(BinaryOp::Sub, out, in(0), in(1));
+        m_device.binaryForward(BinaryOp::Sub, out, in(0), in(1));
         break;
     case Kind::Mul:
-        binaryForward(BinaryOp::Mul, out, in(0), in(1));
+        m_device.binaryForward(BinaryOp::Mul, out, in(0), in(1));
         break;
     case Kind::Div:
-        binaryForward(BinaryOp::Div, out, in(0), in(1));
+        m_device.binaryForward(BinaryOp::Div, out, in(0), in(1));
         break;
     case Kind::Relu:
-        reluForward(out, in(0));
+        m_device.reluForward(out, in(0));
         break;
     case Kind::Gelu:
-        geluForward(op.gelu, out, in(0));
+        m_device.geluForward(op.gelu, out, in(0));
         break;
     case Kind::Silu:
-        siluForward(out, in(0));
+        m_device.siluForward(out, in(0));
         break;
     case Kind::Neg:
-        negForward(out, in(0));
+        m_device.negForward(out, in(0));
         break;
     case Kind::Softmax:
-        softmaxForward(out, in(0));
+        m_device.softmaxForward(out, in(0));
         break;
     case Kind::LayerNorm:
-        layernormForward(out, m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), in(0), in(1),
+        m_device.layernormForward(out, m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), in(0), in(1),
                          op.in.size() > 2 ? in(2) : TensorView{}, op.epsilon);
         break;
     case Kind::RmsNorm:
-        rmsnormForward(out, m_buffers.view(op.saved[0]), in(0), in(1), op.epsilon);
+        m_device.rmsnormForward(out, m_buffers.view(op.saved[0]), in(0), in(1), op.epsilon);
         break;
     case Kind::Reshape:
-        reshapeForward(out, in(0));
+        m_device.reshapeForward(out, in(0));
         break;
     case Kind::Transpose:
-        transposeForward(out, in(0), op.perm);
+        m_device.transposeForward(out, in(0), op.perm);
         break;
     case Kind::Split: {
         std::vector<TensorView> outs;
         for (Slot s : op.out)
             outs.push_back(m_buffers.view(s));
-        splitForward(outs, in(0), op.axis);
+        m_device.splitForward(outs, in(0), op.axis);
         break;
     }
     case Kind::Concat: {
         std::vector<TensorView> ins;
         for (Slot s : op.in)
             ins.push_back(m_buffers.view(s));
-        concatForward(out, ins, op.axis);
+        m_device.concatForward(out, ins, op.axis);
         break;
     }
     case Kind::Slice:
-        sliceForward(out, in(0), op.starts, op.steps);
+        m_device.sliceForward(out, in(0), op.starts, op.steps);
         break;
     case Kind::Expand:
-        expandForward(out, in(0));
+        m_device.expandForward(out, in(0));
         break;
     case Kind::Gather:
-        shardedGatherForward(out, in(0), op.index, op.offset);
+        m_device.shardedGatherForward(out, in(0), op.index, op.offset);
         break;
     case Kind::CrossEntropy: {
         const TensorView &rowMax = m_buffers.view(op.rowMax), &sumExp = m_buffers.view(op.sumExp),
                          &target = m_buffers.view(op.target);
-        crossEntropyRowMax(in(0), rowMax);
+        m_device.crossEntropyRowMax(in(0), rowMax);
         for (std::size_t a : op.splitAxes)
-            m_plan.axis(a).allReduceMax(rowMax);
-        crossEntropyRowSums(in(0), op.index, op.offset, rowMax, sumExp, target);
+            m_plan.collectives(a).allReduceMax(rowMax);
+        m_device.crossEntropyRowSums(in(0), op.index, op.offset, rowMax, sumExp, target);
         for (std::size_t a : op.splitAxes) {
-            m_plan.axis(a).allReduceSum(sumExp);
-            m_plan.axis(a).allReduceSum(target);
+            m_plan.collectives(a).allReduceSum(sumExp);
+            m_plan.collectives(a).allReduceSum(target);
         }
-        crossEntropyFinish(out, m_buffers.view(op.saved[0]), rowMax, sumExp, target, op.denominator);
+        m_device.crossEntropyFinish(out, m_buffers.view(op.saved[0]), rowMax, sumExp, target, op.denominator);
         break;
     }
     }
@@ -708,79 +708,79 @@ void ShardedProgram::runForward(const OpStep &op)
 
 void ShardedProgram::runBackward(const OpStep &op)
 {
-    using namespace kernels;
+    using kernels::BinaryOp;
     auto in = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.in[i]); };
     auto din = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.din[i]); };
     const TensorView &dout = m_buffers.view(op.dout[0]);
     switch (op.kind) {
     case Kind::MatMul:
-        matmulBackward(dout, in(0), in(1), din(0), din(1));
+        m_device.matmulBackward(dout, in(0), in(1), din(0), din(1));
         break;
     case Kind::Add:
-        binaryBackward(BinaryOp::Add, dout, in(0), in(1), din(0), din(1));
+        m_device.binaryBackward(BinaryOp::Add, dout, in(0), in(1), din(0), din(1));
         break;
     case Kind::Sub:
-        binaryBackward(BinaryOp::Sub, dout, in(0), in(1), din(0), din(1));
+        m_device.binaryBackward(BinaryOp::Sub, dout, in(0), in(1), din(0), din(1));
         break;
     case Kind::Mul:
-        binaryBackward(BinaryOp::Mul, dout, in(0), in(1), din(0), din(1));
+        m_device.binaryBackward(BinaryOp::Mul, dout, in(0), in(1), din(0), din(1));
         break;
     case Kind::Div:
-        binaryBackward(BinaryOp::Div, dout, in(0), in(1), din(0), din(1));
+        m_device.binaryBackward(BinaryOp::Div, dout, in(0), in(1), din(0), din(1));
         break;
     case Kind::Relu:
-        reluBackward(dout, in(0), din(0));
+        m_device.reluBackward(dout, in(0), din(0));
         break;
     case Kind::Gelu:
-        geluBackward(op.gelu, dout, in(0), din(0));
+        m_device.geluBackward(op.gelu, dout, in(0), din(0));
         break;
     case Kind::Silu:
-        siluBackward(dout, in(0), din(0));
+        m_device.siluBackward(dout, in(0), din(0));
         break;
     case Kind::Neg:
-        negBackward(dout, din(0));
+        m_device.negBackward(dout, din(0));
         break;
     case Kind::Softmax:
-        softmaxBackward(dout, m_buffers.view(op.out[0]), din(0));
+        m_device.softmaxBackward(dout, m_buffers.view(op.out[0]), din(0));
         break;
     case Kind::LayerNorm:
-        layernormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), din(0),
+        m_device.layernormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), din(0),
                           din(1), op.din.size() > 2 ? din(2) : TensorView{});
         break;
     case Kind::RmsNorm:
-        rmsnormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), din(0), din(1));
+        m_device.rmsnormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), din(0), din(1));
         break;
     case Kind::Reshape:
-        reshapeBackward(dout, din(0));
+        m_device.reshapeBackward(dout, din(0));
         break;
     case Kind::Transpose:
-        transposeBackward(dout, op.perm, din(0));
+        m_device.transposeBackward(dout, op.perm, din(0));
         break;
     case Kind::Split: {
         std::vector<TensorView> douts;
         for (Slot s : op.dout)
             douts.push_back(m_buffers.view(s));
-        splitBackward(douts, op.axis, din(0));
+        m_device.splitBackward(douts, op.axis, din(0));
         break;
     }
     case Kind::Concat: {
         std::vector<TensorView> dins;
         for (Slot s : op.din)
             dins.push_back(m_buffers.view(s));
-        concatBackward(dout, op.axis, dins);
+        m_device.concatBackward(dout, op.axis, dins);
         break;
     }
     case Kind::Slice:
-        sliceBackward(dout, op.starts, op.steps, din(0));
+        m_device.sliceBackward(dout, op.starts, op.steps, din(0));
         break;
     case Kind::Expand:
-        expandBackward(dout, din(0));
+        m_device.expandBackward(dout, din(0));
         break;
     case Kind::Gather:
-        shardedGatherBackward(dout, op.index, op.offset, din(0));
+        m_device.shardedGatherBackward(dout, op.index, op.offset, din(0));
         break;
     case Kind::CrossEntropy:
-        crossEntropyShardBackward(dout, in(0), op.index, op.offset, m_buffers.view(op.saved[0]), op.denominator,
+        m_device.crossEntropyShardBackward(dout, in(0), op.index, op.offset, m_buffers.view(op.saved[0]), op.denominator,
                                   din(0));
         break;
     }

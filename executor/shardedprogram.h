@@ -1,6 +1,7 @@
 #pragma once
 
 #include "buffertable.h"
+#include "device.h"
 #include "interpreter.h"
 #include "kernels/matmul.h"
 #include "rankmesh.h"
@@ -43,12 +44,14 @@ struct ShardedProgramOptions {
 // `plan` carries those collectives; `aux` (a second set of communicators on
 // the same ranks) gathers outputs for the objective and tensors for
 // verification, so that their traffic stays out of the plan's statistics.
+// Both run on RankMesh::collectives(), the buffers and kernels on `device`:
+// the same program runs on the CPU backend and on a GPU.
 class ShardedProgram {
 public:
     // Throws TapestryError naming `input` when an op has no kernel or a
     // sharded form the kernels do not cover.
     ShardedProgram(ir::Graph graph, const std::vector<sharding::ShardingSpec> &specs,
-                   const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux,
+                   const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux, Device &device,
                    ShardedProgramOptions options, const std::string &input);
     ShardedProgram(const ShardedProgram &) = delete;
     ShardedProgram &operator=(const ShardedProgram &) = delete;
@@ -56,30 +59,31 @@ public:
     float forward();  // the whole step's objective, the same on every rank
     void backward();
     void update();
+    // Waits for the device's queued work (a GPU runs asynchronously).
+    void synchronize() { m_device.synchronize(); }
 
     Objective objective() const { return m_objective; }
     const ir::Graph &graph() const { return m_graph; }
-    // Whole values of the objective's outputs after forward().
-    std::vector<std::pair<std::string, TensorView>> wholeOutputs() const;
+    // Whole values of the objective's outputs after forward(), readable on
+    // the host.
+    std::vector<std::pair<std::string, TensorView>> wholeOutputs();
     // Names of the trained parameters; the whole gradient of one, gathered
-    // on every rank (a collective: every rank calls it in the same order).
+    // on every rank (a collective: every rank calls it in the same order),
+    // readable on the host until the next call.
     std::vector<std::string> parameterNames() const;
     TensorView gatherGradient(const std::string &parameter);
 
     double flopsPerStep() const { return m_flops; }            // this rank's matmuls
     // Seconds this rank spent inside op kernels since the last reset, by
-    // family: the GEMMs (OpenBLAS) apart from everything else (norms,
+    // family: the GEMMs (OpenBLAS, cuBLAS) apart from everything else (norms,
     // softmax, elementwise, layout copies), so that the GEMM rate is
     // measured on the GEMMs alone and the rest is visible to the cost model.
     // `other` includes the few scalar-per-token all-reduces inside the
     // vocab-parallel loss, which the collective statistics count too.
-    struct KernelTimes {
-        double gemm = 0.0, other = 0.0;
-    };
     // The GEMMs of one step (forward and backward), equal shapes merged.
     std::vector<kernels::GemmCall> gemmsPerStep() const;
-    const KernelTimes &kernelTimes() const { return m_kernelTimes; }
-    void resetKernelTimes() { m_kernelTimes = {}; }
+    KernelTimes kernelTimes() { return m_device.kernelTimes(); }
+    void resetKernelTimes() { m_device.resetKernelTimes(); }
     std::int64_t tokensPerStep() const { return m_tokens; }    // the whole job's
     std::int64_t arenaBytes() const { return m_buffers.bytes(); }
     int planAllReduces() const { return m_allReduces; }        // per step
@@ -137,11 +141,11 @@ private:
     std::vector<std::int64_t> m_meshShape;
     RankMesh &m_plan;
     RankMesh &m_aux;
+    Device &m_device;
     ShardedProgramOptions m_options;
     Objective m_objective = Objective::Loss;
 
     BufferTable m_buffers;
-    std::vector<std::vector<std::int64_t>> m_indexData;
     std::map<std::pair<std::size_t, sharding::ShardingSpec>, IndexView> m_indexViews;
     std::vector<Slot> m_values, m_grads;  // per tensor, in the stored spec
     std::map<std::pair<std::size_t, sharding::ShardingSpec>, Slot> m_variants;
@@ -157,7 +161,8 @@ private:
     std::vector<Parameter> m_parameters;
     std::int64_t m_updates = 0;
     double m_flops = 0.0;
-    KernelTimes m_kernelTimes;
+    std::vector<std::vector<float>> m_hostOutputs;  // staging for wholeOutputs() off the host
+    std::vector<float> m_hostGradient;              // staging for gatherGradient()
     std::int64_t m_tokens = 0;
     int m_allReduces = 0;
 };

@@ -50,7 +50,21 @@ Difference compare(const std::string &what, const TensorView &sharded, const Ten
 
 } // namespace
 
-VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, Communicator &world)
+double verifyTolerance(Precision precision)
+{
+    switch (precision) {
+    case Precision::F32:
+        return kVerifyTolerance;
+    case Precision::F16:
+        return 1e-2;
+    case Precision::BF16:
+        return 2e-2;
+    }
+    return kVerifyTolerance;
+}
+
+VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, Communicator &world,
+                              double tolerance)
 {
     VerificationResult r;
     std::vector<Difference> diffs;
@@ -87,7 +101,7 @@ VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, C
             r.where = d.what;
         }
     }
-    int passed = reference && r.maxError <= kVerifyTolerance ? 1 : 0;
+    int passed = reference && r.maxError <= tolerance ? 1 : 0;
     MPI_Bcast(&passed, 1, MPI_INT, 0, world.handle());
     MPI_Bcast(&r.maxError, 1, MPI_DOUBLE, 0, world.handle());
     r.passed = passed != 0;

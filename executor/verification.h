@@ -1,6 +1,7 @@
 #pragma once
 
 #include "communicator.h"
+#include "device.h"
 #include "interpreter.h"
 #include "shardedprogram.h"
 
@@ -13,6 +14,10 @@ namespace tapestry::exec {
 // differ in the last bits; 1e-4 of the tensor's largest magnitude is far
 // above that and far below any missing or doubled partial sum.
 inline constexpr double kVerifyTolerance = 1e-4;
+// The tolerance for GEMMs in `precision`: fp32's above; operands rounded to
+// fp16 (11 significant bits) or bf16 (8 bits) leave errors of a few units in
+// their last place after a step's chain of GEMMs: 1e-2 and 2e-2.
+double verifyTolerance(Precision precision);
 
 struct VerificationResult {
     bool passed = false;
@@ -29,7 +34,9 @@ struct VerificationResult {
 // (gathered whole). Relative error of a tensor: max |sharded − reference|
 // over its elements / max |reference| (for a gradient at least 1e-3 ×
 // the model's largest gradient element). Every rank gets
-// the verdict. No update is applied.
-VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, Communicator &world);
+// the verdict: passed when the largest relative error is within `tolerance`.
+// No update is applied.
+VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, Communicator &world,
+                              double tolerance = kVerifyTolerance);
 
 } // namespace tapestry::exec

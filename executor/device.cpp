@@ -1,0 +1,48 @@
+#include "device.h"
+
+namespace tapestry::exec {
+
+std::string_view toString(Precision precision)
+{
+    switch (precision) {
+    case Precision::F32:
+        return "fp32";
+    case Precision::F16:
+        return "fp16";
+    case Precision::BF16:
+        return "bf16";
+    }
+    return "fp32";
+}
+
+std::optional<Precision> parsePrecision(std::string_view text)
+{
+    for (Precision p : {Precision::F32, Precision::F16, Precision::BF16})
+        if (text == toString(p))
+            return p;
+    return std::nullopt;
+}
+
+ir::DType peakDType(Precision precision)
+{
+    switch (precision) {
+    case Precision::F32:
+        return ir::DType::F32;
+    case Precision::F16:
+        return ir::DType::F16;
+    case Precision::BF16:
+        return ir::DType::BF16;
+    }
+    return ir::DType::F32;
+}
+
+TensorView Device::hostView(const TensorView &src, std::vector<float> &staging)
+{
+    if (hostMemory() || !src)
+        return src;
+    staging.resize(static_cast<std::size_t>(src.size()));
+    download(staging.data(), src);
+    return TensorView{staging.data(), src.shape};
+}
+
+} // namespace tapestry::exec

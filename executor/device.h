@@ -1,0 +1,142 @@
+#pragma once
+
+#include "kernels/activation.h"
+#include "kernels/binary.h"
+#include "kernels/matmul.h"
+#include "kernels/optimizer.h"
+#include "kernels/strided.h"
+#include "tensorview.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapestry::exec {
+
+// The math precision of the GEMMs. Tensors stay float32 in every case; fp16
+// and bf16 let the GPU's tensor cores round the GEMM operands to 16 bits and
+// accumulate in float32 (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F/_16BF), which
+// is where a step's time goes. The CPU backend computes in fp32 only.
+enum class Precision { F32, F16, BF16 };
+std::string_view toString(Precision precision);  // "fp32", "fp16", "bf16"
+std::optional<Precision> parsePrecision(std::string_view text);
+// The mesh profile's dtype whose peak FLOP/s a step's GEMMs are held to.
+ir::DType peakDType(Precision precision);
+
+// Seconds spent inside op kernels, by family: the GEMMs apart from
+// everything else (norms, softmax, elementwise, layout copies).
+struct KernelTimes {
+    double gemm = 0.0, other = 0.0;
+};
+
+// Where one rank's tensors live and its kernels run: host memory and the
+// kernels of kernels/*.h (CpuDevice), or a GPU (cuda/cudadevice.h). The
+// program builder (ShardedProgram) lays out its buffers and calls the same
+// operations on either; TensorView data pointers point into the device's
+// memory. The op kernels have exactly the meaning of kernels/*.h, whose
+// host versions are the reference the device versions are checked against.
+// Work may run asynchronously; synchronize() waits for it, and anything that
+// hands data to the host (download) waits by itself.
+class Device {
+public:
+    virtual ~Device() = default;
+
+    virtual std::string_view backend() const = 0;  // "cpu", "cuda"
+    virtual std::string description() const = 0;  // the processor, for reports
+    // True when views point into host memory (no copies to read them).
+    virtual bool hostMemory() const = 0;
+
+    // Memory. allocate() returns `count` zeroed floats (at least one), made
+    // once per program; release() frees them.
+    virtual float *allocate(std::int64_t count) = 0;
+    virtual void release(float *data) = 0;
+    // Integer ids (token ids, labels) built on the host, kept on the device
+    // for its lifetime; the pointer is what IndexViews hold.
+    virtual const std::int64_t *keepIndices(std::vector<std::int64_t> host) = 0;
+    virtual void upload(const TensorView &dst, const float *host) = 0;
+    virtual void download(float *host, const TensorView &src) = 0;
+    virtual void synchronize() = 0;
+    // A view of `src` the host can read: `src` itself on host memory, else a
+    // copy downloaded into `staging`.
+    TensorView hostView(const TensorView &src, std::vector<float> &staging);
+
+    // Kernel timing around each op: the CPU reads the clock, a GPU records
+    // events on its stream and sums them when kernelTimes() is read.
+    virtual void beginKernel() = 0;
+    virtual void endKernel(bool gemm) = 0;
+    virtual KernelTimes kernelTimes() = 0;
+    virtual void resetKernelTimes() = 0;
+
+    // Whole-buffer operations between kernels.
+    virtual void copy(const TensorView &dst, const TensorView &src) = 0;
+    virtual void fill(const TensorView &x, float value) = 0;
+    virtual void scale(const TensorView &x, float factor) = 0;
+    virtual void addInto(const TensorView &dst, const TensorView &src) = 0;
+    virtual void stridedCopy(
+        const kernels::StridedBlock &block, float *dst, const float *src, bool accumulate) = 0;
+
+    // The op kernels (kernels/*.h).
+    virtual void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b) = 0;
+    virtual void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b,
+        const TensorView &da, const TensorView &db) = 0;
+    virtual void binaryForward(
+        kernels::BinaryOp op, const TensorView &out, const TensorView &a, const TensorView &b) = 0;
+    virtual void binaryBackward(kernels::BinaryOp op, const TensorView &dout, const TensorView &a,
+        const TensorView &b, const TensorView &da, const TensorView &db) = 0;
+    virtual void reluForward(const TensorView &out, const TensorView &x) = 0;
+    virtual void reluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx) = 0;
+    virtual void geluForward(kernels::GeluForm form, const TensorView &out, const TensorView &x) = 0;
+    virtual void geluBackward(
+        kernels::GeluForm form, const TensorView &dout, const TensorView &x, const TensorView &dx) = 0;
+    virtual void siluForward(const TensorView &out, const TensorView &x) = 0;
+    virtual void siluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx) = 0;
+    virtual void negForward(const TensorView &out, const TensorView &x) = 0;
+    virtual void negBackward(const TensorView &dout, const TensorView &dx) = 0;
+    virtual void softmaxForward(const TensorView &out, const TensorView &x) = 0;
+    virtual void softmaxBackward(const TensorView &dout, const TensorView &out, const TensorView &dx) = 0;
+    virtual void layernormForward(const TensorView &out, const TensorView &mean, const TensorView &rstd,
+        const TensorView &x, const TensorView &weight, const TensorView &bias, float epsilon) = 0;
+    virtual void layernormBackward(const TensorView &dout, const TensorView &x, const TensorView &weight,
+        const TensorView &mean, const TensorView &rstd, const TensorView &dx, const TensorView &dweight,
+        const TensorView &dbias) = 0;
+    virtual void rmsnormForward(const TensorView &out, const TensorView &rstd, const TensorView &x,
+        const TensorView &weight, float epsilon) = 0;
+    virtual void rmsnormBackward(const TensorView &dout, const TensorView &x, const TensorView &weight,
+        const TensorView &rstd, const TensorView &dx, const TensorView &dweight) = 0;
+    virtual void reshapeForward(const TensorView &out, const TensorView &x) = 0;
+    virtual void reshapeBackward(const TensorView &dout, const TensorView &dx) = 0;
+    virtual void transposeForward(
+        const TensorView &out, const TensorView &x, std::span<const std::int64_t> perm) = 0;
+    virtual void transposeBackward(
+        const TensorView &dout, std::span<const std::int64_t> perm, const TensorView &dx) = 0;
+    virtual void splitForward(std::span<const TensorView> outs, const TensorView &x, std::size_t axis) = 0;
+    virtual void splitBackward(std::span<const TensorView> douts, std::size_t axis, const TensorView &dx) = 0;
+    virtual void concatForward(const TensorView &out, std::span<const TensorView> xs, std::size_t axis) = 0;
+    virtual void concatBackward(const TensorView &dout, std::size_t axis, std::span<const TensorView> dxs) = 0;
+    virtual void sliceForward(const TensorView &out, const TensorView &x, std::span<const std::int64_t> starts,
+        std::span<const std::int64_t> steps) = 0;
+    virtual void sliceBackward(const TensorView &dout, std::span<const std::int64_t> starts,
+        std::span<const std::int64_t> steps, const TensorView &dx) = 0;
+    virtual void expandForward(const TensorView &out, const TensorView &x) = 0;
+    virtual void expandBackward(const TensorView &dout, const TensorView &dx) = 0;
+    virtual void shardedGatherForward(
+        const TensorView &out, const TensorView &table, const IndexView &ids, std::int64_t offset) = 0;
+    virtual void shardedGatherBackward(
+        const TensorView &dout, const IndexView &ids, std::int64_t offset, const TensorView &dtable) = 0;
+    virtual void crossEntropyRowMax(const TensorView &logits, const TensorView &rowMax) = 0;
+    virtual void crossEntropyRowSums(const TensorView &logits, const IndexView &labels, std::int64_t offset,
+        const TensorView &rowMax, const TensorView &sumExp, const TensorView &target) = 0;
+    virtual void crossEntropyFinish(const TensorView &loss, const TensorView &lse, const TensorView &rowMax,
+        const TensorView &sumExp, const TensorView &target, double denominator) = 0;
+    virtual void crossEntropyShardBackward(const TensorView &dloss, const TensorView &logits,
+        const IndexView &labels, std::int64_t offset, const TensorView &lse, double denominator,
+        const TensorView &dlogits) = 0;
+    virtual void sgdUpdate(const TensorView &param, const TensorView &grad, float learningRate) = 0;
+    virtual void adamUpdate(const TensorView &param, const TensorView &grad, const TensorView &m,
+        const TensorView &v, std::int64_t step, const kernels::AdamConfig &config) = 0;
+};
+
+} // namespace tapestry::exec
