@@ -459,6 +459,11 @@ int calibrate(const Options &o, int rank, int ranks)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
+    // Ranks share the launcher's stderr: each line goes out in one write, so
+    // lines of two ranks never interleave mid-line (std::cerr would write
+    // every << on its own, and stderr is unbuffered).
+    std::setvbuf(stderr, nullptr, _IOLBF, BUFSIZ);
+    std::cerr.unsetf(std::ios_base::unitbuf);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
