@@ -100,6 +100,27 @@ private slots:
         QVERIFY(result.plan.cost.stepTime <= megatron.cost.stepTime * (1 + 1e-9));
     }
 
+    // A model too large for the mesh still gets a plan: the one that needs
+    // the least memory, marked as not fitting, never an error.
+    void tooLargeForTheMeshGivesTheLeastMemoryPlan()
+    {
+        const std::string source = "zoo:gpt2?layers=2&batch=1&seq=64&hidden=256&heads=8&vocab=4096";
+        const auto g = io::loadModel(source);
+        sharding::Mesh m = mesh({8});
+        const plan::Plan megatron = search::referencePlan(g, source, m, search::ReferenceMethod::Megatron);
+        // Less room than even the fully sharded layer weights take.
+        m.device.memoryBytes = megatron.cost.memory.parameters / 4;
+        const auto result = tap(g, source, m);
+        QVERIFY(!result.plan.cost.fitsMemory);
+        QCOMPARE(result.plan.searchWarnings.size(), std::size_t(1));
+        QVERIFY(result.plan.searchWarnings.front().find("needs the least memory") != std::string::npos);
+        // Every layer matrix is split: none replicated needs less memory.
+        for (const auto &[name, entry] : result.plan.specs)
+            if (!layerWeight(name).empty() && g.tensor(*g.findTensor(name)).shape.size() == 2)
+                QVERIFY2(!entry.spec.isReplicated(), name.c_str());
+        QVERIFY(result.plan.cost.memory.total() <= megatron.cost.memory.total());
+    }
+
     void equalsExhaustiveSearch_data()
     {
         QTest::addColumn<QString>("model");

@@ -160,6 +160,10 @@ private:
     SegmentCoster m_coster;
     std::vector<ActivationLayout> m_layouts;
     std::int64_t m_capacity;
+    // The memory a block's weights may take when choices are pruned: the
+    // device's capacity, or no bound when nothing fits and the search looks
+    // for the plan that needs the least memory instead.
+    std::int64_t m_bound = std::numeric_limits<std::int64_t>::max();
     std::vector<Group> m_groups;
     int m_variables = 1;
     // The layout of the graph's inputs (token ids, labels) where ops
@@ -310,7 +314,7 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
                     linkSpecs.push_back(
                         m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(link), m_mesh));
             }
-            const auto found = m_coster.searchWeights(block, boundary, m_capacity / block.instances, link, linkSpecs);
+            const auto found = m_coster.searchWeights(block, boundary, m_bound / block.instances, link, linkSpecs);
             for (std::size_t a = 0; a < afters.size(); ++a) {
                 std::vector<Candidate> own;
                 for (const WeightChoice &c : found[a])
@@ -360,7 +364,7 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
                 c.trail.push_back(rest % n);
                 rest /= n;
             }
-            if (m_coster.weightMemory(g.whole, weights) > m_capacity / g.instances)
+            if (m_coster.weightMemory(g.whole, weights) > m_bound / g.instances)
                 continue;
             const SegmentCost cost = m_coster.evaluate(g.whole, boundary, weights);
             c.time = cost.time * g.instances;
@@ -439,13 +443,11 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
 SearchResult TapSearch::run(const std::string &modelSource)
 {
     const auto start = std::chrono::steady_clock::now();
-    std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;
     const auto layouts = static_cast<int>(m_layouts.size());
     std::size_t tuples = 1;
     for (int v = 0; v < m_variables; ++v)
         tuples *= static_cast<std::size_t>(layouts);
     const std::size_t planned = tuples * m_groups.size();
-    std::size_t done = 0;
 
     struct Best {
         std::vector<int> vars;
@@ -453,38 +455,50 @@ SearchResult TapSearch::run(const std::string &modelSource)
         bool found = false;
     };
     Best fastest, leastComm, leastMemory;
-    for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
-        std::vector<int> vars;
-        for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
-            vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
-        Fronts total{{Candidate{}}, {Candidate{}}};
-        for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
-            const Group &g = m_groups[gi];
-            std::vector<int> key;
-            for (int v : g.variables)
-                key.push_back(vars[static_cast<std::size_t>(v)]);
-            auto it = memo.find({gi, key});
-            if (it == memo.end())
-                it = memo.emplace(std::make_pair(gi, key), m_options.decompose ? searchGroup(g, vars)
-                                                                               : searchGroupExhaustively(g, vars))
-                         .first;
-            total = sum(total, it->second);
-            if (m_options.progress)
-                m_options.progress(++done, planned);
+    auto explore = [&] {
+        std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;
+        std::size_t done = 0;
+        for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
+            std::vector<int> vars;
+            for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
+                vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
+            Fronts total{{Candidate{}}, {Candidate{}}};
+            for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
+                const Group &g = m_groups[gi];
+                std::vector<int> key;
+                for (int v : g.variables)
+                    key.push_back(vars[static_cast<std::size_t>(v)]);
+                auto it = memo.find({gi, key});
+                if (it == memo.end())
+                    it = memo.emplace(std::make_pair(gi, key), m_options.decompose ? searchGroup(g, vars)
+                                                                                   : searchGroupExhaustively(g, vars))
+                             .first;
+                total = sum(total, it->second);
+                if (m_options.progress)
+                    m_options.progress(++done, planned);
+            }
+            for (const auto &c : total.time) {
+                if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
+                    fastest = {vars, c, true};
+                if (!leastMemory.found || c.memory < leastMemory.candidate.memory)
+                    leastMemory = {vars, c, true};
+            }
+            for (const auto &c : total.comm)
+                if (c.memory <= m_capacity && (!leastComm.found || c.comm < leastComm.candidate.comm))
+                    leastComm = {vars, c, true};
         }
-        for (const auto &c : total.time) {
-            if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
-                fastest = {vars, c, true};
-            if (!leastMemory.found || c.memory < leastMemory.candidate.memory)
-                leastMemory = {vars, c, true};
-        }
-        for (const auto &c : total.comm)
-            if (c.memory <= m_capacity && (!leastComm.found || c.comm < leastComm.candidate.comm))
-                leastComm = {vars, c, true};
+    };
+    m_bound = m_capacity;
+    explore();
+    if (!leastMemory.found) {
+        // Some block has no choice of weights that fits (a model too large
+        // for the mesh): search again without the bound, so that the plan
+        // shown is the one that needs the least memory, marked as not fitting.
+        m_bound = std::numeric_limits<std::int64_t>::max();
+        explore();
     }
     if (!leastMemory.found)
-        throw TapestryError(Error{modelSource, {}, "tap: no choice of weights fits in device memory (" +
-                                                       std::to_string(m_mesh.device.memoryBytes) + " bytes)"});
+        throw TapestryError(Error{modelSource, {}, "tap: no plan found (no block has a legal choice of weights)"});
     std::vector<std::string> warnings;
     if (!fastest.found) {
         warnings.push_back("tap: no plan fits in device memory; the plan shown needs the least memory");
