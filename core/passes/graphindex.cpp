@@ -6,14 +6,34 @@
 
 namespace tapestry::passes {
 
+namespace {
+
+// splitmix64's finaliser over a running hash.
+std::uint64_t mix(std::uint64_t h, std::uint64_t v)
+{
+    std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+} // namespace
+
 GraphIndex::GraphIndex(const ir::Graph &graph)
 {
     const std::size_t ops = graph.opCount(), tensors = graph.tensorCount();
     m_producer.resize(tensors);
     m_role.resize(tensors);
+    m_form.resize(tensors);
     for (std::size_t i = 0; i < tensors; ++i) {
-        m_producer[i] = graph.tensors()[i].producer;
-        m_role[i] = graph.tensors()[i].role;
+        const ir::Tensor &tensor = graph.tensors()[i];
+        m_producer[i] = tensor.producer;
+        m_role[i] = tensor.role;
+        std::uint64_t h = mix(1, static_cast<std::uint64_t>(tensor.role == ir::Role::Parameter) + 1);
+        h = mix(h, tensor.shape.size());
+        for (auto d : tensor.shape)
+            h = mix(h, static_cast<std::uint64_t>(d));
+        m_form[i] = mix(h, static_cast<std::uint64_t>(tensor.dtype));
     }
     // Ids outside the graph are dropped here, as the graph's own links drop them.
     auto known = [tensors](ir::TensorId t) { return t.valid() && t.index() < tensors; };

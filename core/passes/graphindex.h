@@ -43,6 +43,11 @@ public:
     const std::vector<std::string_view> &typeNames() const { return m_typeNames; }
     ir::OpId producer(ir::TensorId t) const { return m_producer[t.index()]; }
     ir::Role role(ir::TensorId t) const { return m_role[t.index()]; }
+    // A hash of what a structural comparison sees of a tensor: its shape,
+    // dtype and whether it is a parameter, never its name. Taken in the same
+    // sweep that reads producer and role, so no later pass walks the
+    // tensors' shapes on the heap again.
+    std::uint64_t form(ir::TensorId t) const { return m_form[t.index()]; }
 
     // Graph::topologicalOrder's order (Kahn's algorithm, ties by id); every
     // op in id order when the graph has a cycle.
@@ -58,6 +63,7 @@ private:
     std::vector<std::string_view> m_typeNames;  // views into the graph's op types
     std::vector<ir::OpId> m_producer;
     std::vector<ir::Role> m_role;
+    std::vector<std::uint64_t> m_form;
     std::vector<ir::OpId> m_order;
     std::vector<int> m_rank;
 };

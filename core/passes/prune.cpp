@@ -32,14 +32,6 @@ std::uint64_t hashString(const std::string &s)
     return std::hash<std::string>{}(s);
 }
 
-std::uint64_t hashShape(std::uint64_t h, const ir::Shape &shape)
-{
-    h = mix(h, shape.size());
-    for (auto d : shape)
-        h = mix(h, static_cast<std::uint64_t>(d));
-    return h;
-}
-
 std::uint64_t hashAttribute(std::uint64_t h, const ir::Attribute &a)
 {
     h = mix(h, a.index());
@@ -269,7 +261,6 @@ public:
             m_ownIndex = GraphIndex(graph);
             m_index = &m_ownIndex;
         }
-        hashTensors();
         for (std::string_view type : m_index->typeNames())
             m_typeHash.push_back(std::hash<std::string_view>{}(type));
         // One sweep over the ops for both their labels and their scopes.
@@ -322,26 +313,16 @@ private:
         h = mix(h, op.attributes.size());
         for (const auto &[key, value] : op.attributes)
             h = hashAttribute(mix(h, keyHash(key)), value);
-        h = mix(h, op.inputs.size());
-        for (TensorId t : op.inputs)
-            h = mix(h, t.valid() ? m_tensorHash[t.index()] : 0);
-        h = mix(h, op.outputs.size());
-        for (TensorId t : op.outputs)
+        // The links come from the flat index, not from the op's own vectors.
+        const auto inputs = m_index->inputs(id), outputs = m_index->outputs(id);
+        h = mix(h, inputs.size());
+        for (TensorId t : inputs)
+            h = mix(h, t.valid() ? m_index->form(t) : 0);
+        h = mix(h, outputs.size());
+        for (TensorId t : outputs)
             if (t.valid())
-                h = mix(h, m_tensorHash[t.index()]);
+                h = mix(h, m_index->form(t));
         return h;
-    }
-
-    // Shape, dtype and whether it is a parameter: hashed once per tensor in
-    // one sweep rather than once per op that touches it.
-    void hashTensors()
-    {
-        m_tensorHash.resize(m_graph.tensorCount());
-        for (std::size_t i = 0; i < m_graph.tensorCount(); ++i) {
-            const ir::Tensor &tensor = m_graph.tensors()[i];
-            const std::uint64_t h = mix(1, static_cast<std::uint64_t>(tensor.role == ir::Role::Parameter) + 1);
-            m_tensorHash[i] = mix(hashShape(h, tensor.shape), static_cast<std::uint64_t>(tensor.dtype));
-        }
     }
 
     // A model uses a few dozen attribute names: look them up in a short list
@@ -749,7 +730,6 @@ private:
     int m_minDuplicate;
     const GraphIndex *m_index = nullptr;
     GraphIndex m_ownIndex;
-    std::vector<std::uint64_t> m_tensorHash;
     std::vector<std::uint64_t> m_typeHash;  // by GraphIndex type number
     std::vector<std::pair<std::string_view, std::uint64_t>> m_keyHashes;
     ScopeIndex m_scopes;
