@@ -23,7 +23,7 @@ using namespace tapestry;
 namespace {
 
 const char *kLlama = "zoo:llama3-8b?layers=2&batch=8&seq=64&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024";
-const char *kGpt = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256";
+const char *kGpt = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&ffn=3072&vocab=256";
 
 sharding::Mesh mesh(const std::string &shape)
 {

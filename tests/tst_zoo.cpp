@@ -225,6 +225,16 @@ private slots:
         QTest::addColumn<QString>("shape");
         QTest::newRow("gpt2 hidden, ffn") << "gpt2?layers=1&hidden=256&heads=4&ffn=1000"
                                           << "transformer.h.0.mlp.fc_in.weight" << "[256, 1000]";
+        // hidden alone: heads keep the preset's width, the MLP its ratio,
+        // LLaMA its query heads per key/value head.
+        QTest::newRow("gpt2 hidden alone: heads") << "gpt2?layers=1&hidden=256&batch=2&seq=128"
+                                                  << "transformer/h.0/attn/Softmax:0" << "[2, 4, 128, 128]";
+        QTest::newRow("gpt2 hidden alone: ffn") << "gpt2?layers=1&hidden=256" << "transformer.h.0.mlp.fc_in.weight"
+                                                << "[256, 1024]";
+        QTest::newRow("llama hidden alone: kv heads") << "llama3-8b?layers=1&hidden=1024"
+                                                      << "model.layers.0.self_attn.k_proj.weight" << "[1024, 256]";
+        QTest::newRow("llama hidden alone: ffn") << "llama3-8b?layers=1&hidden=1024"
+                                                 << "model.layers.0.mlp.up_proj.weight" << "[1024, 3584]";
         QTest::newRow("gpt2 vocab") << "gpt2?layers=1&vocab=1000" << "transformer.wte.weight" << "[1000, 768]";
         QTest::newRow("gpt2 batch, seq") << "gpt2?layers=1&batch=2&seq=128" << "input_ids" << "[2, 128]";
         QTest::newRow("gpt2 attention scores") << "gpt2?layers=1&batch=2&seq=128"

@@ -4,6 +4,7 @@
 #include "ir/error.h"
 
 #include <functional>
+#include <set>
 
 namespace tapestry::io::zoo {
 
@@ -89,6 +90,39 @@ ir::Graph buildFamily(const std::string &family, const std::string &name, const 
     return it->second(name, knobs);
 }
 
+namespace {
+
+// A preset resized by `hidden` alone keeps its shape: the width of a head,
+// the ratio of the MLP to the hidden size and the number of query heads per
+// key/value head stay the preset's, so `gpt2?hidden=256` is a narrow GPT-2
+// (4 heads of 64, MLP 1024) rather than a model whose 12 heads do not divide
+// its width. Knobs the user gave are kept as given; T5's heads have their
+// own head_dim knob and are left alone.
+void scaleWithHidden(const Knobs &preset, const std::set<std::string> &given, Knobs &knobs)
+{
+    auto has = [&](const char *k) { return preset.count(k) != 0; };
+    auto free = [&](const char *k) { return has(k) && !given.count(k); };
+    if (!has("hidden") || (!given.count("hidden") && !given.count("heads")))
+        return;
+    const std::int64_t hidden = knobs.at("hidden"), presetHidden = preset.at("hidden");
+    if (given.count("hidden") && free("ffn") && preset.at("ffn") * hidden % presetHidden == 0)
+        knobs["ffn"] = preset.at("ffn") * hidden / presetHidden;
+    if (!has("heads") || has("head_dim"))
+        return;
+    const std::int64_t presetHeads = preset.at("heads");
+    if (given.count("hidden") && free("heads") && presetHidden % presetHeads == 0) {
+        const std::int64_t headDim = presetHidden / presetHeads;
+        if (hidden % headDim == 0)
+            knobs["heads"] = hidden / headDim;
+    }
+    if (free("kv_heads") && presetHeads % preset.at("kv_heads") == 0) {
+        const std::int64_t group = presetHeads / preset.at("kv_heads"), heads = knobs.at("heads");
+        knobs["kv_heads"] = heads % group == 0 ? heads / group : heads;
+    }
+}
+
+} // namespace
+
 ir::Graph build(const std::string &spec, const LoadOptions &options)
 {
     const std::string input = "zoo:" + spec;
@@ -102,6 +136,7 @@ ir::Graph build(const std::string &spec, const LoadOptions &options)
         throw TapestryError(Error{input, {}, "unknown zoo preset '" + name + "' (known: " + known + ")"});
     }
     Knobs knobs = preset->defaults;
+    std::set<std::string> given;
     if (q != std::string::npos) {
         std::string rest = spec.substr(q + 1);
         std::size_t pos = 0;
@@ -134,8 +169,10 @@ ir::Graph build(const std::string &spec, const LoadOptions &options)
             if (v <= 0)
                 throw TapestryError(Error{input, key, "expects a positive integer, got " + value});
             knobs[key] = v;
+            given.insert(key);
         }
     }
+    scaleWithHidden(preset->defaults, given, knobs);
     if (options.batch && knobs.count("batch"))
         knobs["batch"] = *options.batch;
     if (options.seq && knobs.count("seq"))
