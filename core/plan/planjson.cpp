@@ -267,6 +267,8 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     const auto &axes = r.array(mesh, "$.mesh", "axes");
     if (axes.empty())
         r.fail("$.mesh.axes", "a mesh needs at least one axis");
+    if (axes.size() > sharding::kMaxMeshAxes)
+        r.fail("$.mesh.axes", "a mesh has at most " + std::to_string(sharding::kMaxMeshAxes) + " axes");
     for (std::size_t i = 0; i < axes.size(); ++i) {
         const std::string path = "$.mesh.axes[" + std::to_string(i) + "]";
         sharding::MeshAxis a;
@@ -308,6 +310,10 @@ Plan readPlanJson(const std::string &text, const std::string &input)
         const std::string path = "$.specs[" + Json(name).dump() + "]";
         TensorPlan tp;
         const auto placements = r.strings(entry, path, "placements");
+        if (placements.size() > sharding::kMaxMeshAxes)
+            r.fail(path + ".placements", "tensor '" + name + "': " + std::to_string(placements.size()) +
+                                             " placements for a mesh of " + std::to_string(p.mesh.axes.size()) +
+                                             " axes");
         for (std::size_t i = 0; i < placements.size(); ++i) {
             auto pl = sharding::Placement::fromString(placements[i]);
             if (!pl)

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 namespace tapestry::search {
 
@@ -18,25 +19,96 @@ using sharding::ShardingSpec;
 
 namespace {
 
-// A tensor the per-op search still has to read: its stored spec and what
-// evaluateOps has already charged for it (forward reshards to the specs its
-// consumers compute on, reductions of its gradient contributions per spec).
-struct Live {
-    std::int32_t tensor = 0;
-    std::int32_t spec = 0;  // interned
-    std::vector<std::int32_t> needs;
-    std::vector<std::int32_t> gradients;
-    auto key() const { return std::tie(tensor, spec, needs, gradients); }
-    bool operator<(const Live &o) const { return key() < o.key(); }
-};
+std::size_t hashInts(const std::vector<std::int32_t> &v)
+{
+    std::uint64_t h = 0xcbf29ce484222325ULL ^ v.size();
+    for (std::int32_t x : v)
+        h = (h ^ static_cast<std::uint32_t>(x)) * 0x100000001b3ULL;
+    return static_cast<std::size_t>(h ^ (h >> 29));
+}
 
-struct State {
-    std::vector<Live> live;  // sorted by tensor
-    bool sequenceParallel = false;
-    bool operator<(const State &o) const
+// The per-op search's state: the tensors it still has to read, each with
+// its stored spec and what has already been charged for it (forward
+// reshards to the specs its consumers compute on, reductions of its
+// gradient contributions per spec), and whether a norm runs on sequence
+// shards. Held as one flat array of interned numbers,
+//   [sequenceParallel, (tensor, spec, needs..., -1, gradients..., -1)...]
+// with tensors ascending and needs and gradients sorted, so that a state
+// copies in one allocation and two states compare as plain integer
+// sequences. The -1 after each list sorts before any spec, which orders
+// states exactly as comparing (tensor, spec, needs, gradients) per tensor.
+class State {
+public:
+    State() : m_flat{0} {}
+    bool operator<(const State &o) const { return m_flat < o.m_flat; }
+
+    bool sequenceParallel() const { return m_flat[0] != 0; }
+    void setSequenceParallel() { m_flat[0] = 1; }
+
+    // Where tensor t's entry starts, or -1.
+    int find(std::int32_t t) const
     {
-        return std::tie(sequenceParallel, live) < std::tie(o.sequenceParallel, o.live);
+        for (std::size_t p = 1; p < m_flat.size(); p = next(p))
+            if (m_flat[p] == t)
+                return static_cast<int>(p);
+        return -1;
     }
+    std::int32_t spec(int at) const { return m_flat[static_cast<std::size_t>(at) + 1]; }
+    // Adds t with stored spec `spec` where it sorts; its entry's position.
+    int insert(std::int32_t t, std::int32_t spec)
+    {
+        std::size_t p = 1;
+        while (p < m_flat.size() && m_flat[p] < t)
+            p = next(p);
+        const std::int32_t entry[] = {t, spec, -1, -1};
+        m_flat.insert(m_flat.begin() + static_cast<std::ptrdiff_t>(p), std::begin(entry), std::end(entry));
+        return static_cast<int>(p);
+    }
+    // Adds `value` to the entry's needs (list 0) or gradients (list 1);
+    // false when it was there already.
+    bool add(int at, int list, std::int32_t value)
+    {
+        std::size_t p = static_cast<std::size_t>(at) + 2;
+        if (list == 1)
+            p = endOfList(p) + 1;
+        const std::size_t end = endOfList(p);
+        const auto first = m_flat.begin() + static_cast<std::ptrdiff_t>(p);
+        const auto last = m_flat.begin() + static_cast<std::ptrdiff_t>(end);
+        const auto it = std::lower_bound(first, last, value);
+        if (it != last && *it == value)
+            return false;
+        m_flat.insert(it, value);
+        return true;
+    }
+    // Drops every entry whose tensor `done` says is read no more.
+    template <typename Done>
+    void dropWhere(Done done)
+    {
+        std::size_t out = 1;
+        for (std::size_t p = 1; p < m_flat.size();) {
+            const std::size_t n = next(p);
+            if (!done(m_flat[p])) {
+                std::copy(m_flat.begin() + static_cast<std::ptrdiff_t>(p),
+                          m_flat.begin() + static_cast<std::ptrdiff_t>(n),
+                          m_flat.begin() + static_cast<std::ptrdiff_t>(out));
+                out += n - p;
+            }
+            p = n;
+        }
+        m_flat.resize(out);
+    }
+
+private:
+    std::size_t endOfList(std::size_t p) const
+    {
+        while (m_flat[p] != -1)
+            ++p;
+        return p;
+    }
+    // The start of the entry after the one at p.
+    std::size_t next(std::size_t p) const { return endOfList(endOfList(p + 2) + 1) + 1; }
+
+    std::vector<std::int32_t> m_flat;
 };
 
 // A partial choice of weights: its costs so far. Activation memory by
@@ -111,6 +183,11 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 
 } // namespace
 
+std::size_t SegmentCoster::KeyHash::operator()(const std::vector<std::int32_t> &key) const noexcept
+{
+    return hashInts(key);
+}
+
 std::int32_t SegmentCoster::intern(const ShardingSpec &spec)
 {
     auto [it, added] = m_specIds.try_emplace(spec, static_cast<std::int32_t>(m_interned.size()));
@@ -138,10 +215,11 @@ double SegmentCoster::reshardTime(ir::TensorId t, std::int32_t from, std::int32_
     if (auto it = m_reshards.find(key); it != m_reshards.end())
         return it->second;
     double time = 0;
-    for (const auto &c : sharding::reshard(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
-                                           m_interned[static_cast<std::size_t>(to)], m_mesh)
-                             .collectives)
-        time += cost::collectiveTime(c.kind, c.bytes, m_mesh.axes[static_cast<std::size_t>(c.axis)]);
+    sharding::forEachReshardStep(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
+                                 m_interned[static_cast<std::size_t>(to)], m_mesh, [&](const sharding::ReshardStep &c) {
+                                     time += cost::collectiveTime(c.kind, c.bytes,
+                                                                  m_mesh.axes[static_cast<std::size_t>(c.axis)]);
+                                 });
     return m_reshards.emplace(key, time).first->second;
 }
 
@@ -149,7 +227,9 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
                                                          const std::vector<bool> &pending,
                                                          const std::vector<std::int32_t> &fixed)
 {
-    std::vector<std::int32_t> key{static_cast<std::int32_t>(id.index())};
+    // Looked up through a reused key: most calls are hits and allocate nothing.
+    std::vector<std::int32_t> &key = m_outcomeKey;
+    key.assign(1, static_cast<std::int32_t>(id.index()));
     key.insert(key.end(), inputs.begin(), inputs.end());
     key.insert(key.end(), pending.begin(), pending.end());
     key.insert(key.end(), fixed.begin(), fixed.end());
@@ -168,7 +248,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         if (!pending[i] || !out.strategy.dataInputs[i])
             continue;
         const ShardingSpec spec = withoutPartials(out.strategy.inputs[i]);
-        if (!spec.problem(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != out.inputs[i]) {
+        if (spec.holds(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != out.inputs[i]) {
             out.inputs[i] = spec;
             derivedHere = true;
         }
@@ -199,6 +279,10 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         collectives(s.internalBackward);
     }
     out.time = compute + out.comm;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        if (pending[i])
+            out.derivedElements +=
+                static_cast<double>(out.inputs[i].localElements(m_graph.tensor(op.inputs[i]).shape, m_mesh));
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         out.inputIds.push_back(intern(out.inputs[i]));
         out.needIds.push_back(intern(s.inputs[i]));
@@ -206,7 +290,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     }
     for (const auto &o : out.outputs)
         out.outputIds.push_back(intern(o));
-    return m_outcomes.emplace(std::move(key), std::move(out)).first->second;
+    return m_outcomes.emplace(key, std::move(out)).first->second;
 }
 
 std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
@@ -218,25 +302,43 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     const double optimizerPerElement = fp32 > 0 ? m_options.optimizerFlopsPerParameter / fp32 : 0;
     const std::int32_t replicated = intern(ShardingSpec::replicated(m_mesh.rank()));
     std::vector<std::vector<std::int32_t>> choiceIds;
-    for (const auto &cs : segment.choices) {
+    std::vector<std::vector<double>> choiceElements;  // per weight and choice: elements per device
+    for (std::size_t w = 0; w < segment.choices.size(); ++w) {
         choiceIds.emplace_back();
-        for (const auto &c : cs)
+        choiceElements.emplace_back();
+        for (const auto &c : segment.choices[w]) {
             choiceIds.back().push_back(intern(c));
+            choiceElements.back().push_back(
+                static_cast<double>(c.localElements(m_graph.tensor(segment.weights[w]).shape, m_mesh)));
+        }
     }
 
     // Per tensor: the position of its last reader here, and whether the
-    // saved-tensor model keeps it for the backward pass.
-    std::map<std::int32_t, std::size_t> lastRead;
-    std::set<std::int32_t> saved;
+    // saved-tensor model keeps it for the backward pass; valid where the
+    // tensor's stamp is this call's. Per op: whether it is a norm.
+    if (m_readStamp.empty()) {
+        m_readStamp.assign(m_graph.tensorCount(), 0);
+        m_lastRead.assign(m_graph.tensorCount(), 0);
+        m_saved.assign(m_graph.tensorCount(), false);
+    }
+    const std::uint32_t stamp = ++m_stamp;
+    auto readHere = [&](std::int32_t t) { return m_readStamp[static_cast<std::size_t>(t)] == stamp; };
+    auto lastRead = [&](std::int32_t t) { return m_lastRead[static_cast<std::size_t>(t)]; };
+    std::vector<bool> norm(segment.ops.size(), false);
     for (std::size_t k = 0; k < segment.ops.size(); ++k) {
         const ir::Op &op = m_graph.op(segment.ops[k]);
+        norm[k] = op.type == "LayerNormalization" || op.type == "RMSNorm";
         const bool flows =
             std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return m_flow[t.index()]; });
         for (auto t : op.inputs) {
-            lastRead[static_cast<std::int32_t>(t.index())] = k;
+            if (m_readStamp[t.index()] != stamp) {
+                m_readStamp[t.index()] = stamp;
+                m_saved[t.index()] = false;
+            }
+            m_lastRead[t.index()] = k;
             if (!m_attention && flows && !nothingSaved().count(op.type) &&
                 m_graph.tensor(t).role != ir::Role::Parameter)
-                saved.insert(static_cast<std::int32_t>(t.index()));
+                m_saved[t.index()] = true;
         }
     }
     std::vector<std::int64_t> radix(segment.weights.size(), 1);
@@ -260,22 +362,20 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             else if (auto it = boundary.find(op.outputs[o]); it != boundary.end())
                 fixed[o] = intern(it->second);
         Front next;
+        std::vector<std::int32_t> given;
+        std::vector<bool> pending;
+        std::vector<int> newWeights;  // indices into segment.weights
+        State st;
         for (const auto &[state, partials] : front) {
-            auto liveOf = [&](ir::TensorId t) -> const Live * {
-                for (const auto &l : state.live)
-                    if (l.tensor == static_cast<std::int32_t>(t.index()))
-                        return &l;
-                return nullptr;
-            };
             // The inputs read here first: weights to choose, small
             // parameters this op decides, boundary tensors.
-            std::vector<std::int32_t> given(op.inputs.size(), replicated);
-            std::vector<bool> pending(op.inputs.size(), false);
-            std::vector<int> newWeights;  // indices into segment.weights
+            given.assign(op.inputs.size(), replicated);
+            pending.assign(op.inputs.size(), false);
+            newWeights.clear();
             for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                 const ir::TensorId t = op.inputs[i];
-                if (const Live *l = liveOf(t)) {
-                    given[i] = l->spec;
+                if (const int at = state.find(static_cast<std::int32_t>(t.index())); at >= 0) {
+                    given[i] = state.spec(at);
                 } else if (int w = indexIn(segment.weights, t); w < static_cast<int>(segment.weights.size())) {
                     if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end())
                         newWeights.push_back(w);
@@ -301,60 +401,51 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     r /= static_cast<std::int64_t>(cs.size());
                     combo += static_cast<std::int64_t>(c) * radix[static_cast<std::size_t>(w)];
                     const ir::TensorId t = segment.weights[static_cast<std::size_t>(w)];
-                    weightElements += static_cast<double>(cs[c].localElements(m_graph.tensor(t).shape, m_mesh));
+                    weightElements += choiceElements[static_cast<std::size_t>(w)][c];
                     for (std::size_t i = 0; i < op.inputs.size(); ++i)
                         if (op.inputs[i] == t)
                             given[i] = choiceIds[static_cast<std::size_t>(w)][c];
                 }
                 const OpOutcome &oc = opOutcome(id, given, pending, fixed);
                 const sharding::OpStrategy &s = oc.strategy;
-                State st = state;
+                st = state;  // into the scratch state's buffer: no allocation
                 double time = oc.time, comm = oc.comm;
-                double derivedElements = 0;
+                const double derivedElements = oc.derivedElements;
                 std::int64_t activations = 0;
-                for (std::size_t i = 0; i < op.inputs.size(); ++i)
-                    if (pending[i])
-                        derivedElements += static_cast<double>(
-                            oc.inputs[i].localElements(m_graph.tensor(op.inputs[i]).shape, m_mesh));
-                auto entry = [&](ir::TensorId t, std::int32_t spec) -> Live & {
+                auto entry = [&](ir::TensorId t, std::int32_t spec) {
                     const auto ti = static_cast<std::int32_t>(t.index());
-                    auto it = std::lower_bound(st.live.begin(), st.live.end(), ti,
-                                               [](const Live &l, std::int32_t v) { return l.tensor < v; });
-                    if (it != st.live.end() && it->tensor == ti)
-                        return *it;
-                    if (saved.count(ti))
+                    if (const int at = st.find(ti); at >= 0)
+                        return at;
+                    if (m_saved[t.index()])
                         activations += m_interned[static_cast<std::size_t>(spec)].localElements(
                                            m_graph.tensor(t).shape, m_mesh) *
                                        ir::byteSize(m_graph.tensor(t).dtype);
-                    return *st.live.insert(it, Live{ti, spec, {}, {}});
+                    return st.insert(ti, spec);
                 };
                 for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                     const ir::TensorId t = op.inputs[i];
-                    Live &l = entry(t, oc.inputIds[i]);
+                    const int at = entry(t, oc.inputIds[i]);
                     if (!s.dataInputs[i])
                         continue;
-                    if (std::find(l.needs.begin(), l.needs.end(), oc.needIds[i]) == l.needs.end()) {
-                        const double r = reshardTime(t, l.spec, oc.needIds[i]);
+                    const std::int32_t stored = st.spec(at);
+                    // Needs and gradients are kept sorted, so that states
+                    // differing only in the order their reshards were
+                    // charged merge.
+                    if (st.add(at, 0, oc.needIds[i])) {
+                        const double r = reshardTime(t, stored, oc.needIds[i]);
                         time += r;
                         comm += r;
-                        // Sorted, so that states differing only in the order
-                        // their reshards were charged merge.
-                        l.needs.insert(std::upper_bound(l.needs.begin(), l.needs.end(), oc.needIds[i]),
-                                       oc.needIds[i]);
                     }
-                    if (oc.flows && m_flow[t.index()] &&
-                        std::find(l.gradients.begin(), l.gradients.end(), oc.gradientIds[i]) == l.gradients.end()) {
-                        const double r = reshardTime(t, oc.gradientIds[i], gradientId(l.spec));
+                    if (oc.flows && m_flow[t.index()] && st.add(st.find(static_cast<std::int32_t>(t.index())), 1,
+                                                                  oc.gradientIds[i])) {
+                        const double r = reshardTime(t, oc.gradientIds[i], gradientId(stored));
                         time += r;
                         comm += r;
-                        l.gradients.insert(
-                            std::upper_bound(l.gradients.begin(), l.gradients.end(), oc.gradientIds[i]),
-                            oc.gradientIds[i]);
                     }
                 }
-                if ((op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty() &&
-                    m_graph.tensor(op.inputs[0]).shape.size() == 3 && oc.inputs[0].splitFactor(1, m_mesh) > 1)
-                    st.sequenceParallel = true;
+                if (norm[k] && !op.inputs.empty() && m_graph.tensor(op.inputs[0]).shape.size() == 3 &&
+                    oc.inputs[0].splitFactor(1, m_mesh) > 1)
+                    st.setSequenceParallel();
                 std::int64_t korthikanti[2] = {0, 0};
                 if (m_attention && op.type == "Softmax" && !op.inputs.empty()) {
                     const ShardingSpec keep = m_specs[op.inputs[0].index()];
@@ -365,9 +456,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     m_specs[op.inputs[0].index()] = keep;
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
-                    if (lastRead.count(static_cast<std::int32_t>(op.outputs[o].index())))
+                    if (readHere(static_cast<std::int32_t>(op.outputs[o].index())))
                         entry(op.outputs[o], oc.outputIds[o]);
-                std::erase_if(st.live, [&](const Live &l) { return lastRead.at(l.tensor) <= k; });
+                st.dropWhere([&](std::int32_t t) { return lastRead(t) <= k; });
                 auto &slot = next[st];
                 for (const Partial &p : partials) {
                     Partial n = p;
@@ -397,7 +488,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 ++m_evaluations;
                 result.push_back({p.time, p.comm,
                                   std::llround(p.parameterElements * bpp) + p.activations +
-                                      p.korthikanti[state.sequenceParallel ? 1 : 0],
+                                      p.korthikanti[state.sequenceParallel() ? 1 : 0],
                                   p.combo});
             }
         return result;
@@ -485,7 +576,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
             for (auto &p : spec.placements)
                 if (p.isPartial())
                     p = Placement::replicate();
-            if (!spec.problem(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != m_specs[op.inputs[i].index()]) {
+            if (spec.holds(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != m_specs[op.inputs[i].index()]) {
                 m_specs[op.inputs[i].index()] = spec;
                 derivedHere = true;
             }
@@ -652,7 +743,7 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
         }
         std::vector<ShardingSpec> legal;
         for (const auto &spec : specs)
-            if (!spec.problem(tensor.shape, mesh))
+            if (spec.holds(tensor.shape, mesh))
                 legal.push_back(spec);
         s.choices.push_back(std::move(legal));
     }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace tapestry::search {
@@ -86,6 +87,7 @@ private:
         double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes)
         double comm = 0;
         bool flows = false;
+        double derivedElements = 0;  // per device, of the small parameters this op decides
         // The same specs interned (see intern()), for the search's state.
         std::vector<std::int32_t> inputIds, needIds, gradientIds, outputIds;
     };
@@ -98,11 +100,21 @@ private:
     // as plain numbers; gradientId() is the interned gradientSpec().
     std::int32_t intern(const sharding::ShardingSpec &spec);
     std::int32_t gradientId(std::int32_t spec);
-    std::map<std::vector<std::int32_t>, OpOutcome> m_outcomes;  // by op, then opOutcome()'s arguments
+    struct KeyHash {
+        std::size_t operator()(const std::vector<std::int32_t> &key) const noexcept;
+    };
+    // By op, then opOutcome()'s arguments; values stay where they are as it grows.
+    std::unordered_map<std::vector<std::int32_t>, OpOutcome, KeyHash> m_outcomes;
+    std::vector<std::int32_t> m_outcomeKey;
     std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, double> m_reshards;
     std::map<sharding::ShardingSpec, std::int32_t> m_specIds;
     std::vector<sharding::ShardingSpec> m_interned;
     std::vector<std::int32_t> m_gradientIds;  // -1 until asked
+    // searchWeights' per-tensor scratch, valid where m_readStamp is the call's.
+    std::vector<std::uint32_t> m_readStamp;
+    std::vector<std::size_t> m_lastRead;
+    std::vector<bool> m_saved;
+    std::uint32_t m_stamp = 0;
     std::size_t m_evaluations = 0;
 };
 

@@ -488,9 +488,28 @@ SearchResult TapSearch::run(const std::string &modelSource)
                     leastComm = {vars, c, true};
         }
     };
-    m_bound = m_capacity;
+    // Where some block's weights cannot fit even split as far as they go,
+    // the bounded search would find nothing: go to the unbounded one at once.
+    auto weightsCanFit = [&] {
+        for (const Group &g : m_groups)
+            for (const Segment &block : g.blocks) {
+                std::vector<ShardingSpec> smallest;
+                for (std::size_t w = 0; w < block.weights.size(); ++w) {
+                    const auto &shape = m_graph.tensor(block.weights[w]).shape;
+                    smallest.push_back(*std::min_element(
+                        block.choices[w].begin(), block.choices[w].end(),
+                        [&](const ShardingSpec &a, const ShardingSpec &b) {
+                            return a.localElements(shape, m_mesh) < b.localElements(shape, m_mesh);
+                        }));
+                }
+                if (m_coster.weightMemory(block, smallest) > m_capacity / block.instances)
+                    return false;
+            }
+        return true;
+    };
+    m_bound = weightsCanFit() ? m_capacity : std::numeric_limits<std::int64_t>::max();
     explore();
-    if (!leastMemory.found) {
+    if (!leastMemory.found && m_bound != std::numeric_limits<std::int64_t>::max()) {
         // Some block has no choice of weights that fits (a model too large
         // for the mesh): search again without the bound, so that the plan
         // shown is the one that needs the least memory, marked as not fitting.

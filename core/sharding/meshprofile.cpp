@@ -1,4 +1,5 @@
 #include "sharding/meshprofile.h"
+#include "sharding/shardingspec.h"
 
 #include "io/jsonmodel.h"
 #include "ir/error.h"
@@ -68,6 +69,9 @@ Mesh MeshProfile::mesh(const std::vector<int> &sizes, const std::vector<std::str
 {
     if (sizes.empty())
         throw TapestryError(Error{"--mesh", {}, "a mesh needs at least one axis"});
+    if (sizes.size() > kMaxMeshAxes)
+        throw TapestryError(Error{"--mesh", {}, "a mesh has at most " + std::to_string(kMaxMeshAxes) + " axes, got " +
+                                                    std::to_string(sizes.size())});
     if (names.size() != sizes.size())
         throw TapestryError(Error{"--axes", {}, std::to_string(names.size()) + " axis name(s) for a mesh of " +
                                                     std::to_string(sizes.size()) + " axes"});

@@ -36,7 +36,7 @@ std::vector<ShardingSpec> propagateSpecs(const ir::Graph &graph, const Mesh &mes
                     const int seqDim = shape.size() >= 3 ? 1 : 0;
                     auto &slot = trial.placements[static_cast<std::size_t>(&p - spec.placements.data())];
                     slot = Placement::shard(seqDim);
-                    if (!trial.problem(shape, mesh))
+                    if (trial.holds(shape, mesh))
                         p = slot;
                 }
             }

@@ -26,6 +26,50 @@ struct Reshard {
 
 Reshard reshard(const ir::Tensor &tensor, const ShardingSpec &from, const ShardingSpec &to, const Mesh &mesh);
 
+// One collective of a reshard, unnamed: what cost figures need of it.
+struct ReshardStep {
+    CollectiveKind kind;
+    int axis;
+    std::int64_t bytes;
+    Placement from, to;  // on `axis`
+};
+
+// reshard()'s collectives without their names and reasons, handed to
+// `step` one by one: the searches cost thousands of reshards and need only
+// kinds, axes and bytes. False, with no step taken, where reshard() would
+// say the reshard is illegal.
+template <typename Step>
+bool forEachReshardStep(const ir::Tensor &tensor, const ShardingSpec &from, const ShardingSpec &to, const Mesh &mesh,
+                        Step step)
+{
+    if (!to.holds(tensor.shape, mesh) || !from.holds(tensor.shape, mesh))
+        return false;
+    const std::int64_t elementBytes = ir::byteSize(tensor.dtype);
+    ShardingSpec current = from;
+    for (std::size_t a = 0; a < to.placements.size(); ++a) {
+        const Placement src = current.placements[a], dst = to.placements[a];
+        if (src == dst)
+            continue;
+        // Bytes of the buffer with this axis undone, the other axes as they stand.
+        ShardingSpec whole = current;
+        whole.placements[a] = Placement::replicate();
+        const std::int64_t wholeBytes = whole.localElements(tensor.shape, mesh) * elementBytes;
+        const std::int64_t localBytes = current.localElements(tensor.shape, mesh) * elementBytes;
+        current.placements[a] = dst;
+        if (mesh.axes[a].size == 1 || dst.isPartial() || src.isReplicate())
+            continue;
+        const int axis = static_cast<int>(a);
+        if (src.isPartial())
+            step(ReshardStep{dst.isShard() ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, axis,
+                             wholeBytes, src, dst});
+        else if (dst.isReplicate())
+            step(ReshardStep{CollectiveKind::AllGather, axis, wholeBytes, src, dst});
+        else
+            step(ReshardStep{CollectiveKind::AllToAll, axis, localBytes, src, dst});
+    }
+    return true;
+}
+
 // What the gradient of a tensor stored as `spec` must end up as: the same
 // spec with partial sums replaced by replicas (each summand's gradient is the
 // whole gradient of the sum).

@@ -32,7 +32,7 @@ std::optional<Placement> Placement::fromString(const std::string &s)
 
 ShardingSpec ShardingSpec::replicated(int meshRank)
 {
-    return {std::vector<Placement>(static_cast<std::size_t>(meshRank))};
+    return {PlacementList(static_cast<std::size_t>(meshRank))};
 }
 
 bool ShardingSpec::isReplicated() const
@@ -71,9 +71,23 @@ ir::Shape ShardingSpec::localShape(const ir::Shape &shape, const Mesh &mesh) con
 std::int64_t ShardingSpec::localElements(const ir::Shape &shape, const Mesh &mesh) const
 {
     std::int64_t n = 1;
-    for (auto d : localShape(shape, mesh))
-        n *= d;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        n *= shape[d] / splitFactor(static_cast<int>(d), mesh);
     return n;
+}
+
+bool ShardingSpec::holds(const ir::Shape &shape, const Mesh &mesh) const
+{
+    if (placements.size() != mesh.axes.size())
+        return false;
+    const int rank = static_cast<int>(shape.size());
+    for (const Placement &p : placements)
+        if (p.isShard() && (p.dim < 0 || p.dim >= rank))
+            return false;
+    for (int d = 0; d < rank; ++d)
+        if (shape[static_cast<std::size_t>(d)] % splitFactor(d, mesh) != 0)
+            return false;
+    return true;
 }
 
 std::optional<std::string> ShardingSpec::problem(const ir::Shape &shape, const Mesh &mesh) const

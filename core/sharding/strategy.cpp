@@ -206,13 +206,14 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vec
                     if (!s.dataInputs[i])
                         continue;
                     const ir::Tensor &tensor = graph.tensor(op.inputs[i]);
-                    const Reshard r = reshard(tensor, s.inputs[i], ins[i], mesh);
-                    legal = r.legal();
-                    (tensor.role == ir::Role::Parameter ? param : act) += movedBytes(r.collectives);
+                    double &moved = tensor.role == ir::Role::Parameter ? param : act;
+                    legal = forEachReshardStep(tensor, s.inputs[i], ins[i], mesh, [&](const ReshardStep &r) {
+                        moved += static_cast<double>(r.bytes) * (r.kind == CollectiveKind::AllReduce ? 2.0 : 1.0);
+                    });
                 }
                 for (std::size_t o = 0; o < op.outputs.size() && legal; ++o) {
                     outs[o].placements[ax] = t.out[o];
-                    legal = !outs[o].problem(graph.tensor(op.outputs[o]).shape, mesh);
+                    legal = outs[o].holds(graph.tensor(op.outputs[o]).shape, mesh);
                 }
                 if (!legal)
                     continue;
