@@ -188,6 +188,14 @@ std::size_t SegmentCoster::KeyHash::operator()(const std::vector<std::int32_t> &
     return hashInts(key);
 }
 
+const std::optional<sharding::DimMap> &SegmentCoster::ruleOf(ir::OpId op)
+{
+    auto it = m_rules.find(op);
+    if (it == m_rules.end())
+        it = m_rules.emplace(op, sharding::opRule(m_graph, m_graph.op(op))).first;
+    return it->second;
+}
+
 std::int32_t SegmentCoster::intern(const ShardingSpec &spec)
 {
     auto [it, added] = m_specIds.try_emplace(spec, static_cast<std::int32_t>(m_interned.size()));
@@ -242,7 +250,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     const ir::Op &op = m_graph.op(id);
     OpOutcome out;
     out.inputs = given;
-    out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh);
+    out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh, ruleOf(id));
     bool derivedHere = false;
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         if (!pending[i] || !out.strategy.dataInputs[i])
@@ -254,7 +262,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         }
     }
     if (derivedHere)
-        out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh);
+        out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh, ruleOf(id));
     const sharding::OpStrategy &s = out.strategy;
     for (std::size_t o = 0; o < op.outputs.size(); ++o)
         out.outputs.push_back(fixed[o] >= 0 ? m_interned[static_cast<std::size_t>(fixed[o])]
@@ -563,7 +571,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
             inputs.clear();
             for (auto t : op.inputs)
                 inputs.push_back(m_specs[t.index()]);
-            return sharding::resolveStrategy(m_graph, id, inputs, m_mesh);
+            return sharding::resolveStrategy(m_graph, id, inputs, m_mesh, ruleOf(id));
         };
         sharding::OpStrategy s = resolve();
         bool derivedHere = false;

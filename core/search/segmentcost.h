@@ -99,6 +99,9 @@ private:
     // Specs as small integers, so that the search's states compare and copy
     // as plain numbers; gradientId() is the interned gradientSpec().
     std::int32_t intern(const sharding::ShardingSpec &spec);
+    // The op's sharding rule, derived once.
+    const std::optional<sharding::DimMap> &ruleOf(ir::OpId op);
+    std::map<ir::OpId, std::optional<sharding::DimMap>> m_rules;
     std::int32_t gradientId(std::int32_t spec);
     struct KeyHash {
         std::size_t operator()(const std::vector<std::int32_t> &key) const noexcept;

@@ -97,6 +97,12 @@ std::string OpStrategy::toString(const ir::Graph &graph, const Mesh &mesh) const
 OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vector<ShardingSpec> &inputSpecs,
                            const Mesh &mesh)
 {
+    return resolveStrategy(graph, opId, inputSpecs, mesh, opRule(graph, graph.op(opId)));
+}
+
+OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vector<ShardingSpec> &inputSpecs,
+                           const Mesh &mesh, const std::optional<DimMap> &rule)
+{
     const ir::Op &op = graph.op(opId);
     const int axes = mesh.rank();
     OpStrategy s;
@@ -108,7 +114,6 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vec
     s.inputGradients.assign(op.inputs.size(), ShardingSpec::replicated(axes));
     s.dataInputs.assign(op.inputs.size(), true);
 
-    const auto rule = opRule(graph, op);
     if (!rule) {
         s.rule = "no sharding rule";
         for (auto &spec : s.inputs)

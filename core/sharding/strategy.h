@@ -3,8 +3,10 @@
 #include "ir/graph.h"
 #include "sharding/collective.h"
 #include "sharding/mesh.h"
+#include "sharding/oprule.h"
 #include "sharding/shardingspec.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,10 @@ struct OpStrategy {
 // with a warning.
 OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId op, const std::vector<ShardingSpec> &inputSpecs,
                            const Mesh &mesh);
+// The same with the op's rule (opRule()) given, for callers that resolve
+// one op under many input specs.
+OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId op, const std::vector<ShardingSpec> &inputSpecs,
+                           const Mesh &mesh, const std::optional<DimMap> &rule);
 
 bool isFloat(ir::DType dtype);
 
