@@ -522,6 +522,34 @@ private slots:
             g.message(1, softmax).message(11, valueInfo("x", kFloat, {2, 3})).message(12, valueInfo("y", kFloat, {2, 3}));
             add("attribute out of range", "softmax.onnx", model(g), "node 'head/Softmax' (Softmax)");
         }
+        {
+            // ONNX's own shape function would divide by the zero stride.
+            Wire g;
+            Wire strides;
+            strides.bytes(1, "strides").varint(20, 7).varint(8, 0).varint(8, 1);
+            Wire conv = node("Conv", "stem/Conv", {"x", "w"}, {"y"});
+            conv.message(5, strides);
+            g.message(1, conv)
+                .message(11, valueInfo("x", kFloat, {1, 3, 8, 8}))
+                .message(11, valueInfo("w", kFloat, {4, 3, 3, 3}))
+                .message(12, valueInfo("y", kFloat, {1, 4, 6, 6}));
+            add("zero stride", "stride.onnx", model(g),
+                "node 'stem/Conv' (Conv): attribute strides holds 0; every entry must be at least 1");
+        }
+        {
+            // ONNX's own shape function would index a dim with it.
+            Wire g;
+            Wire axis;
+            axis.bytes(1, "axis").varint(20, 2).varint(3, static_cast<std::uint64_t>(std::int64_t{-7}));
+            Wire norm = node("LayerNormalization", "ln/LayerNorm", {"x", "scale"}, {"y"});
+            norm.message(5, axis);
+            g.message(1, norm)
+                .message(11, valueInfo("x", kFloat, {5, 4}))
+                .message(11, valueInfo("scale", kFloat, {4}))
+                .message(12, valueInfo("y", kFloat, {5, 4}));
+            add("axis out of rank", "lnaxis.onnx", model(g),
+                "node 'ln/LayerNorm' (LayerNormalization): attribute axis is -7, outside -2..1 for an input of rank 2");
+        }
     }
 
     void badInputIsOneClearError()

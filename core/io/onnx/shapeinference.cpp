@@ -106,6 +106,48 @@ private:
         return "node '" + node.name() + "' (" + node.op_type() + ")";
     }
 
+    // ONNX's shape functions trust some attributes: convolutions and
+    // pooling divide by strides and dilations, and norms and softmax index
+    // dims by `axis` without a range check. A zero stride or a wild axis
+    // would end the process (a division by zero, a read out of bounds)
+    // instead of giving an error, so they are checked here first.
+    void checkAttributes(const ::onnx::NodeProto &node) const
+    {
+        int rank = -1;  // of the first input, where known
+        if (node.input_size() > 0)
+            if (auto it = m_types.find(node.input(0)); it != m_types.end() && it->second->has_tensor_type() &&
+                                                       it->second->tensor_type().has_shape())
+                rank = it->second->tensor_type().shape().dim_size();
+        const std::string &op = node.op_type();
+        const bool strictAxis = op == "LayerNormalization" || op == "RMSNormalization" ||
+                                op == "SimplifiedLayerNormalization" || op == "Softmax" || op == "LogSoftmax" ||
+                                op == "Hardmax" || op == "Concat" || op == "Gather" || op == "GatherElements" ||
+                                op == "Split" || op == "CumSum" || op == "ArgMax" || op == "ArgMin";
+        for (const auto &a : node.attribute()) {
+            const std::string &name = a.name();
+            if (name == "strides" || name == "dilations" || name == "kernel_shape") {
+                for (auto v : a.ints())
+                    if (v < 1)
+                        throw TapestryError(Error{m_input, where(node), "attribute " + name + " holds " +
+                                                                            std::to_string(v) +
+                                                                            "; every entry must be at least 1"});
+            } else if ((name == "group" || name == "blocksize") && a.has_i() && a.i() < 1) {
+                throw TapestryError(Error{m_input, where(node), "attribute " + name + " is " + std::to_string(a.i()) +
+                                                                    "; it must be at least 1"});
+            } else if (name == "axis" && a.has_i() && rank >= 0) {
+                // [-rank, rank) where the axis names a dim of the input;
+                // one more either side for ops that insert a dim (Flatten,
+                // OneHot, Unsqueeze-like ops).
+                const std::int64_t low = strictAxis ? -rank : -rank - 1, high = strictAxis ? rank - 1 : rank;
+                if (a.i() < low || a.i() > high)
+                    throw TapestryError(Error{m_input, where(node),
+                                              "attribute axis is " + std::to_string(a.i()) + ", outside " +
+                                                  std::to_string(low) + ".." + std::to_string(high) +
+                                                  " for an input of rank " + std::to_string(rank)});
+            }
+        }
+    }
+
     void inferNode(::onnx::NodeProto &node, si::GraphInferenceContext &graphContext)
     {
         const std::string domain = normalDomain(node.domain());
@@ -121,6 +163,7 @@ private:
             inputTypes.push_back(it == m_types.end() ? nullptr : it->second);
         }
 
+        checkAttributes(node);
         std::vector<::onnx::TypeProto> inferred(static_cast<std::size_t>(node.output_size()));
         if (schema || function != m_functions.end()) {
             if (schema)
