@@ -230,6 +230,7 @@ StudioWindow::StudioWindow(QWidget *parent)
     connect(m_graph, &GraphPanel::viewNodeContextMenu, this, &StudioWindow::showNodeMenu);
     connect(m_graph, &GraphPanel::layoutFinished, this, [this] {
         m_progress->hide();
+        focusLesson();
         emit layoutReady();
     });
     connect(m_graph, &GraphPanel::layoutFailed, this, [this](const QString &message) {
@@ -527,7 +528,20 @@ void StudioWindow::adoptPlan(const PlannedModel &planned)
         else
             m_candidatesClass = -1;  // costed again when the dock opens
     }
+    focusLesson();
     emit planReady();
+}
+
+void StudioWindow::focusLesson()
+{
+    // Once both the lesson's plan and its layout are in: its first node
+    // selected, so the mesh view shows how that node's weight lies. Until
+    // the scene holds the node (a finished layout is drawn a moment after
+    // it is known), the next plan or layout tries again.
+    if (m_lessonFocus.isEmpty() || !m_planned.plan || m_graph->isLayoutRunning())
+        return;
+    if (selectByName(m_lessonFocus) && m_graph->selectedViewNode() >= 0)
+        m_lessonFocus.clear();
 }
 
 bool StudioWindow::savePlan(const QString &path)
@@ -688,6 +702,7 @@ bool StudioWindow::openPlanFile(const QString &path)
 
 void StudioWindow::openLesson(int lesson)
 {
+    m_lessonFocus = lesson == 1 ? QStringLiteral("first") : QStringLiteral("mlp/fc1");
     if (lesson == 1) {
         setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("cpu-loopback"), {}});
         openModel(QStringLiteral("zoo:abc"));

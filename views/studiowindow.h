@@ -153,6 +153,7 @@ protected:
 
 private:
     void createActions();
+    void focusLesson();
     void showError(const QString &message);
     void adoptDocument(const LoadedModel &model);
     void addRecent(const QString &source);
@@ -182,6 +183,7 @@ private:
     CostSummaryBar *m_costBar;
     MeshView *m_meshView;
     QString m_pendingPlanFile;
+    QString m_lessonFocus;  // the node a lesson opens on, until its plan and layout are in
     QUndoStack *m_undo;
     CompareView *m_compare;
     CostChartsView *m_charts;

@@ -335,6 +335,8 @@ private slots:
         QVERIFY(laid.wait(30000));
         QVERIFY(!planned.isEmpty());
         QCOMPARE(w.planned().plan->mesh.toString(), std::string("4x2 (y, x)"));
+        // The lesson opens on its first layer, A[H1_Y, H2_X] on the mesh.
+        QTRY_VERIFY_WITH_TIMEOUT(w.meshView()->caption().startsWith(QStringLiteral("mlp.fc1.weight[I_y, J_x]")), 10000);
         // B[H2_X, H1_Y]: device 5 sits at row 2, column 1 of the 4x2 grid.
         QVERIFY(w.selectByName(QStringLiteral("mlp/fc2")));
         auto *mesh = w.meshView();
@@ -381,6 +383,8 @@ private slots:
         QVERIFY(laid.wait(30000));
         if (planned.isEmpty())
             QVERIFY(planned.wait(30000));
+        // The lesson opens on its first matmul, B shown on the mesh.
+        QTRY_VERIFY_WITH_TIMEOUT(w.meshView()->caption().startsWith(QStringLiteral("first.weight")), 10000);
         // X·B·C with B split by columns and C by rows: the first matmul needs
         // no collective, the second one all-reduce forward.
         QVERIFY(w.selectByName(QStringLiteral("first")));
