@@ -183,6 +183,10 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 
 } // namespace
 
+struct SegmentCoster::PrefixFronts {
+    std::map<std::vector<std::int64_t>, std::map<State, std::vector<Partial>>> fronts;
+};
+
 std::size_t SegmentCoster::KeyHash::operator()(const std::vector<std::int32_t> &key) const noexcept
 {
     return hashInts(key);
@@ -502,12 +506,52 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         return result;
     };
 
-    Front front{{State{}, {Partial{}}}};
-    std::size_t k = 0;
     auto writesLink = [&](std::size_t at) {
         const auto &outs = m_graph.op(segment.ops[at]).outputs;
         return !linkSpecs.empty() && std::find(outs.begin(), outs.end(), link) != outs.end();
     };
+    // The ops before the first that writes a fixed output (a boundary
+    // tensor, the link) or costs activations from the coster's working
+    // specs (a softmax under Korthikanti's formula) see nothing of this call
+    // but the specs of what they read from outside. Their front is kept by
+    // those specs, so a block searched under every layout of what it
+    // writes (each class output layout, each link layout) runs them once.
+    std::size_t prefix = 0;
+    for (; prefix < segment.ops.size(); ++prefix) {
+        const ir::Op &op = m_graph.op(segment.ops[prefix]);
+        const bool fixes = std::any_of(op.outputs.begin(), op.outputs.end(),
+                                       [&](ir::TensorId t) { return boundary.count(t) != 0; });
+        if (fixes || writesLink(prefix) || (m_attention && op.type == "Softmax"))
+            break;
+    }
+    std::vector<std::int64_t> key{segment.ops.empty() ? -1 : segment.ops.front().value,
+                                  static_cast<std::int64_t>(segment.ops.size()), static_cast<std::int64_t>(prefix),
+                                  weightCapacity};
+    {
+        std::set<ir::TensorId> written;
+        for (std::size_t k = 0; k < prefix; ++k) {
+            const ir::Op &op = m_graph.op(segment.ops[k]);
+            for (ir::TensorId t : op.inputs) {
+                if (written.count(t) || indexIn(segment.weights, t) < static_cast<int>(segment.weights.size()) ||
+                    indexIn(segment.derived, t) < static_cast<int>(segment.derived.size()))
+                    continue;
+                const auto it = boundary.find(t);
+                key.push_back(intern(it != boundary.end() ? it->second : m_specs[t.index()]));
+            }
+            written.insert(op.outputs.begin(), op.outputs.end());
+        }
+    }
+    if (!m_prefixFronts)
+        m_prefixFronts = std::make_shared<PrefixFronts>();
+    auto cached = m_prefixFronts->fronts.find(key);
+    if (cached == m_prefixFronts->fronts.end()) {
+        Front f{{State{}, {Partial{}}}};
+        for (std::size_t k = 0; k < prefix; ++k)
+            f = advance(f, k, -1);
+        cached = m_prefixFronts->fronts.emplace(std::move(key), std::move(f)).first;
+    }
+    Front front = cached->second;
+    std::size_t k = prefix;
     for (; k < segment.ops.size() && !writesLink(k); ++k)
         front = advance(front, k, -1);
     if (k == segment.ops.size())

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -119,6 +120,10 @@ private:
     std::vector<bool> m_saved;
     std::uint32_t m_stamp = 0;
     std::size_t m_evaluations = 0;
+    // searchWeights' fronts after a segment's ops that see nothing of a
+    // call but what they read from outside, by those specs (segmentcost.cpp).
+    struct PrefixFronts;
+    std::shared_ptr<PrefixFronts> m_prefixFronts;
 };
 
 // Splits `ops` (topological order) into blocks at residual-stream tensors:
