@@ -57,18 +57,20 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
             throw TapestryError(Error{planInput, "tensor '" + name + "'", "the model has no tensor of this name"});
     std::vector<sharding::ShardingSpec> specs;
     specs.reserve(graph.tensorCount());
+    // Runs on every edit in the studio: messages are built only on failure.
     for (const auto &t : graph.tensors()) {
         auto it = plan.specs.find(t.name);
-        const std::string where = "tensor '" + t.name + "'";
+        auto where = [&] { return "tensor '" + t.name + "'"; };
         if (it == plan.specs.end())
-            throw TapestryError(Error{planInput, where, "has no spec in the plan"});
+            throw TapestryError(Error{planInput, where(), "has no spec in the plan"});
         const auto &spec = it->second.spec;
-        if (auto problem = spec.problem(t.shape, plan.mesh))
-            throw TapestryError(Error{planInput, where,
+        if (!spec.holds(t.shape, plan.mesh))
+            throw TapestryError(Error{planInput, where(),
                                       spec.toPlacements() + " does not fit shape " + ir::shapeToString(t.shape) +
-                                          " on mesh " + plan.mesh.toString() + ": " + *problem});
+                                          " on mesh " + plan.mesh.toString() + ": " +
+                                          spec.problem(t.shape, plan.mesh).value_or("")});
         if (spec.hasPartial() && (t.role == ir::Role::Parameter || t.role == ir::Role::Input))
-            throw TapestryError(Error{planInput, where,
+            throw TapestryError(Error{planInput, where(),
                                       "is a " + std::string(ir::toString(t.role)) +
                                           " and cannot be stored as a partial sum (" + spec.toPlacements() + ")"});
         specs.push_back(spec);
