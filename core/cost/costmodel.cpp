@@ -24,19 +24,17 @@ struct OpCosts {
     std::vector<CollectiveCost> backward;
 };
 
-} // namespace
-
-std::vector<bool> gradientFlow(const ir::Graph &graph)
+// gradientFlow() over a topological order with each op's rule already
+// derived (rules[k] for order[k]).
+std::vector<bool> gradientFlowOver(const ir::Graph &graph, const std::vector<ir::OpId> &order,
+                                   const std::vector<std::optional<sharding::DimMap>> &rules)
 {
     std::vector<bool> flow(graph.tensorCount(), false);
     for (std::size_t t = 0; t < graph.tensorCount(); ++t)
         flow[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
-    const auto order = graph.topologicalOrder();
-    if (!order)
-        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
-    for (ir::OpId id : *order) {
-        const ir::Op &op = graph.op(id);
-        const auto rule = sharding::opRule(graph, op);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const ir::Op &op = graph.op(order[k]);
+        const auto &rule = rules[k];
         bool flows = false;
         for (std::size_t i = 0; i < op.inputs.size(); ++i)
             flows = flows || ((!rule || !rule->ignored[i]) && flow[op.inputs[i].index()]);
@@ -47,6 +45,25 @@ std::vector<bool> gradientFlow(const ir::Graph &graph)
                 flow[t.index()] = true;
     }
     return flow;
+}
+
+std::vector<std::optional<sharding::DimMap>> rulesOf(const ir::Graph &graph, const std::vector<ir::OpId> &order)
+{
+    std::vector<std::optional<sharding::DimMap>> rules;
+    rules.reserve(order.size());
+    for (ir::OpId id : order)
+        rules.push_back(sharding::opRule(graph, graph.op(id)));
+    return rules;
+}
+
+} // namespace
+
+std::vector<bool> gradientFlow(const ir::Graph &graph)
+{
+    const auto order = graph.topologicalOrder();
+    if (!order)
+        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
+    return gradientFlowOver(graph, *order, rulesOf(graph, *order));
 }
 
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
@@ -238,22 +255,25 @@ PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const 
     const auto order = graph.topologicalOrder();
     if (!order)
         throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
+    // Each op's rule serves both its strategy and the gradient flow.
+    const auto rules = rulesOf(graph, *order);
     std::vector<sharding::OpStrategy> strategies;
     strategies.reserve(order->size());
     std::map<std::string, std::pair<int, std::string>> noRule;  // op type -> count, first op
-    for (ir::OpId id : *order) {
+    for (std::size_t k = 0; k < order->size(); ++k) {
+        const ir::OpId id = (*order)[k];
         const ir::Op &op = graph.op(id);
         std::vector<ShardingSpec> inputs;
         for (auto t : op.inputs)
             inputs.push_back(specs[t.index()]);
-        strategies.push_back(sharding::resolveStrategy(graph, id, inputs, mesh));
+        strategies.push_back(sharding::resolveStrategy(graph, id, inputs, mesh, rules[k]));
         if (!strategies.back().hasRule) {
             auto &entry = noRule[op.type];
             if (entry.first++ == 0)
                 entry.second = op.name;
         }
     }
-    PlanCost cost = evaluateOps(graph, mesh, specs, *order, strategies, gradientFlow(graph));
+    PlanCost cost = evaluateOps(graph, mesh, specs, *order, strategies, gradientFlowOver(graph, *order, rules));
     cost.compute = 0;
 
     std::int64_t localParameters = 0;
