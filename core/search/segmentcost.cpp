@@ -10,7 +10,6 @@
 #include <cmath>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 
 namespace tapestry::search {
 
