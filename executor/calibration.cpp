@@ -145,27 +145,76 @@ double collectiveSeconds(Communicator &comm, CollectiveKind kind, std::int64_t c
     return times[times.size() / 2];
 }
 
+// The samples of one group of ranks: in step (each collective after a
+// burst) and idle.
 struct AxisSweep {
-    std::vector<cost::CollectiveSample> samples;
-    cost::LinkFit fit;
+    std::vector<cost::CollectiveSample> samples, idle;
     bool withinHost = true;
 };
 
 // Sizes from one float per rank to 4 MiB, the three collectives plans use,
-// idle or in step (after a `burst`).
-AxisSweep sweepAxis(Communicator &comm, Burst *burst)
+// after a `burst` or idle when there is none.
+std::vector<cost::CollectiveSample> sweepSamples(Communicator &comm, Burst *burst)
 {
-    AxisSweep sweep;
+    std::vector<cost::CollectiveSample> samples;
     const std::int64_t n = comm.size();
     for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter})
         for (std::int64_t perRank : {std::int64_t{1}, std::int64_t{64}, std::int64_t{1024}, std::int64_t{16384},
                                      std::int64_t{262144} / n, std::int64_t{1048576} / n}) {
             const std::int64_t count = std::max<std::int64_t>(perRank, 1) * n;
             const int repeats = count * 4 >= (1 << 20) ? 5 : 30;
-            sweep.samples.push_back(
+            samples.push_back(
                 {kind, static_cast<int>(n), count * 4, collectiveSeconds(comm, kind, count, repeats, burst)});
         }
-    sweep.fit = cost::fitLink(sweep.samples, "--calibrate");
+    return samples;
+}
+
+// Two fits of a link: in step, which the profile takes, and idle. On a busy
+// machine the waits of the in-step times can drown their growth with size;
+// the in-step fit then keeps the idle bandwidth and fits its latency alone.
+struct LinkFits {
+    cost::LinkFit inStep, idle;
+    bool idleBandwidth = false;
+};
+
+LinkFits fitSweeps(const std::vector<const AxisSweep *> &sweeps)
+{
+    std::vector<cost::CollectiveSample> samples, idle;
+    for (const auto *s : sweeps) {
+        samples.insert(samples.end(), s->samples.begin(), s->samples.end());
+        idle.insert(idle.end(), s->idle.begin(), s->idle.end());
+    }
+    LinkFits fits;
+    fits.idle = cost::fitLink(idle, "--calibrate");
+    try {
+        fits.inStep = cost::fitLink(samples, "--calibrate");
+    } catch (const TapestryError &) {
+        fits.inStep = cost::fitLatency(samples, fits.idle.bandwidth, "--calibrate");
+        fits.idleBandwidth = true;
+    }
+    return fits;
+}
+
+// Sweeps `comm` in step and idle. The idle times of a machine too busy to
+// show their growth with size are swept again, twice at most, before the
+// error says so.
+AxisSweep sweepAxis(Communicator &comm, Burst &burst)
+{
+    AxisSweep sweep;
+    for (int attempt = 1;; ++attempt) {
+        sweep.samples = sweepSamples(comm, &burst);
+        sweep.idle = sweepSamples(comm, nullptr);
+        try {
+            fitSweeps({&sweep});
+            break;
+        } catch (const TapestryError &e) {
+            if (attempt == 3)
+                throw TapestryError(Error{"--calibrate", "idle collectives of " + std::to_string(comm.size()) +
+                                                             " ranks",
+                                          e.error().problem + " in 3 sweeps (is the machine busy? calibrate "
+                                                              "when it is quiet)"});
+        }
+    }
     // Within one host when every rank's group shares memory with all of it.
     MPI_Comm shared = MPI_COMM_NULL;
     MPI_Comm_split_type(comm.handle(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &shared);
@@ -211,29 +260,42 @@ Workload runWorkload(const Communicator &world, const CalibrationOptions &o, con
     return w;
 }
 
+nlohmann::json samplesJson(const std::vector<cost::CollectiveSample> &samples)
+{
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto &s : samples)
+        j.push_back({{"kind", std::string(sharding::toString(s.kind))}, {"bytes", s.bytes}, {"seconds", s.seconds}});
+    return j;
+}
+
+nlohmann::json fitJson(const cost::LinkFit &fit, const std::vector<cost::CollectiveSample> &samples)
+{
+    return {{"latency_s", fit.latency},
+            {"bandwidth_bytes_per_s", fit.bandwidth},
+            {"max_relative_error", fit.maxRelativeError},
+            {"samples", samplesJson(samples)}};
+}
+
 nlohmann::json sweepJson(const AxisSweep &sweep)
 {
-    nlohmann::json samples = nlohmann::json::array();
-    for (const auto &s : sweep.samples)
-        samples.push_back({{"kind", std::string(sharding::toString(s.kind))}, {"bytes", s.bytes}, {"seconds", s.seconds}});
-    return {{"latency_s", sweep.fit.latency},
-            {"bandwidth_bytes_per_s", sweep.fit.bandwidth},
-            {"max_relative_error", sweep.fit.maxRelativeError},
-            {"within_host", sweep.withinHost},
-            {"samples", samples}};
+    const LinkFits fits = fitSweeps({&sweep});
+    nlohmann::json j = fitJson(fits.inStep, sweep.samples);
+    j["within_host"] = sweep.withinHost;
+    if (fits.idleBandwidth)
+        j["bandwidth_from"] = "idle (the in-step times did not grow with the message size)";
+    j["idle"] = fitJson(fits.idle, sweep.idle);
+    return j;
 }
 
 // One link from the sweeps of the axes it serves: all their samples fitted
 // together.
 sharding::LinkProfile linkOf(const std::vector<const AxisSweep *> &sweeps, const std::string &name)
 {
-    std::vector<cost::CollectiveSample> samples;
-    for (const auto *s : sweeps)
-        samples.insert(samples.end(), s->samples.begin(), s->samples.end());
-    const cost::LinkFit fit = cost::fitLink(samples, "--calibrate");
+    const LinkFits fits = fitSweeps(sweeps);
     // The profile format needs a positive latency; a fit at zero means it
     // was below what the timer resolves.
-    return {name, fit.bandwidth, std::max(fit.latency, 1e-9)};
+    return {fits.idleBandwidth ? name + ", bandwidth from the idle sweep" : name, fits.inStep.bandwidth,
+            std::max(fits.inStep.latency, 1e-9)};
 }
 
 } // namespace
@@ -270,11 +332,9 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
     // apart, and the wait is part of what a step pays. The idle sweeps are
     // kept beside them in the calibration section.
     Burst burst(p.device.peakFlops.at("float32"));
-    std::vector<AxisSweep> sweeps, idle;
-    for (std::size_t a = 0; a < shape.size(); ++a) {
-        sweeps.push_back(shape[a] > 1 ? sweepAxis(mesh.axis(a), &burst) : AxisSweep{});
-        idle.push_back(shape[a] > 1 ? sweepAxis(mesh.axis(a), nullptr) : AxisSweep{});
-    }
+    std::vector<AxisSweep> sweeps;
+    for (std::size_t a = 0; a < shape.size(); ++a)
+        sweeps.push_back(shape[a] > 1 ? sweepAxis(mesh.axis(a), burst) : AxisSweep{});
     std::vector<const AxisSweep *> intra, inter;
     nlohmann::json axes = nlohmann::json::array();
     for (std::size_t a = 0; a < shape.size(); ++a) {
@@ -284,16 +344,15 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
         nlohmann::json j = sweepJson(sweeps[a]);
         j["axis"] = a;
         j["size"] = shape[a];
-        j["idle"] = sweepJson(idle[a]);
         axes.push_back(j);
     }
     std::optional<AxisSweep> hostSweep, worldSweep;
     if (intra.empty()) {  // every axis crosses hosts: the ranks of one host still share a link
-        hostSweep = sweepAxis(host, &burst);
+        hostSweep = sweepAxis(host, burst);
         intra.push_back(&*hostSweep);
     }
     if (inter.empty() && hosts > 1) {
-        worldSweep = sweepAxis(world, &burst);
+        worldSweep = sweepAxis(world, burst);
         inter.push_back(&*worldSweep);
     }
     p.intraNode = linkOf(intra, "MPI within one host (measured)");

@@ -109,6 +109,37 @@ private slots:
         }
     }
 
+    // A known bandwidth and the latency fitted alone: exact on clean
+    // timings; on timings too flat for fitLink (a busy machine's waits) a
+    // positive latency under the given bandwidth.
+    void latencyFitsUnderAGivenBandwidth()
+    {
+        const auto clean = synthetic(3e-6, 2e9, {2, 4});
+        const cost::LinkFit fit = cost::fitLatency(clean, 2e9);
+        QVERIFY2(std::abs(fit.latency - 3e-6) <= 1e-9 * 3e-6, qPrintable(QString::number(fit.latency, 'g', 12)));
+        QCOMPARE(fit.bandwidth, 2e9);
+        QCOMPARE(fit.samples, static_cast<int>(clean.size()));
+        QVERIFY(fit.maxRelativeError < 1e-9);
+
+        const std::vector<cost::CollectiveSample> flat{{CollectiveKind::AllReduce, 2, 1024, 1e-3},
+                                                       {CollectiveKind::AllReduce, 2, 1 << 20, 0.5e-3}};
+        QVERIFY_THROWS_EXCEPTION(TapestryError, cost::fitLink(flat));
+        const cost::LinkFit busy = cost::fitLatency(flat, 4e9);
+        QCOMPARE(busy.bandwidth, 4e9);
+        // Between the per-step latencies each sample alone would give.
+        QVERIFY2(busy.latency > 1.2e-4 && busy.latency < 5e-4, qPrintable(QString::number(busy.latency, 'g', 6)));
+
+        // Times below what the bandwidth alone explains hold the latency at 0.
+        const cost::LinkFit fast = cost::fitLatency(flat, 1e6);
+        QCOMPARE(fast.latency, 0.0);
+        try {
+            cost::fitLatency(flat, 0.0, "sweep.json");
+            QFAIL("no error");
+        } catch (const TapestryError &e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("sweep.json")), e.what());
+        }
+    }
+
     void writtenProfileLoads()
     {
         const cost::LinkFit fit = cost::fitLink(synthetic(0.7e-6, 0.5e9, {2}));

@@ -24,17 +24,38 @@ Row row(const CollectiveSample &s)
             static_cast<double>(s.bytes) * busFactor(s.kind, s.devices) / s.seconds};
 }
 
+void checkSamples(const std::vector<CollectiveSample> &samples, const std::string &input)
+{
+    if (samples.empty())
+        throw TapestryError(Error{input, {}, "no collective samples to fit"});
+    for (const auto &s : samples)
+        if (!(s.seconds > 0) || s.devices < 2 || s.bytes < 0)
+            throw TapestryError(Error{input, {}, "a collective sample needs 2+ devices, bytes >= 0 and a "
+                                                 "positive time"});
+}
+
+LinkFit finish(const std::vector<CollectiveSample> &samples, double a, double b)
+{
+    LinkFit fit;
+    fit.latency = a;
+    fit.bandwidth = 1.0 / b;
+    fit.samples = static_cast<int>(samples.size());
+    for (const auto &s : samples) {
+        const double model = a * ringSteps(s.kind, s.devices) +
+                             static_cast<double>(s.bytes) * busFactor(s.kind, s.devices) * b;
+        fit.maxRelativeError = std::max(fit.maxRelativeError, std::abs(model - s.seconds) / s.seconds);
+    }
+    return fit;
+}
+
 } // namespace
 
 LinkFit fitLink(const std::vector<CollectiveSample> &samples, const std::string &input)
 {
+    checkSamples(samples, input);
     std::set<std::int64_t> sizes;
-    for (const auto &s : samples) {
-        if (!(s.seconds > 0) || s.devices < 2 || s.bytes < 0)
-            throw TapestryError(Error{input, {}, "a collective sample needs 2+ devices, bytes >= 0 and a "
-                                                 "positive time"});
+    for (const auto &s : samples)
         sizes.insert(s.bytes);
-    }
     if (sizes.size() < 2)
         throw TapestryError(Error{input, {}, "fitting latency and bandwidth needs samples of at least two sizes"});
 
@@ -61,17 +82,23 @@ LinkFit fitLink(const std::vector<CollectiveSample> &samples, const std::string 
     }
     if (!(b > 0))
         throw TapestryError(Error{input, {}, "the times do not grow with the message size: no bandwidth to fit"});
+    return finish(samples, a, b);
+}
 
-    LinkFit fit;
-    fit.latency = a;
-    fit.bandwidth = 1.0 / b;
-    fit.samples = static_cast<int>(samples.size());
-    for (const auto &s : samples) {
-        const double model = a * ringSteps(s.kind, s.devices) +
-                             static_cast<double>(s.bytes) * busFactor(s.kind, s.devices) * b;
-        fit.maxRelativeError = std::max(fit.maxRelativeError, std::abs(model - s.seconds) / s.seconds);
+LinkFit fitLatency(const std::vector<CollectiveSample> &samples, double bandwidth, const std::string &input)
+{
+    checkSamples(samples, input);
+    if (!(bandwidth > 0) || !std::isfinite(bandwidth))
+        throw TapestryError(Error{input, {}, "the bandwidth to fit a latency under must be positive"});
+    // min sum (steps*a + bus*b - 1)^2 over a alone, b = 1 / bandwidth.
+    const double b = 1.0 / bandwidth;
+    double ss = 0, sr = 0;
+    for (const auto &sample : samples) {
+        const Row r = row(sample);
+        ss += r.steps * r.steps;
+        sr += r.steps * (1.0 - r.bus * b);
     }
-    return fit;
+    return finish(samples, ss > 0 ? std::max(sr / ss, 0.0) : 0.0, b);
 }
 
 } // namespace tapestry::cost

@@ -36,4 +36,14 @@ struct LinkFit {
 // figures (fewer than two sizes, no positive times, no bandwidth term).
 LinkFit fitLink(const std::vector<CollectiveSample> &samples, const std::string &input = "calibration");
 
+// The latency that best fits `samples` (same relative error) with the
+// bandwidth held at `bandwidth`, e.g. one measured on an idle link, where
+// the samples alone are too noisy to fit one (a busy machine whose waits
+// drown the growth with size). A latency the data would make negative is
+// held at zero. Throws TapestryError naming `input` on samples fitLink()
+// refuses for their form (no positive times, fewer than 2 devices) or a
+// bandwidth that is not positive.
+LinkFit fitLatency(const std::vector<CollectiveSample> &samples, double bandwidth,
+                   const std::string &input = "calibration");
+
 } // namespace tapestry::cost
