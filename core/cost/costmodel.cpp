@@ -1,14 +1,11 @@
 #include "cost/costmodel.h"
 
-#include "cost/activationmemory.h"
 #include "cost/collectivetime.h"
-#include "ir/error.h"
-#include "sharding/oprule.h"
+#include "cost/plancoster.h"
 #include "sharding/reshard.h"
 #include "sharding/strategy.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -24,47 +21,7 @@ struct OpCosts {
     std::vector<CollectiveCost> backward;
 };
 
-// gradientFlow() over a topological order with each op's rule already
-// derived (rules[k] for order[k]).
-std::vector<bool> gradientFlowOver(const ir::Graph &graph, const std::vector<ir::OpId> &order,
-                                   const std::vector<std::optional<sharding::DimMap>> &rules)
-{
-    std::vector<bool> flow(graph.tensorCount(), false);
-    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
-        flow[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
-    for (std::size_t k = 0; k < order.size(); ++k) {
-        const ir::Op &op = graph.op(order[k]);
-        const auto &rule = rules[k];
-        bool flows = false;
-        for (std::size_t i = 0; i < op.inputs.size(); ++i)
-            flows = flows || ((!rule || !rule->ignored[i]) && flow[op.inputs[i].index()]);
-        if (!flows)
-            continue;
-        for (auto t : op.outputs)
-            if (sharding::isFloat(graph.tensor(t).dtype))
-                flow[t.index()] = true;
-    }
-    return flow;
-}
-
-std::vector<std::optional<sharding::DimMap>> rulesOf(const ir::Graph &graph, const std::vector<ir::OpId> &order)
-{
-    std::vector<std::optional<sharding::DimMap>> rules;
-    rules.reserve(order.size());
-    for (ir::OpId id : order)
-        rules.push_back(sharding::opRule(graph, graph.op(id)));
-    return rules;
-}
-
 } // namespace
-
-std::vector<bool> gradientFlow(const ir::Graph &graph)
-{
-    const auto order = graph.topologicalOrder();
-    if (!order)
-        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
-    return gradientFlowOver(graph, *order, rulesOf(graph, *order));
-}
 
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                      const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
@@ -252,68 +209,7 @@ OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, 
 PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                       const CostOptions &options)
 {
-    const auto order = graph.topologicalOrder();
-    if (!order)
-        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
-    // Each op's rule serves both its strategy and the gradient flow.
-    const auto rules = rulesOf(graph, *order);
-    std::vector<sharding::OpStrategy> strategies;
-    strategies.reserve(order->size());
-    std::map<std::string, std::pair<int, std::string>> noRule;  // op type -> count, first op
-    for (std::size_t k = 0; k < order->size(); ++k) {
-        const ir::OpId id = (*order)[k];
-        const ir::Op &op = graph.op(id);
-        std::vector<ShardingSpec> inputs;
-        for (auto t : op.inputs)
-            inputs.push_back(specs[t.index()]);
-        strategies.push_back(sharding::resolveStrategy(graph, id, inputs, mesh, rules[k]));
-        if (!strategies.back().hasRule) {
-            auto &entry = noRule[op.type];
-            if (entry.first++ == 0)
-                entry.second = op.name;
-        }
-    }
-    PlanCost cost = evaluateOps(graph, mesh, specs, *order, strategies, gradientFlowOver(graph, *order, rules));
-    cost.compute = 0;
-
-    std::int64_t localParameters = 0;
-    for (auto t : graph.tensorsWithRole(ir::Role::Parameter))
-        localParameters += specs[t.index()].localElements(graph.tensor(t).shape, mesh);
-    const double optimizerFlops = options.optimizerFlopsPerParameter * static_cast<double>(localParameters);
-    const double fp32 = mesh.device.peak(ir::DType::F32) * mesh.device.achievableFraction;
-    CostTotals &optimizer = cost.byPhase["optimizer"];
-    optimizer.flops += optimizerFlops;
-    optimizer.compute += fp32 > 0 ? optimizerFlops / fp32 : 0;
-
-    for (const auto &[phase, totals] : cost.byPhase)
-        cost.compute += totals.compute;
-    if (options.overlap) {
-        const CostTotals &f = cost.byPhase["forward"], &b = cost.byPhase["backward"], &o = cost.byPhase["optimizer"];
-        cost.stepTime = f.total() + std::max(b.compute, b.comm) + o.total();
-    } else {
-        cost.stepTime = cost.compute + cost.comm;
-    }
-
-    const auto params = static_cast<double>(localParameters);
-    cost.memory.parameters = std::llround(params * options.parameterBytes);
-    cost.memory.gradients = std::llround(params * options.gradientBytes);
-    cost.memory.optimizer = std::llround(params * options.optimizerBytes);
-    const auto layers = transformerLayers(graph, mesh, specs);
-    if (!layers.empty()) {
-        cost.memory.activationModel = "korthikanti";
-        for (const auto &l : layers)
-            cost.memory.activations += korthikantiBytes(l);
-    } else {
-        cost.memory.activationModel = "saved-tensors";
-        cost.memory.activations = savedTensorBytes(graph, mesh, specs);
-    }
-    cost.memoryCapacity = mesh.device.memoryBytes;
-    cost.fitsMemory = cost.memory.total() <= cost.memoryCapacity;
-
-    for (const auto &[type, entry] : noRule)
-        cost.warnings.push_back("no sharding rule for " + type + " (" + std::to_string(entry.first) +
-                                " op(s), first '" + entry.second + "'): inputs gathered, computed replicated");
-    return cost;
+    return PlanCoster(graph, mesh, options).cost(specs);
 }
 
 } // namespace tapestry::cost

@@ -1,0 +1,401 @@
+#include "cost/plancoster.h"
+
+#include "cost/activationmemory.h"
+#include "cost/collectivetime.h"
+#include "cost/costmodel.h"
+#include "ir/error.h"
+#include "sharding/reshard.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string_view>
+
+namespace tapestry::cost {
+
+namespace {
+
+using sharding::ShardingSpec;
+
+// gradientFlow() over a topological order with each op's rule already
+// derived (rules[k] for order[k]).
+std::vector<bool> gradientFlowOver(const ir::Graph &graph, const std::vector<ir::OpId> &order,
+                                   const std::vector<std::optional<sharding::DimMap>> &rules)
+{
+    std::vector<bool> flow(graph.tensorCount(), false);
+    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
+        flow[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const ir::Op &op = graph.op(order[k]);
+        const auto &rule = rules[k];
+        bool flows = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            flows = flows || ((!rule || !rule->ignored[i]) && flow[op.inputs[i].index()]);
+        if (!flows)
+            continue;
+        for (auto t : op.outputs)
+            if (sharding::isFloat(graph.tensor(t).dtype))
+                flow[t.index()] = true;
+    }
+    return flow;
+}
+
+std::vector<std::optional<sharding::DimMap>> rulesOf(const ir::Graph &graph, const std::vector<ir::OpId> &order)
+{
+    std::vector<std::optional<sharding::DimMap>> rules;
+    rules.reserve(order.size());
+    for (ir::OpId id : order)
+        rules.push_back(sharding::opRule(graph, graph.op(id)));
+    return rules;
+}
+
+std::vector<ir::OpId> orderOf(const ir::Graph &graph)
+{
+    auto order = graph.topologicalOrder();
+    if (!order)
+        throw TapestryError(Error{graph.name, {}, "the graph has a cycle; it cannot be costed"});
+    return std::move(*order);
+}
+
+constexpr std::array<sharding::CollectiveKind, 4> kKinds{
+    sharding::CollectiveKind::AllReduce, sharding::CollectiveKind::AllGather,
+    sharding::CollectiveKind::ReduceScatter, sharding::CollectiveKind::AllToAll};
+
+std::size_t kindIndex(sharding::CollectiveKind kind)
+{
+    return static_cast<std::size_t>(std::find(kKinds.begin(), kKinds.end(), kind) - kKinds.begin());
+}
+
+} // namespace
+
+std::vector<bool> gradientFlow(const ir::Graph &graph)
+{
+    const auto order = orderOf(graph);
+    return gradientFlowOver(graph, order, rulesOf(graph, order));
+}
+
+PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const CostOptions &options)
+    : m_graph(graph), m_mesh(mesh), m_options(options), m_order(orderOf(graph))
+{
+    const std::size_t n = m_order.size(), tensors = graph.tensorCount();
+    m_rules = rulesOf(graph, m_order);
+    m_flow = gradientFlowOver(graph, m_order, m_rules);
+    m_position.assign(graph.opCount(), -1);
+    for (std::size_t k = 0; k < n; ++k)
+        m_position[m_order[k].index()] = static_cast<std::int32_t>(k);
+
+    // Readers of each tensor by position, then slot: the order in which
+    // evaluatePlan meets them.
+    m_readStart.assign(tensors + 1, 0);
+    for (ir::OpId id : m_order)
+        for (ir::TensorId t : graph.op(id).inputs)
+            ++m_readStart[t.index() + 1];
+    std::partial_sum(m_readStart.begin(), m_readStart.end(), m_readStart.begin());
+    m_reads.resize(static_cast<std::size_t>(m_readStart.back()));
+    std::vector<std::int32_t> fill(m_readStart.begin(), m_readStart.end() - 1);
+    m_inputTensorStart.reserve(n + 1);
+    m_inputTensorStart.push_back(0);
+    for (std::size_t k = 0; k < n; ++k) {
+        const ir::Op &op = graph.op(m_order[k]);
+        const auto first = m_inputTensors.size();
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            const auto t = op.inputs[i].index();
+            m_reads[static_cast<std::size_t>(fill[t]++)] = {static_cast<std::int32_t>(k), static_cast<std::int32_t>(i)};
+            m_inputTensors.push_back(static_cast<std::int32_t>(t));
+        }
+        std::sort(m_inputTensors.begin() + static_cast<std::ptrdiff_t>(first), m_inputTensors.end());
+        m_inputTensors.erase(std::unique(m_inputTensors.begin() + static_cast<std::ptrdiff_t>(first), m_inputTensors.end()),
+                             m_inputTensors.end());
+        m_inputTensorStart.push_back(static_cast<std::int32_t>(m_inputTensors.size()));
+    }
+
+    m_byName.resize(n);
+    std::iota(m_byName.begin(), m_byName.end(), 0);
+    std::sort(m_byName.begin(), m_byName.end(), [&](std::int32_t a, std::int32_t b) {
+        return graph.op(m_order[static_cast<std::size_t>(a)]).name < graph.op(m_order[static_cast<std::size_t>(b)]).name;
+    });
+    m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
+    m_charges.resize(n);
+    m_reductions.resize(tensors);
+}
+
+CollectiveCost PlanCoster::costed(const sharding::Collective &c, std::size_t k, Phase phase) const
+{
+    const auto &axis = m_mesh.axes[static_cast<std::size_t>(c.axis)];
+    return CollectiveCost{m_graph.op(m_order[k]).name,
+                          c.tensor,
+                          c.kind,
+                          axis.name,
+                          phase,
+                          c.bytes,
+                          wireBytes(c.kind, c.bytes, axis.size),
+                          collectiveTime(c.kind, c.bytes, axis),
+                          c.reason};
+}
+
+void PlanCoster::resolve(std::size_t k, const std::vector<ShardingSpec> &specs)
+{
+    const ir::OpId id = m_order[k];
+    std::vector<ShardingSpec> inputs;
+    inputs.reserve(m_graph.op(id).inputs.size());
+    for (auto t : m_graph.op(id).inputs)
+        inputs.push_back(specs[t.index()]);
+    m_charges[k].strategy = sharding::resolveStrategy(m_graph, id, inputs, m_mesh, m_rules[k]);
+    ++m_resolved;
+}
+
+// What op k is charged on its own: internal collectives, its outputs
+// resharded to how they are stored, and back for their gradients.
+void PlanCoster::chargeOp(std::size_t k, const std::vector<ShardingSpec> &specs)
+{
+    const ir::Op &op = m_graph.op(m_order[k]);
+    OpCharge &charge = m_charges[k];
+    const sharding::OpStrategy &s = charge.strategy;
+    charge.forward.clear();
+    charge.backward.clear();
+    for (const auto &c : s.internalForward)
+        charge.forward.push_back(costed(c, k, Phase::Forward));
+    for (std::size_t o = 0; o < op.outputs.size(); ++o)
+        for (const auto &c :
+             sharding::reshard(m_graph.tensor(op.outputs[o]), s.outputs[o], specs[op.outputs[o].index()], m_mesh)
+                 .collectives)
+            charge.forward.push_back(costed(c, k, Phase::Forward));
+
+    charge.flows = false;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        charge.flows = charge.flows || (s.dataInputs[i] && m_flow[op.inputs[i].index()]);
+    if (!charge.flows)
+        return;
+    for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+        const ir::Tensor &out = m_graph.tensor(op.outputs[o]);
+        if (!sharding::isFloat(out.dtype))
+            continue;
+        const ShardingSpec stored = sharding::gradientSpec(specs[op.outputs[o].index()]);
+        for (auto c : sharding::reshard(out, stored, sharding::gradientSpec(s.outputs[o]), m_mesh).collectives) {
+            c.reason = "gradient: " + c.reason;
+            charge.backward.push_back(costed(c, k, Phase::Backward));
+        }
+    }
+    for (const auto &c : s.internalBackward)
+        charge.backward.push_back(costed(c, k, Phase::Backward));
+}
+
+// What tensor t costs between its writer and its readers: resharded once per
+// distinct spec its readers compute on (charged to the first of them), and
+// its gradient contributions summed per spec and resharded to its gradient
+// spec (charged to the first reader producing each).
+void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &specs)
+{
+    const ir::Tensor &tensor = m_graph.tensors()[t];
+    const auto first = m_reads.begin() + m_readStart[t], last = m_reads.begin() + m_readStart[t + 1];
+    std::vector<ShardingSpec> forward;
+    std::vector<std::pair<ShardingSpec, std::int32_t>> contributions;
+    for (auto r = first; r != last; ++r) {
+        OpCharge &charge = m_charges[static_cast<std::size_t>(r->op)];
+        // Drop what this slot was charged before.
+        for (std::size_t j = charge.inputReshardSlot.size(); j-- > 0;)
+            if (charge.inputReshardSlot[j] == r->slot) {
+                charge.inputReshards.erase(charge.inputReshards.begin() + static_cast<std::ptrdiff_t>(j));
+                charge.inputReshardSlot.erase(charge.inputReshardSlot.begin() + static_cast<std::ptrdiff_t>(j));
+            }
+        const sharding::OpStrategy &s = charge.strategy;
+        const auto slot = static_cast<std::size_t>(r->slot);
+        if (!s.dataInputs[slot])
+            continue;
+        if (m_flow[t] && std::none_of(contributions.begin(), contributions.end(),
+                                      [&](const auto &c) { return c.first == s.inputGradients[slot]; }))
+            contributions.push_back({s.inputGradients[slot], r->op});
+        if (std::find(forward.begin(), forward.end(), s.inputs[slot]) != forward.end())
+            continue;
+        forward.push_back(s.inputs[slot]);
+        // Kept in slot order: after the reshards of earlier slots.
+        auto at = static_cast<std::ptrdiff_t>(
+            std::upper_bound(charge.inputReshardSlot.begin(), charge.inputReshardSlot.end(), r->slot) -
+            charge.inputReshardSlot.begin());
+        for (const auto &c : sharding::reshard(tensor, specs[t], s.inputs[slot], m_mesh).collectives) {
+            charge.inputReshards.insert(charge.inputReshards.begin() + at,
+                                        costed(c, static_cast<std::size_t>(r->op), Phase::Forward));
+            charge.inputReshardSlot.insert(charge.inputReshardSlot.begin() + at, r->slot);
+            ++at;
+        }
+    }
+
+    auto &reductions = m_reductions[t];
+    reductions.clear();
+    const ShardingSpec target = sharding::gradientSpec(specs[t]);
+    for (const auto &[spec, op] : contributions)
+        for (auto c : sharding::reshard(tensor, spec, target, m_mesh).collectives) {
+            c.reason = (tensor.role == ir::Role::Parameter ? "weight gradient: " : "gradient: ") + c.reason;
+            reductions.push_back({op, costed(c, static_cast<std::size_t>(op), Phase::Backward)});
+        }
+}
+
+PlanCost PlanCoster::cost(const std::vector<ShardingSpec> &specs)
+{
+    if (specs.size() != m_graph.tensorCount())
+        throw TapestryError(Error{m_graph.name, {}, "a plan to cost needs one spec per tensor"});
+    const std::size_t n = m_order.size(), tensors = m_graph.tensorCount();
+    m_resolved = 0;
+    if (m_specs.empty() && tensors > 0) {
+        for (std::size_t k = 0; k < n; ++k)
+            resolve(k, specs);
+        for (std::size_t k = 0; k < n; ++k)
+            chargeOp(k, specs);
+        for (std::size_t t = 0; t < tensors; ++t)
+            chargeTensor(t, specs);
+    } else {
+        // The ops reading a changed tensor compute on other specs; the ops
+        // writing one store their outputs otherwise; every tensor those
+        // readers touch, and the changed ones, is charged again.
+        std::vector<char> resolveOp(n, 0), chargeOpAgain(n, 0), chargeTensorAgain(tensors, 0);
+        for (std::size_t t = 0; t < tensors; ++t) {
+            if (specs[t] == m_specs[t])
+                continue;
+            chargeTensorAgain[t] = 1;
+            for (auto r = m_readStart[t]; r < m_readStart[t + 1]; ++r)
+                resolveOp[static_cast<std::size_t>(m_reads[static_cast<std::size_t>(r)].op)] = 1;
+            const ir::OpId producer = m_graph.tensors()[t].producer;
+            if (producer.valid())
+                chargeOpAgain[static_cast<std::size_t>(m_position[producer.index()])] = 1;
+        }
+        for (std::size_t k = 0; k < n; ++k) {
+            if (!resolveOp[k])
+                continue;
+            resolve(k, specs);
+            chargeOpAgain[k] = 1;
+            for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i)
+                chargeTensorAgain[static_cast<std::size_t>(m_inputTensors[static_cast<std::size_t>(i)])] = 1;
+        }
+        for (std::size_t k = 0; k < n; ++k)
+            if (chargeOpAgain[k])
+                chargeOp(k, specs);
+        for (std::size_t t = 0; t < tensors; ++t)
+            if (chargeTensorAgain[t])
+                chargeTensor(t, specs);
+    }
+    m_specs = specs;
+    return sum(specs);
+}
+
+// The step summed exactly as evaluatePlan sums it: compute op by op in
+// topological order, then every collective in step order (forward ops in
+// order, backward ops in reverse), then the optimizer and memory.
+PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
+{
+    const std::size_t n = m_order.size();
+    PlanCost cost;
+    std::vector<CostTotals> byOp(n);
+    CostTotals forward, backward;
+    bool anyBackward = false;
+    std::map<std::string_view, std::pair<int, std::string_view>> noRule;  // op type -> count, first op
+    for (std::size_t k = 0; k < n; ++k) {
+        const sharding::OpStrategy &s = m_charges[k].strategy;
+        if (!s.hasRule) {
+            const ir::Op &op = m_graph.op(m_order[k]);
+            auto &entry = noRule[op.type];
+            if (entry.first++ == 0)
+                entry.second = op.name;
+        }
+        const double peak = m_mesh.device.peak(s.computeType) * m_mesh.device.achievableFraction;
+        byOp[k].flops += s.forwardFlops;
+        byOp[k].compute += peak > 0 ? s.forwardFlops / peak : 0;
+        forward.flops += s.forwardFlops;
+        forward.compute += peak > 0 ? s.forwardFlops / peak : 0;
+        if (!m_charges[k].flows)
+            continue;
+        anyBackward = true;
+        byOp[k].flops += s.backwardFlops;
+        byOp[k].compute += peak > 0 ? s.backwardFlops / peak : 0;
+        backward.flops += s.backwardFlops;
+        backward.compute += peak > 0 ? s.backwardFlops / peak : 0;
+    }
+
+    // Collectives in step order, each with the position of its op.
+    std::vector<std::int32_t> chargedTo;
+    auto append = [&](const CollectiveCost &c, std::size_t k) {
+        cost.collectives.push_back(c);
+        chargedTo.push_back(static_cast<std::int32_t>(k));
+    };
+    for (std::size_t k = 0; k < n; ++k) {
+        for (const auto &c : m_charges[k].inputReshards)
+            append(c, k);
+        for (const auto &c : m_charges[k].forward)
+            append(c, k);
+    }
+    for (std::size_t k = n; k-- > 0;) {
+        for (const auto &c : m_charges[k].backward)
+            append(c, k);
+        for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i)
+            for (const auto &r : m_reductions[static_cast<std::size_t>(m_inputTensors[static_cast<std::size_t>(i)])])
+                if (static_cast<std::size_t>(r.op) == k)
+                    append(r.collective, k);
+    }
+    std::array<CostTotals, kKinds.size()> byKind{};
+    std::array<bool, kKinds.size()> kindSeen{};
+    for (std::size_t j = 0; j < cost.collectives.size(); ++j) {
+        const CollectiveCost &c = cost.collectives[j];
+        const std::size_t kind = kindIndex(c.kind);
+        kindSeen[kind] = true;
+        anyBackward = anyBackward || c.phase == Phase::Backward;
+        for (CostTotals *totals : {&byOp[static_cast<std::size_t>(chargedTo[j])], &byKind[kind],
+                                   c.phase == Phase::Forward ? &forward : &backward}) {
+            totals->comm += c.time;
+            totals->commBytes += c.wireBytes;
+            totals->collectives += 1;
+        }
+        cost.comm += c.time;
+        cost.commBytes += c.wireBytes;
+    }
+    for (std::size_t k : m_byName)
+        cost.byOp.emplace_hint(cost.byOp.end(), m_graph.op(m_order[k]).name, byOp[k]);
+    for (std::size_t kind = 0; kind < kKinds.size(); ++kind)
+        if (kindSeen[kind])
+            cost.byCollective.emplace(std::string(sharding::toString(kKinds[kind])), byKind[kind]);
+    if (n > 0)
+        cost.byPhase.emplace("forward", forward);
+    if (anyBackward)
+        cost.byPhase.emplace("backward", backward);
+
+    std::int64_t localParameters = 0;
+    for (auto t : m_parameters)
+        localParameters += specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh);
+    const double optimizerFlops = m_options.optimizerFlopsPerParameter * static_cast<double>(localParameters);
+    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
+    CostTotals &optimizer = cost.byPhase["optimizer"];
+    optimizer.flops += optimizerFlops;
+    optimizer.compute += fp32 > 0 ? optimizerFlops / fp32 : 0;
+
+    for (const auto &[phase, totals] : cost.byPhase)
+        cost.compute += totals.compute;
+    if (m_options.overlap) {
+        const CostTotals &f = cost.byPhase["forward"], &b = cost.byPhase["backward"], &o = cost.byPhase["optimizer"];
+        cost.stepTime = f.total() + std::max(b.compute, b.comm) + o.total();
+    } else {
+        cost.stepTime = cost.compute + cost.comm;
+    }
+
+    const auto params = static_cast<double>(localParameters);
+    cost.memory.parameters = std::llround(params * m_options.parameterBytes);
+    cost.memory.gradients = std::llround(params * m_options.gradientBytes);
+    cost.memory.optimizer = std::llround(params * m_options.optimizerBytes);
+    const auto layers = transformerLayers(m_graph, m_mesh, specs);
+    if (!layers.empty()) {
+        cost.memory.activationModel = "korthikanti";
+        for (const auto &l : layers)
+            cost.memory.activations += korthikantiBytes(l);
+    } else {
+        cost.memory.activationModel = "saved-tensors";
+        cost.memory.activations = savedTensorBytes(m_graph, m_mesh, specs);
+    }
+    cost.memoryCapacity = m_mesh.device.memoryBytes;
+    cost.fitsMemory = cost.memory.total() <= cost.memoryCapacity;
+
+    for (const auto &[type, entry] : noRule)
+        cost.warnings.push_back("no sharding rule for " + std::string(type) + " (" + std::to_string(entry.first) +
+                                " op(s), first '" + std::string(entry.second) + "'): inputs gathered, computed replicated");
+    return cost;
+}
+
+} // namespace tapestry::cost

@@ -1,0 +1,101 @@
+#pragma once
+
+#include "cost/costoptions.h"
+#include "cost/plancost.h"
+#include "ir/graph.h"
+#include "sharding/mesh.h"
+#include "sharding/oprule.h"
+#include "sharding/shardingspec.h"
+#include "sharding/strategy.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tapestry::cost {
+
+// evaluatePlan for one graph on one mesh, again and again, as the studio
+// costs its plan on every edit. What depends on the graph alone (the
+// topological order, each op's rule, the gradient flow, who reads each
+// tensor) is derived once. Each cost() after the first resolves again only
+// the strategies of the ops that read a tensor whose spec changed, charges
+// again only the reshards and gradient reductions of the tensors those ops
+// touch, and then sums the step in evaluatePlan's order, so what it returns
+// is exactly what evaluatePlan returns for the same specs. A pin applied to
+// every instance of a class re-resolves the neighbourhood of the pinned
+// tensors, not the graph.
+//
+// Holds a reference to the graph: the graph outlives the coster.
+class PlanCoster {
+public:
+    PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const CostOptions &options = {});
+
+    // The cost of a step with every tensor stored as `specs` says (indexed
+    // by tensor id; legal specs, see ShardingSpec::problem).
+    PlanCost cost(const std::vector<sharding::ShardingSpec> &specs);
+
+    // Ops whose strategy the last cost() resolved: all of them the first time.
+    std::size_t resolvedOps() const { return m_resolved; }
+    const sharding::Mesh &mesh() const { return m_mesh; }
+    const CostOptions &options() const { return m_options; }
+
+private:
+    // A reader of a tensor: the op's position in the topological order and
+    // the input slot it reads the tensor through.
+    struct Read {
+        std::int32_t op;
+        std::int32_t slot;
+    };
+    // What one op is charged, apart from the sums.
+    struct OpCharge {
+        sharding::OpStrategy strategy;
+        bool flows = false;  // a gradient flows through it
+        // Reshards of its inputs to what it computes on, with the input slot
+        // of each (in slot order): a tensor is resharded once per distinct
+        // spec its readers need, charged to the first of them.
+        std::vector<CollectiveCost> inputReshards;
+        std::vector<std::int32_t> inputReshardSlot;
+        // Internal forward collectives, then its outputs resharded to how
+        // they are stored.
+        std::vector<CollectiveCost> forward;
+        // Output gradients resharded back, then internal backward
+        // collectives (when a gradient flows).
+        std::vector<CollectiveCost> backward;
+    };
+    // A gradient reduction of a tensor, charged to the first reader (by
+    // position) whose input gradient comes in that spec.
+    struct Reduction {
+        std::int32_t op;
+        CollectiveCost collective;
+    };
+
+    void resolve(std::size_t k, const std::vector<sharding::ShardingSpec> &specs);
+    void chargeOp(std::size_t k, const std::vector<sharding::ShardingSpec> &specs);
+    void chargeTensor(std::size_t t, const std::vector<sharding::ShardingSpec> &specs);
+    PlanCost sum(const std::vector<sharding::ShardingSpec> &specs) const;
+    CollectiveCost costed(const sharding::Collective &c, std::size_t k, Phase phase) const;
+
+    const ir::Graph &m_graph;
+    sharding::Mesh m_mesh;
+    CostOptions m_options;
+
+    // Of the graph alone.
+    std::vector<ir::OpId> m_order;
+    std::vector<std::int32_t> m_position;  // by op id: its place in m_order
+    std::vector<std::optional<sharding::DimMap>> m_rules;  // by position
+    std::vector<bool> m_flow;                               // by tensor id
+    std::vector<std::int32_t> m_readStart;                  // by tensor id, into m_reads
+    std::vector<Read> m_reads;
+    std::vector<std::int32_t> m_inputTensorStart;  // by position, into m_inputTensors
+    std::vector<std::int32_t> m_inputTensors;      // each op's distinct input tensors, ascending
+    std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names
+    std::vector<ir::TensorId> m_parameters;
+
+    // Of the last cost().
+    std::vector<sharding::ShardingSpec> m_specs;
+    std::vector<OpCharge> m_charges;                  // by position
+    std::vector<std::vector<Reduction>> m_reductions;  // by tensor id
+    std::size_t m_resolved = 0;
+};
+
+} // namespace tapestry::cost
