@@ -1,11 +1,16 @@
 #include "cost/activationmemory.h"
 #include "cost/collectivetime.h"
 #include "cost/costmodel.h"
+#include "cost/plancoster.h"
 #include "io/modelloader.h"
+#include "plan/plan.h"
+#include "search/referenceplan.h"
 #include "sharding/meshprofile.h"
 #include "sharding/propagation.h"
 
 #include <QtTest>
+
+#include <random>
 
 using namespace tapestry;
 using sharding::Placement;
@@ -197,6 +202,51 @@ private slots:
         QCOMPARE(groups.at("layer").commBytes, std::int64_t{200});
         QCOMPARE(groups.at("(other)").compute, 0.25);
         QCOMPARE(cost::aggregate(byOp, {}, "").size(), std::size_t{0});
+    }
+
+    // The studio re-costs its plan on every edit with one PlanCoster: what
+    // it returns after any sequence of edits is exactly evaluatePlan's, and
+    // an edit in every instance of a class resolves the ops around the
+    // edited tensors, not the graph.
+    void incrementalCostEqualsAFreshOne()
+    {
+        const auto g = io::loadModel("zoo:gpt2?layers=4");
+        const auto m = sharding::findMeshProfile("dgx-h100").mesh({2, 2}, {"data", "model"});
+        const auto plan = search::referencePlan(g, "gpt2", m, search::ReferenceMethod::Megatron);
+        const auto original = plan::planSpecs(plan, g, "gpt2");
+        cost::PlanCoster coster(g, m);
+        const auto first = coster.cost(original);
+        QCOMPARE(coster.resolvedOps(), g.opCount());
+        QVERIFY(first == cost::evaluatePlan(g, m, original));
+
+        // A class edit: every MLP weight replicated.
+        auto edited = original;
+        int pinned = 0;
+        for (auto t : g.tensorsWithRole(ir::Role::Parameter))
+            if (g.tensor(t).name.find(".mlp.") != std::string::npos && g.tensor(t).shape.size() == 2) {
+                edited[t.index()] = ShardingSpec::replicated(2);
+                ++pinned;
+            }
+        QCOMPARE(pinned, 8);
+        const auto after = coster.cost(edited);
+        QVERIFY(after == cost::evaluatePlan(g, m, edited));
+        QVERIFY(after.stepTime != first.stepTime);
+        QVERIFY2(coster.resolvedOps() > 0 && coster.resolvedOps() <= 16,
+                 qPrintable(QString::number(coster.resolvedOps())));
+        QVERIFY(coster.cost(original) == first);  // undo
+
+        // Edits of any tensor, activations included, in a fixed random order.
+        std::mt19937 random(11);
+        auto specs = original;
+        for (int e = 0; e < 40; ++e) {
+            const auto t = random() % g.tensorCount();
+            auto spec = random() % 2 ? specs[random() % g.tensorCount()] : ShardingSpec::replicated(2);
+            const auto &tensor = g.tensors()[t];
+            if (!spec.holds(tensor.shape, m) || (spec.hasPartial() && tensor.role != ir::Role::Activation))
+                continue;
+            specs[t] = spec;
+            QVERIFY2(coster.cost(specs) == cost::evaluatePlan(g, m, specs), qPrintable(QString::number(e)));
+        }
     }
 };
 

@@ -458,9 +458,35 @@ QString ExecutorPanel::planKey() const
 {
     if (!m_planned.plan)
         return {};
-    const std::string json = plan::writePlanJson(*m_planned.plan);
-    return m_model.source + QLatin1Char('|') +
-           QString::fromLatin1(QCryptographicHash::hash(QByteArray::fromStdString(json), QCryptographicHash::Sha1).toHex());
+    if (m_keyedPlan != m_planned.plan || m_keyedSource != m_model.source) {
+        // What makes the plan, not its cost (which follows from it); hashed
+        // without writing the plan file, as the studio's plan changes on
+        // every edit.
+        const plan::Plan &p = *m_planned.plan;
+        QCryptographicHash hash(QCryptographicHash::Sha1);
+        auto add = [&hash](const std::string &text) {
+            hash.addData(QByteArrayView(text.data(), static_cast<qsizetype>(text.size())));
+            hash.addData(QByteArrayView("\n", 1));
+        };
+        auto number = [](double v) { return QByteArray::number(v, 'g', 17).toStdString(); };
+        add(p.model.fingerprint);
+        add(p.method + (p.sequenceParallel ? " sequence-parallel" : ""));
+        add(p.mesh.toString() + " " + p.mesh.profile + " " + p.mesh.device.name + " " +
+            std::to_string(p.mesh.device.memoryBytes) + " " + number(p.mesh.device.achievableFraction));
+        for (const auto &[dtype, flops] : p.mesh.device.peakFlops)
+            add(dtype + " " + number(flops));
+        for (const auto &axis : p.mesh.axes)
+            add(axis.link.name + " " + number(axis.link.bandwidth) + " " + number(axis.link.latency));
+        const auto &o = p.costOptions;
+        add(number(o.parameterBytes) + " " + number(o.gradientBytes) + " " + number(o.optimizerBytes) + " " +
+            number(o.optimizerFlopsPerParameter) + (o.overlap ? " overlap" : ""));
+        for (const auto &[name, entry] : p.specs)
+            add(name + " " + entry.spec.toPlacements() + " " + std::string(plan::toString(entry.source)));
+        m_planKey = m_model.source + QLatin1Char('|') + QString::fromLatin1(hash.result().toHex());
+        m_keyedPlan = m_planned.plan;
+        m_keyedSource = m_model.source;
+    }
+    return m_planKey;
 }
 
 void ExecutorPanel::setLauncher(LaunchTemplate::Kind kind)

@@ -128,6 +128,10 @@ private:
     LoadedModel m_model;
     PlannedModel m_planned;
     std::map<QString, QVector<ExecutorRun>> m_history;  // by plan key
+    // planKey() of the plan it was computed for: plans are immutable once
+    // made, and the key hashes the whole plan file.
+    mutable std::shared_ptr<const plan::Plan> m_keyedPlan;
+    mutable QString m_keyedSource, m_planKey;
     QString m_runKey;     // plan key of the run in progress
     int m_shownRun = -1;  // index in the current plan's history
     int m_nextId = 1;

@@ -13,22 +13,24 @@ PlannedModel groupPlan(const LoadedModel &model, plan::Plan p)
 {
     PlannedModel out;
     out.specs = plan::planSpecs(p, *model.graph, model.source.toStdString());
-    std::map<std::string, std::string> opToClass;
-    std::map<std::string, int> opToNode;
-    for (std::size_t i = 0; i < model.graph->opCount(); ++i) {
-        const auto &name = model.graph->ops()[i].name;
-        const auto cls = model.classes->classOfOp[i];
-        if (cls.valid())
-            opToClass[name] = "class " + std::to_string(cls.value);
-        const auto node = model.coarse->nodeOf(ir::OpId(static_cast<std::int32_t>(i)));
-        if (node.valid())
-            opToNode[name] = node.value;
-    }
-    out.byClass = cost::aggregate(p.cost.byOp, opToClass);
+    // Summed in the breakdown's (name) order, as cost::aggregate sums; the
+    // studio does this on every edit, so ops are found by the graph's name
+    // index rather than through maps built per call.
+    const std::string other = "(other)";
+    std::vector<std::string> className;
     for (const auto &[op, totals] : p.cost.byOp) {
-        auto it = opToNode.find(op);
-        if (it != opToNode.end())
-            out.byNode[it->second] += totals;
+        const auto id = model.graph->findOp(op);
+        const auto cls = id ? model.classes->classOfOp[id->index()] : passes::ClassId();
+        if (cls.valid()) {
+            if (className.size() <= cls.index())
+                className.resize(cls.index() + 1);
+            if (className[cls.index()].empty())
+                className[cls.index()] = "class " + std::to_string(cls.value);
+        }
+        out.byClass[cls.valid() ? className[cls.index()] : other] += totals;
+        const auto node = id ? model.coarse->nodeOf(*id) : passes::NodeId();
+        if (node.valid())
+            out.byNode[node.value] += totals;
     }
     out.plan = std::make_shared<const plan::Plan>(std::move(p));
     return out;

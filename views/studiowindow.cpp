@@ -289,6 +289,12 @@ StudioWindow::StudioWindow(QWidget *parent)
         if (m_undo->count() > 0)
             autosave();
     });
+    connect(&m_autosaveWriter, &QFutureWatcher<QString>::finished, this, [this] {
+        if (const QString error = m_autosaveWriter.result(); !error.isEmpty())
+            m_status->setText(tr("Autosave failed: %1").arg(error));
+        if (auto queued = std::exchange(m_autosaveQueued, nullptr))
+            writeAutosave(std::move(queued));
+    });
     connect(m_undo, &QUndoStack::cleanChanged, this, [this](bool clean) { setWindowModified(!clean); });
 
     createActions();
@@ -303,6 +309,7 @@ StudioWindow::StudioWindow(QWidget *parent)
 
 StudioWindow::~StudioWindow()
 {
+    finishAutosave();  // the last edit's autosave is on disk before the window goes
     m_explainer.reset();
     m_graph->disconnect(this);
     m_undo->disconnect(this);  // its destructor clears it: keep the autosave
@@ -557,6 +564,13 @@ bool StudioWindow::savePlan(const QString &path)
     }
 }
 
+plan::Recoster &StudioWindow::recoster()
+{
+    if (!m_recoster)
+        m_recoster = std::make_unique<plan::Recoster>(*m_document.graph);
+    return *m_recoster;
+}
+
 search::Explainer *StudioWindow::explainer()
 {
     if (!m_explainer && m_planned.plan)
@@ -628,7 +642,7 @@ bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::Shar
                 break;
             }
         }
-        plan::recostPlan(*edited, *m_document.graph, m_document.source.toStdString());
+        recoster().recost(*edited, m_document.source.toStdString());
         pushPlanEdit(tr("Pin %1 to %2").arg(QString::fromStdString(tensorName), QString::fromStdString(spec.toPlacements())),
                      edited);
         return true;
@@ -689,7 +703,7 @@ bool StudioWindow::openPlanFile(const QString &path)
         return false;
     try {
         plan::Plan p = plan::readPlanFile(path.toStdString());
-        plan::recostPlan(p, *m_document.graph, path.toStdString());
+        recoster().recost(p, path.toStdString());
         m_undo->clear();
         adoptPlan(groupPlan(m_document, std::move(p)));
         return true;
@@ -1023,6 +1037,7 @@ void StudioWindow::openModel(const QString &source)
 
 void StudioWindow::adoptDocument(const LoadedModel &model)
 {
+    m_recoster.reset();  // it holds the graph of the document before
     m_document = model;
     m_classModel->setModel(model);
     m_classTable->resizeColumnsToContents();
@@ -1370,19 +1385,45 @@ void StudioWindow::autosave()
         clearAutosave();
         return;
     }
-    try {
-        QDir().mkpath(QFileInfo(autosavePath()).absolutePath());
-        plan::writePlanFile(autosavePath().toStdString(), *m_planned.plan);
-        QSettings settings;
-        settings.setValue(QStringLiteral("autosave/source"), m_document.source);
-        settings.setValue(QStringLiteral("autosave/mesh"), shapeText(m_planned.plan->mesh));
-    } catch (const std::exception &e) {
-        m_status->setText(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())));
+    QDir().mkpath(QFileInfo(autosavePath()).absolutePath());
+    QSettings settings;
+    settings.setValue(QStringLiteral("autosave/source"), m_document.source);
+    settings.setValue(QStringLiteral("autosave/mesh"), shapeText(m_planned.plan->mesh));
+    writeAutosave(m_planned.plan);
+}
+
+void StudioWindow::writeAutosave(std::shared_ptr<const plan::Plan> plan)
+{
+    if (m_autosaveWriter.isRunning()) {
+        m_autosaveQueued = std::move(plan);
+        return;
+    }
+    const std::string path = autosavePath().toStdString();
+    m_autosaveWriter.setFuture(QtConcurrent::run([plan = std::move(plan), path] {
+        try {
+            plan::writePlanFile(path, *plan);
+            return QString();
+        } catch (const std::exception &e) {
+            return QString::fromUtf8(e.what());
+        }
+    }));
+}
+
+void StudioWindow::finishAutosave() const
+{
+    m_autosaveWriter.waitForFinished();
+    if (auto queued = std::exchange(m_autosaveQueued, nullptr)) {
+        try {
+            plan::writePlanFile(autosavePath().toStdString(), *queued);
+        } catch (const std::exception &e) {
+            m_status->setText(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())));
+        }
     }
 }
 
 void StudioWindow::clearAutosave()
 {
+    finishAutosave();
     QSettings settings;
     settings.remove(QStringLiteral("autosave"));
     QFile::remove(autosavePath());
@@ -1390,6 +1431,7 @@ void StudioWindow::clearAutosave()
 
 int StudioWindow::autosavedPins() const
 {
+    finishAutosave();
     QSettings settings;
     if (!m_planned.plan || settings.value(QStringLiteral("autosave/source")).toString() != m_document.source ||
         settings.value(QStringLiteral("autosave/mesh")).toString() !=
@@ -1411,7 +1453,7 @@ bool StudioWindow::restoreAutosave()
         return false;
     try {
         auto restored = std::make_shared<plan::Plan>(plan::readPlanFile(autosavePath().toStdString()));
-        plan::recostPlan(*restored, *m_document.graph, autosavePath().toStdString());
+        recoster().recost(*restored, autosavePath().toStdString());
         pushPlanEdit(tr("Restore autosaved edits"), restored);
         return true;
     } catch (const std::exception &e) {

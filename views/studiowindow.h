@@ -190,6 +190,9 @@ private:
     std::set<std::string> m_differing;
     QColor differenceColour(const layout::ViewNode &node) const;
     std::unique_ptr<search::Explainer> m_explainer;
+    // Costs the document's plans edit after edit; made for each document.
+    std::unique_ptr<plan::Recoster> m_recoster;
+    plan::Recoster &recoster();
     void showPlan(const std::shared_ptr<const plan::Plan> &plan);
     search::Explainer *explainer();
     QComboBox *m_method = nullptr;
@@ -211,6 +214,13 @@ private:
     // Set while the planner re-derives around pins: the plan it edits.
     std::shared_ptr<const plan::Plan> m_rederiveBase;
     bool m_autosaveOffered = false;
+    // The autosave is written on a worker (a large plan's file takes tens
+    // of milliseconds, every edit): one write at a time, the newest plan
+    // queued behind it. Whatever reads or removes the file waits for both.
+    mutable QFutureWatcher<QString> m_autosaveWriter;
+    mutable std::shared_ptr<const plan::Plan> m_autosaveQueued;
+    void writeAutosave(std::shared_ptr<const plan::Plan> plan);
+    void finishAutosave() const;
     bool confirmDiscardEdits();
     void autosave();
     void clearAutosave();

@@ -16,6 +16,7 @@ struct CostOptions {
     bool overlap = false;
 
     double bytesPerParameter() const { return parameterBytes + gradientBytes + optimizerBytes; }
+    friend bool operator==(const CostOptions &, const CostOptions &) = default;
 };
 
 } // namespace tapestry::cost

@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include "cost/costmodel.h"
+#include "cost/plancoster.h"
 #include "ir/error.h"
 #include "ir/validate.h"
 #include "plan/fingerprint.h"
@@ -44,9 +45,11 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
     return p;
 }
 
-std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput)
+namespace {
+
+std::vector<sharding::ShardingSpec> checkedSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput,
+                                                 const std::string &fingerprint)
 {
-    const std::string fingerprint = modelFingerprint(graph);
     if (plan.model.fingerprint != fingerprint)
         throw TapestryError(Error{planInput, "model.fingerprint",
                                   "the plan was made for model '" + plan.model.source + "' (" + plan.model.fingerprint +
@@ -78,9 +81,33 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
     return specs;
 }
 
+} // namespace
+
+std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput)
+{
+    return checkedSpecs(plan, graph, planInput, modelFingerprint(graph));
+}
+
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput)
 {
     plan.cost = cost::evaluatePlan(graph, plan.mesh, planSpecs(plan, graph, planInput), plan.costOptions);
+}
+
+Recoster::Recoster(const ir::Graph &graph) : m_graph(graph), m_fingerprint(modelFingerprint(graph)) {}
+
+Recoster::~Recoster() = default;
+
+void Recoster::recost(Plan &plan, const std::string &planInput)
+{
+    auto specs = checkedSpecs(plan, m_graph, planInput, m_fingerprint);
+    if (!m_coster || !(m_coster->mesh() == plan.mesh) || !(m_coster->options() == plan.costOptions))
+        m_coster = std::make_unique<cost::PlanCoster>(m_graph, plan.mesh, plan.costOptions);
+    plan.cost = m_coster->cost(specs);
+}
+
+std::size_t Recoster::resolvedOps() const
+{
+    return m_coster ? m_coster->resolvedOps() : 0;
 }
 
 } // namespace tapestry::plan

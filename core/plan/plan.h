@@ -8,10 +8,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace tapestry::cost {
+class PlanCoster;
+}
 
 namespace tapestry::plan {
 
@@ -68,5 +73,24 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
 
 // Validates (planSpecs) and costs the plan again on its own mesh.
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput);
+
+// recostPlan for the plans of one model, edit after edit (the studio, on
+// every pin, undo and redo): the model's fingerprint and a cost::PlanCoster
+// for the plan's mesh and cost options are kept between calls, so an edit
+// costs what it changes. A plan on another mesh or with other cost options
+// starts a new coster. Holds a reference to the graph.
+class Recoster {
+public:
+    explicit Recoster(const ir::Graph &graph);
+    ~Recoster();
+    void recost(Plan &plan, const std::string &planInput);
+    // Ops whose strategy the last recost() resolved again.
+    std::size_t resolvedOps() const;
+
+private:
+    const ir::Graph &m_graph;
+    std::string m_fingerprint;
+    std::unique_ptr<cost::PlanCoster> m_coster;
+};
 
 } // namespace tapestry::plan

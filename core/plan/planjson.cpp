@@ -23,15 +23,20 @@ Json totalsJson(const cost::CostTotals &t)
 }
 
 // One entry per line: long sections stay readable and diff well.
-std::string linesObject(const Json &obj, const std::string &indent)
+// An object's members in the order they are written. Built as a list: an
+// ordered_json object finds each key it is given by a linear search, which
+// made writing a plan of thousands of tensors quadratic (the studio writes
+// one on every edit, to autosave it).
+using Members = std::vector<std::pair<std::string, Json>>;
+
+std::string linesObject(const Members &members, const std::string &indent)
 {
-    if (obj.empty())
+    if (members.empty())
         return "{}";
     std::string s = "{\n";
-    std::size_t i = 0;
-    for (const auto &[key, value] : obj.items()) {
-        s += indent + "  " + Json(key).dump() + ": " + value.dump();
-        s += ++i < obj.size() ? ",\n" : "\n";
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        s += indent + "  " + Json(members[i].first).dump() + ": " + members[i].second.dump();
+        s += i + 1 < members.size() ? ",\n" : "\n";
     }
     return s + indent + "}";
 }
@@ -180,12 +185,13 @@ std::string writePlanJson(const Plan &plan)
                      {"optimizer_bytes", o.optimizerBytes},
                      {"optimizer_flops_per_parameter", o.optimizerFlopsPerParameter},
                      {"overlap", o.overlap}};
-    Json specs = Json::object();
+    Members specs;
+    specs.reserve(plan.specs.size());
     for (const auto &[name, entry] : plan.specs) {
         Json placements = Json::array();
         for (const auto &p : entry.spec.placements)
             placements.push_back(p.toString());
-        specs[name] = Json{{"placements", placements}, {"source", std::string(toString(entry.source))}};
+        specs.emplace_back(name, Json{{"placements", placements}, {"source", std::string(toString(entry.source))}});
     }
     Json collectives = Json::array();
     for (const auto &c : plan.cost.collectives)
@@ -213,10 +219,11 @@ std::string writePlanJson(const Plan &plan)
                        {"activations", pc.memory.activations},
                        {"activation_model", pc.memory.activationModel}}}};
     auto totalsMap = [](const std::map<std::string, cost::CostTotals> &m) {
-        Json j = Json::object();
+        Members members;
+        members.reserve(m.size());
         for (const auto &[k, v] : m)
-            j[k] = totalsJson(v);
-        return j;
+            members.emplace_back(k, totalsJson(v));
+        return members;
     };
 
     std::string s = "{\n";

@@ -16,6 +16,7 @@ struct LinkProfile {
     std::string name;  // "NVLink 4", "InfiniBand NDR"
     double bandwidth = 0;  // bytes/s
     double latency = 0;    // s
+    friend bool operator==(const LinkProfile &, const LinkProfile &) = default;
 };
 
 // One device of the mesh: memory and peak throughput per dtype, and the
@@ -28,12 +29,14 @@ struct DeviceProfile {
 
     // Peak for `dtype`; dtypes without an entry (integers) use float32's.
     double peak(ir::DType dtype) const;
+    friend bool operator==(const DeviceProfile &, const DeviceProfile &) = default;
 };
 
 struct MeshAxis {
     std::string name;
     int size = 1;
     LinkProfile link;
+    friend bool operator==(const MeshAxis &, const MeshAxis &) = default;
 };
 
 // Devices arranged on named axes ("data" x "model"), numbered row-major (the
@@ -49,6 +52,7 @@ struct Mesh {
     std::vector<int> shape() const;
     // "2x8 (data, model)"
     std::string toString() const;
+    friend bool operator==(const Mesh &, const Mesh &) = default;
 };
 
 // Parses "8", "2x8", "4x2" into axis sizes. Throws TapestryError naming the

@@ -428,6 +428,10 @@ private slots:
         QVERIFY(pinned->specs.at("transformer.h.1.mlp.fc_in.weight").spec == rows);
         QVERIFY(pinned->cost.stepTime != derived->cost.stepTime);
         QVERIFY(forwardAllReduces(*pinned) > forwardAllReduces(*derived));
+        // Costed by what the pin changed, exactly as a fresh re-cost.
+        auto fresh = *pinned;
+        tapestry::plan::recostPlan(fresh, *w.document().graph, "pinned");
+        QVERIFY(fresh.cost == pinned->cost);
         QVERIFY(w.costBar()->text().contains(QStringLiteral("%1").arg(pinned->cost.stepTime * 1e3, 0, 'f', 2)));
         const std::string pinnedJson = tapestry::plan::writePlanJson(*pinned);
         // Undo restores the derived plan bit for bit, redo the pinned one.
