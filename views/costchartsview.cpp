@@ -29,6 +29,9 @@ CostChartsView::CostChartsView(QWidget *parent)
 
 void CostChartsView::clearCharts()
 {
+    m_pending = {};
+    m_pendingNames.clear();
+    m_stale = false;
     for (auto *view : {m_step, m_memory}) {
         auto *chart = new QChart;
         chart->setTitle(tr("No plan"));
@@ -38,6 +41,8 @@ void CostChartsView::clearCharts()
 
 QStringList CostChartsView::stepCategories() const
 {
+    if (m_stale)
+        const_cast<CostChartsView *>(this)->draw();
     for (auto *axis : m_step->chart()->axes(Qt::Vertical))
         if (auto *categories = qobject_cast<QBarCategoryAxis *>(axis))
             return categories->categories();
@@ -50,6 +55,25 @@ void CostChartsView::setPlanned(const PlannedModel &planned, const std::map<int,
         clearCharts();
         return;
     }
+    m_pending = planned;
+    m_pendingNames = classNames;
+    m_stale = true;
+    if (isVisible())
+        draw();
+}
+
+void CostChartsView::showEvent(QShowEvent *event)
+{
+    if (m_stale)
+        draw();
+    QWidget::showEvent(event);
+}
+
+void CostChartsView::draw()
+{
+    m_stale = false;
+    const PlannedModel &planned = m_pending;
+    const auto &classNames = m_pendingNames;
     const auto &cost = planned.plan->cost;
     // Step time: one bar per class (whole class, all instances) and one per
     // collective kind, compute and communication stacked, in ms.

@@ -4,6 +4,7 @@
 #include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
+#include "plan/fingerprint.h"
 
 #include <QElapsedTimer>
 
@@ -29,6 +30,7 @@ LoadedModel loadModelForView(const QString &source, const std::atomic_bool *canc
     check();
     auto classes = std::make_shared<passes::SubgraphClasses>(passes::Prune().run(*graph, *coarse));
     m.pruneSeconds = timer.nsecsElapsed() / 1e9;
+    m.fingerprint = plan::modelFingerprint(*graph);
     m.graph = std::move(graph);
     m.coarse = std::move(coarse);
     m.classes = std::move(classes);

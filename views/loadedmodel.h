@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 namespace tapestry::views {
 
@@ -19,6 +20,7 @@ struct LoadedModel {
     std::shared_ptr<const ir::Graph> graph;
     std::shared_ptr<const passes::CoarseGraph> coarse;
     std::shared_ptr<const passes::SubgraphClasses> classes;
+    std::string fingerprint;  // plan::modelFingerprint of the graph: what plans are checked against
     double loadSeconds = 0;
     double pruneSeconds = 0;
     QString error;  // set instead of the fields above when loading failed

@@ -12,7 +12,9 @@ namespace tapestry::views {
 PlannedModel groupPlan(const LoadedModel &model, plan::Plan p)
 {
     PlannedModel out;
-    out.specs = plan::planSpecs(p, *model.graph, model.source.toStdString());
+    const std::string input = model.source.toStdString();
+    out.specs = model.fingerprint.empty() ? plan::planSpecs(p, *model.graph, input)
+                                          : plan::planSpecs(p, *model.graph, input, model.fingerprint);
     // Summed in the breakdown's (name) order, as cost::aggregate sums; the
     // studio does this on every edit, so ops are found by the graph's name
     // index rather than through maps built per call.

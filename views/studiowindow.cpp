@@ -490,7 +490,7 @@ void StudioWindow::derivePlan()
 void StudioWindow::adoptPlan(const PlannedModel &planned)
 {
     m_planned = planned;
-    m_explainer.reset();
+    m_explainerStale = true;
     QSet<int> pinned;
     for (const auto &[name, tp] : planned.plan->specs) {
         if (tp.source != plan::SpecSource::Override)
@@ -573,8 +573,16 @@ plan::Recoster &StudioWindow::recoster()
 
 search::Explainer *StudioWindow::explainer()
 {
-    if (!m_explainer && m_planned.plan)
-        m_explainer = std::make_unique<search::Explainer>(*m_document.graph, *m_planned.plan, m_document.source.toStdString());
+    if (!m_planned.plan)
+        return nullptr;
+    // Made once per document, mesh and cost options; an edited plan only
+    // hands it its specs and cost.
+    const plan::Plan &p = *m_planned.plan;
+    if (m_explainer && m_explainerStale && m_explainer->explains(p.mesh, p.costOptions))
+        m_explainer->setPlan(p.mesh, p.costOptions, m_planned.specs, p.cost);
+    else if (!m_explainer || m_explainerStale)
+        m_explainer = std::make_unique<search::Explainer>(*m_document.graph, p, m_document.source.toStdString());
+    m_explainerStale = false;
     return m_explainer.get();
 }
 
@@ -1037,7 +1045,8 @@ void StudioWindow::openModel(const QString &source)
 
 void StudioWindow::adoptDocument(const LoadedModel &model)
 {
-    m_recoster.reset();  // it holds the graph of the document before
+    m_recoster.reset();  // these hold the graph of the document before
+    m_explainer.reset();
     m_document = model;
     m_classModel->setModel(model);
     m_classTable->resizeColumnsToContents();

@@ -190,6 +190,7 @@ private:
     std::set<std::string> m_differing;
     QColor differenceColour(const layout::ViewNode &node) const;
     std::unique_ptr<search::Explainer> m_explainer;
+    bool m_explainerStale = false;  // made for a plan before the current one
     // Costs the document's plans edit after edit; made for each document.
     std::unique_ptr<plan::Recoster> m_recoster;
     plan::Recoster &recoster();

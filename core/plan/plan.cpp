@@ -45,10 +45,8 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
     return p;
 }
 
-namespace {
-
-std::vector<sharding::ShardingSpec> checkedSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput,
-                                                 const std::string &fingerprint)
+std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput,
+                                              const std::string &fingerprint)
 {
     if (plan.model.fingerprint != fingerprint)
         throw TapestryError(Error{planInput, "model.fingerprint",
@@ -81,11 +79,9 @@ std::vector<sharding::ShardingSpec> checkedSpecs(const Plan &plan, const ir::Gra
     return specs;
 }
 
-} // namespace
-
 std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput)
 {
-    return checkedSpecs(plan, graph, planInput, modelFingerprint(graph));
+    return planSpecs(plan, graph, planInput, modelFingerprint(graph));
 }
 
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput)
@@ -99,7 +95,7 @@ Recoster::~Recoster() = default;
 
 void Recoster::recost(Plan &plan, const std::string &planInput)
 {
-    auto specs = checkedSpecs(plan, m_graph, planInput, m_fingerprint);
+    auto specs = planSpecs(plan, m_graph, planInput, m_fingerprint);
     if (!m_coster || !(m_coster->mesh() == plan.mesh) || !(m_coster->options() == plan.costOptions))
         m_coster = std::make_unique<cost::PlanCoster>(m_graph, plan.mesh, plan.costOptions);
     plan.cost = m_coster->cost(specs);

@@ -70,6 +70,10 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
 // stored for a parameter or input.
 std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph,
                                               const std::string &planInput);
+// The same with the graph's modelFingerprint() known: a document keeps it,
+// and computing it walks the whole graph.
+std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput,
+                                              const std::string &fingerprint);
 
 // Validates (planSpecs) and costs the plan again on its own mesh.
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput);

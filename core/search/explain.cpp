@@ -135,6 +135,17 @@ Explainer::Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::
 
 Explainer::~Explainer() = default;
 
+void Explainer::setPlan(const sharding::Mesh &mesh, const cost::CostOptions &options,
+                        std::vector<sharding::ShardingSpec> specs, cost::PlanCost cost)
+{
+    if (!explains(mesh, options))
+        throw TapestryError(Error{mesh.toString(), {}, "an explainer keeps to the mesh and cost options it was made for"});
+    if (specs.size() != m_graph.tensorCount())
+        throw TapestryError(Error{m_graph.name, {}, "a plan to explain needs one spec per tensor"});
+    m_specs = std::move(specs);
+    m_cost = std::move(cost);
+}
+
 Explanation Explainer::explainTensor(const std::string &tensorName)
 {
     const auto t = m_graph.findTensor(tensorName);

@@ -68,6 +68,18 @@ public:
     Explainer(const Explainer &) = delete;
     Explainer &operator=(const Explainer &) = delete;
 
+    // Explains another plan of the same graph on the same mesh with the same
+    // cost options, keeping what depends on them alone (the studio, after
+    // every edit): `specs` by tensor id as plan::planSpecs gives them and
+    // `cost` as cost::evaluatePlan gives it for them. Throws TapestryError
+    // for a plan on another mesh or with other cost options.
+    void setPlan(const sharding::Mesh &mesh, const cost::CostOptions &options,
+                 std::vector<sharding::ShardingSpec> specs, cost::PlanCost cost);
+    bool explains(const sharding::Mesh &mesh, const cost::CostOptions &options) const
+    {
+        return mesh == m_mesh && options == m_options;
+    }
+
     // Throws TapestryError naming the tensor when the model has none of
     // that name.
     Explanation explainTensor(const std::string &tensorName);
