@@ -53,17 +53,27 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
                                   "the plan was made for model '" + plan.model.source + "' (" + plan.model.fingerprint +
                                       "), not for '" + graph.name + "' (" + fingerprint +
                                       "): their structure, shapes or tensor names differ"});
-    for (const auto &[name, entry] : plan.specs)
-        if (!graph.findTensor(name))
-            throw TapestryError(Error{planInput, "tensor '" + name + "'", "the model has no tensor of this name"});
+    auto refuseUnknownNames = [&] {
+        for (const auto &[name, entry] : plan.specs)
+            if (!graph.findTensor(name))
+                throw TapestryError(Error{planInput, "tensor '" + name + "'", "the model has no tensor of this name"});
+    };
+    // Names are unique: when the plan has as many specs as the model has
+    // tensors and each tensor finds one, every name of the plan is the
+    // model's, so the names are looked up only when the counts differ or a
+    // tensor finds none (and then first, as that is the error to report).
+    if (plan.specs.size() != graph.tensorCount())
+        refuseUnknownNames();
     std::vector<sharding::ShardingSpec> specs;
     specs.reserve(graph.tensorCount());
     // Runs on every edit in the studio: messages are built only on failure.
     for (const auto &t : graph.tensors()) {
         auto it = plan.specs.find(t.name);
         auto where = [&] { return "tensor '" + t.name + "'"; };
-        if (it == plan.specs.end())
+        if (it == plan.specs.end()) {
+            refuseUnknownNames();
             throw TapestryError(Error{planInput, where(), "has no spec in the plan"});
+        }
         const auto &spec = it->second.spec;
         if (!spec.holds(t.shape, plan.mesh))
             throw TapestryError(Error{planInput, where(),
