@@ -30,4 +30,19 @@ std::int64_t wireBytes(sharding::CollectiveKind kind, std::int64_t bytes, int n)
     return std::llround(static_cast<double>(bytes) * busFactor(kind, n));
 }
 
+CollectiveCost costCollective(const sharding::Collective &c, const std::string &op, Phase phase,
+                              const sharding::Mesh &mesh)
+{
+    const auto &axis = mesh.axes[static_cast<std::size_t>(c.axis)];
+    return CollectiveCost{op,
+                          c.tensor,
+                          c.kind,
+                          axis.name,
+                          phase,
+                          c.bytes,
+                          wireBytes(c.kind, c.bytes, axis.size),
+                          collectiveTime(c.kind, c.bytes, axis),
+                          c.reason};
+}
+
 } // namespace tapestry::cost

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/plancost.h"
 #include "sharding/collective.h"
 #include "sharding/mesh.h"
 
@@ -17,5 +18,8 @@ int ringSteps(sharding::CollectiveKind kind, int n);
 double collectiveTime(sharding::CollectiveKind kind, std::int64_t bytes, const sharding::MeshAxis &axis);
 // Bytes each device sends over the link: bytes x bus factor, rounded.
 std::int64_t wireBytes(sharding::CollectiveKind kind, std::int64_t bytes, int n);
+// One collective of a step, costed on its mesh axis and charged to `op`.
+CollectiveCost costCollective(const sharding::Collective &c, const std::string &op, Phase phase,
+                              const sharding::Mesh &mesh);
 
 } // namespace tapestry::cost

@@ -29,16 +29,7 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
 {
     PlanCost cost;
     auto costed = [&](const Collective &c, const std::string &op, Phase phase) {
-        const auto &axis = mesh.axes[static_cast<std::size_t>(c.axis)];
-        return CollectiveCost{op,
-                              c.tensor,
-                              c.kind,
-                              axis.name,
-                              phase,
-                              c.bytes,
-                              wireBytes(c.kind, c.bytes, axis.size),
-                              collectiveTime(c.kind, c.bytes, axis),
-                              c.reason};
+        return costCollective(c, op, phase, mesh);
     };
 
     std::vector<OpCosts> perOp(ops.size());

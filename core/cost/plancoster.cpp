@@ -123,16 +123,7 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
 
 CollectiveCost PlanCoster::costed(const sharding::Collective &c, std::size_t k, Phase phase) const
 {
-    const auto &axis = m_mesh.axes[static_cast<std::size_t>(c.axis)];
-    return CollectiveCost{m_graph.op(m_order[k]).name,
-                          c.tensor,
-                          c.kind,
-                          axis.name,
-                          phase,
-                          c.bytes,
-                          wireBytes(c.kind, c.bytes, axis.size),
-                          collectiveTime(c.kind, c.bytes, axis),
-                          c.reason};
+    return costCollective(c, m_graph.op(m_order[k]).name, phase, m_mesh);
 }
 
 void PlanCoster::resolve(std::size_t k, const std::vector<ShardingSpec> &specs)
