@@ -117,6 +117,37 @@ private slots:
         }
     }
 
+    // The studio keeps one explainer per document and hands it each edited
+    // plan: its explanations are a fresh explainer's.
+    void explainerHandedAnEditedPlanExplainsItAfresh()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = megatron(g, kGpt, "4");
+        search::Explainer kept(g, p);
+        const auto first = kept.explainTensor("transformer.h.0.mlp.fc_in.weight");
+        plan::Plan edited = p;
+        for (const auto &[name, spec] : first.alternatives.back().changes)
+            edited.specs[name].spec = spec;
+        plan::recostPlan(edited, g, "edited");
+        kept.setPlan(edited.mesh, edited.costOptions, plan::planSpecs(edited, g, "edited"), edited.cost);
+        search::Explainer fresh(g, edited);
+        for (const char *tensor : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.attn.q_proj.weight"}) {
+            const auto a = kept.explainTensor(tensor), b = fresh.explainTensor(tensor);
+            QCOMPARE(a.alternatives.size(), b.alternatives.size());
+            for (std::size_t i = 0; i < a.alternatives.size(); ++i) {
+                QCOMPARE(a.alternatives[i].summary, b.alternatives[i].summary);
+                QCOMPARE(a.alternatives[i].stepTimeDelta, b.alternatives[i].stepTimeDelta);
+                QCOMPARE(a.alternatives[i].changes, b.alternatives[i].changes);
+            }
+        }
+        QVERIFY(kept.explainTensor("transformer.h.0.mlp.fc_in.weight").alternatives.front().spec ==
+                first.alternatives.back().spec);
+        auto other = edited;
+        other.costOptions.overlap = !other.costOptions.overlap;
+        QVERIFY_THROWS_EXCEPTION(TapestryError,
+                                 kept.setPlan(other.mesh, other.costOptions, plan::planSpecs(other, g, "o"), other.cost));
+    }
+
     void explainsCoarseNodeByItsWeight()
     {
         const auto g = io::loadModel(kGpt);
