@@ -29,9 +29,11 @@ std::optional<SpecSource> specSourceFromString(std::string_view s)
     return std::nullopt;
 }
 
-Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
-              const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
-              const cost::CostOptions &options)
+namespace {
+
+Plan uncostedPlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+                  const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
+                  const cost::CostOptions &options)
 {
     Plan p;
     p.model = {modelSource, graph.name, modelFingerprint(graph), static_cast<std::int64_t>(graph.opCount()),
@@ -41,7 +43,25 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
     p.costOptions = options;
     for (std::size_t t = 0; t < graph.tensorCount(); ++t)
         p.specs[graph.tensors()[t].name] = {specs[t], source};
+    return p;
+}
+
+} // namespace
+
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+              const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
+              const cost::CostOptions &options)
+{
+    Plan p = uncostedPlan(graph, modelSource, mesh, specs, source, method, options);
     p.cost = cost::evaluatePlan(graph, mesh, specs, options);
+    return p;
+}
+
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
+              SpecSource source, const std::string &method, cost::PlanCoster &coster)
+{
+    Plan p = uncostedPlan(graph, modelSource, coster.mesh(), specs, source, method, coster.options());
+    p.cost = coster.cost(specs);
     return p;
 }
 

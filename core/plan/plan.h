@@ -61,6 +61,11 @@ struct Plan {
 Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
               const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
               const cost::CostOptions &options = {});
+// The same costed by `coster` (made for `graph`, with its mesh and cost
+// options): a search that makes several plans of one graph derives the
+// graph's facts once and costs the second plan by what differs.
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
+              SpecSource source, const std::string &method, cost::PlanCoster &coster);
 
 // Checks that `plan` fits `graph` and returns its specs indexed by tensor
 // id. Throws TapestryError naming `planInput` and, where it is about one

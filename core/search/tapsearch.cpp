@@ -1,5 +1,6 @@
 #include "search/tapsearch.h"
 
+#include "cost/plancoster.h"
 #include "ir/error.h"
 #include "plan/plan.h"
 #include "search/activationlayout.h"
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 
 namespace tapestry::search {
@@ -152,6 +154,7 @@ private:
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                 std::map<ir::TensorId, ShardingSpec> &fixed);
     plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best);
+    std::unique_ptr<cost::PlanCoster> m_planCoster;
 
     const ir::Graph &m_graph;
     const passes::SubgraphClasses &m_classes;
@@ -434,7 +437,11 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
     for (const auto &[name, spec] : m_options.pinned)
         fixed[*m_graph.findTensor(name)] = spec;  // checked in the constructor
     const auto specs = sharding::propagateSpecs(m_graph, m_mesh, fixed);
-    auto plan = plan::makePlan(m_graph, modelSource, m_mesh, specs, plan::SpecSource::Search, "tap", m_options.cost);
+    // The fastest plan and the least-communication one share a coster:
+    // the second is costed by what differs from the first.
+    if (!m_planCoster)
+        m_planCoster = std::make_unique<cost::PlanCoster>(m_graph, m_mesh, m_options.cost);
+    auto plan = plan::makePlan(m_graph, modelSource, specs, plan::SpecSource::Search, "tap", *m_planCoster);
     for (const auto &[name, spec] : m_options.pinned)
         plan.specs[name].source = plan::SpecSource::Override;
     return plan;
