@@ -54,6 +54,7 @@
 #include <iostream>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 namespace tapestry::views {
 
@@ -629,23 +630,28 @@ bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::Shar
                 if (home == cls.instances.size())
                     continue;
                 const auto &ops = cls.instances[home].ops;
+                std::vector<std::pair<ir::TensorId, sharding::ShardingSpec>> changes;
+                for (const auto &[name, s] : alt->changes)
+                    if (auto id = g.findTensor(name))
+                        changes.emplace_back(*id, s);
+                std::unordered_map<std::int32_t, ir::TensorId> counterpart;  // by tensor id of the home instance
                 for (std::size_t j = 0; j < cls.instances.size(); ++j) {
                     if (j == home || cls.instances[j].ops.size() != ops.size())
                         continue;
-                    std::map<std::string, std::string> counterpart;
+                    counterpart.clear();
                     for (std::size_t k = 0; k < ops.size(); ++k) {
                         const auto &a = g.op(ops[k]);
                         const auto &b = g.op(cls.instances[j].ops[k]);
                         for (std::size_t x = 0; x < a.inputs.size() && x < b.inputs.size(); ++x)
-                            counterpart.emplace(g.tensor(a.inputs[x]).name, g.tensor(b.inputs[x]).name);
+                            counterpart.emplace(a.inputs[x].value, b.inputs[x]);
                         for (std::size_t x = 0; x < a.outputs.size() && x < b.outputs.size(); ++x)
-                            counterpart.emplace(g.tensor(a.outputs[x]).name, g.tensor(b.outputs[x]).name);
+                            counterpart.emplace(a.outputs[x].value, b.outputs[x]);
                     }
-                    if (auto it = counterpart.find(tensorName); it != counterpart.end())
-                        pinnedName = it->second;
-                    for (const auto &[name, s] : alt->changes)
-                        if (auto it = counterpart.find(name); it != counterpart.end())
-                            apply(it->second, s);
+                    if (auto it = counterpart.find(t->value); it != counterpart.end())
+                        pinnedName = g.tensor(it->second).name;
+                    for (const auto &[id, s] : changes)
+                        if (auto it = counterpart.find(id.value); it != counterpart.end())
+                            apply(g.tensor(it->second).name, s);
                 }
                 break;
             }
