@@ -229,42 +229,47 @@ PlanCost PlanCoster::cost(const std::vector<ShardingSpec> &specs)
         throw TapestryError(Error{m_graph.name, {}, "a plan to cost needs one spec per tensor"});
     const std::size_t n = m_order.size(), tensors = m_graph.tensorCount();
     m_resolved = 0;
-    if (m_specs.empty() && tensors > 0) {
-        for (std::size_t k = 0; k < n; ++k)
-            resolve(k, specs);
-        for (std::size_t k = 0; k < n; ++k)
-            chargeOp(k, specs);
-        for (std::size_t t = 0; t < tensors; ++t)
-            chargeTensor(t, specs);
-    } else {
-        // The ops reading a changed tensor compute on other specs; the ops
-        // writing one store their outputs otherwise; every tensor those
-        // readers touch, and the changed ones, is charged again.
-        std::vector<char> resolveOp(n, 0), chargeOpAgain(n, 0), chargeTensorAgain(tensors, 0);
-        for (std::size_t t = 0; t < tensors; ++t) {
-            if (specs[t] == m_specs[t])
-                continue;
-            chargeTensorAgain[t] = 1;
-            for (auto r = m_readStart[t]; r < m_readStart[t + 1]; ++r)
-                resolveOp[static_cast<std::size_t>(m_reads[static_cast<std::size_t>(r)].op)] = 1;
-            const ir::OpId producer = m_graph.tensors()[t].producer;
-            if (producer.valid())
-                chargeOpAgain[static_cast<std::size_t>(m_position[producer.index()])] = 1;
-        }
-        for (std::size_t k = 0; k < n; ++k) {
-            if (!resolveOp[k])
-                continue;
-            resolve(k, specs);
-            chargeOpAgain[k] = 1;
-            for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i)
-                chargeTensorAgain[static_cast<std::size_t>(m_inputTensors[static_cast<std::size_t>(i)])] = 1;
-        }
-        for (std::size_t k = 0; k < n; ++k)
-            if (chargeOpAgain[k])
+    try {
+        if (m_specs.empty() && tensors > 0) {
+            for (std::size_t k = 0; k < n; ++k)
+                resolve(k, specs);
+            for (std::size_t k = 0; k < n; ++k)
                 chargeOp(k, specs);
-        for (std::size_t t = 0; t < tensors; ++t)
-            if (chargeTensorAgain[t])
+            for (std::size_t t = 0; t < tensors; ++t)
                 chargeTensor(t, specs);
+        } else {
+            // The ops reading a changed tensor compute on other specs; the ops
+            // writing one store their outputs otherwise; every tensor those
+            // readers touch, and the changed ones, is charged again.
+            std::vector<char> resolveOp(n, 0), chargeOpAgain(n, 0), chargeTensorAgain(tensors, 0);
+            for (std::size_t t = 0; t < tensors; ++t) {
+                if (specs[t] == m_specs[t])
+                    continue;
+                chargeTensorAgain[t] = 1;
+                for (auto r = m_readStart[t]; r < m_readStart[t + 1]; ++r)
+                    resolveOp[static_cast<std::size_t>(m_reads[static_cast<std::size_t>(r)].op)] = 1;
+                const ir::OpId producer = m_graph.tensors()[t].producer;
+                if (producer.valid())
+                    chargeOpAgain[static_cast<std::size_t>(m_position[producer.index()])] = 1;
+            }
+            for (std::size_t k = 0; k < n; ++k) {
+                if (!resolveOp[k])
+                    continue;
+                resolve(k, specs);
+                chargeOpAgain[k] = 1;
+                for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i)
+                    chargeTensorAgain[static_cast<std::size_t>(m_inputTensors[static_cast<std::size_t>(i)])] = 1;
+            }
+            for (std::size_t k = 0; k < n; ++k)
+                if (chargeOpAgain[k])
+                    chargeOp(k, specs);
+            for (std::size_t t = 0; t < tensors; ++t)
+                if (chargeTensorAgain[t])
+                    chargeTensor(t, specs);
+        }
+    } catch (...) {
+        m_specs.clear();  // charges half updated: the next cost() starts afresh
+        throw;
     }
     m_specs = specs;
     return sum(specs);
