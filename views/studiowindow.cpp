@@ -1390,10 +1390,10 @@ QString StudioWindow::autosavePath()
     return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/autosave.plan.json");
 }
 
-// After every edit the open plan is written beside the settings (atomically),
-// so a crash loses at most the edit being made; the settings say which model
-// and mesh it belongs to. Cleared when the plan is saved or its edits
-// discarded.
+// After every edit the open plan is written beside the settings (atomically,
+// on a worker, so the edit shows without waiting for the file): a crash loses
+// at most the last edit; the settings say which model and mesh it belongs
+// to. Cleared when the plan is saved or its edits discarded.
 void StudioWindow::autosave()
 {
     if (!m_planned.plan || m_undo->isClean()) {
