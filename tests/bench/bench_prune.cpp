@@ -65,7 +65,7 @@ int main()
     for (const auto &spec : specs) {
         ir::Graph graph;
         try {
-            ir::Graph built = io::zoo::build(spec); graph = built;
+            graph = io::zoo::build(spec);
         } catch (const TapestryError &e) {
             std::printf("%-20s not built: %s\n", spec.c_str(), e.what());
             continue;
