@@ -138,7 +138,8 @@ void CoarseGraph::connect(const ir::Graph &graph, GraphIndex graphIndex)
     m_edges.reserve(links.size());
     for (const auto &[from, tensor, to] : links) {
         EdgeId id(static_cast<std::int32_t>(m_edges.size()));
-        m_edges.push_back(CoarseEdge{id, from, to, tensor, graph.tensor(tensor).shape});
+        const auto shape = index.shape(tensor);  // the index's copy: no second read of the graph
+        m_edges.push_back(CoarseEdge{id, from, to, tensor, ir::Shape(shape.begin(), shape.end())});
         m_nodes[from.index()].outEdges.push_back(id);
         m_nodes[to.index()].inEdges.push_back(id);
     }

@@ -471,17 +471,17 @@ private:
         CoarseGraph coarse;
         for (std::size_t g : groups) {
             const OpId anchor = m_groups[g].anchor;
-            coarse.addNode(m_groups[g].kind, scopeOf(m_graph.op(anchor).name), anchor,
+            coarse.addNode(m_groups[g].kind, scopeOf(m_index.name(anchor)), anchor,
                            std::move(members[g]));
         }
         coarse.connect(m_graph, std::move(m_index));  // the last use of the index here
         return coarse;
     }
 
-    static std::string scopeOf(const std::string &opName)
+    static std::string scopeOf(std::string_view opName)
     {
         const auto slash = opName.rfind('/');
-        return slash == std::string::npos || slash == 0 ? opName : opName.substr(0, slash);
+        return std::string(slash == std::string_view::npos || slash == 0 ? opName : opName.substr(0, slash));
     }
 
     const ir::Graph &m_graph;

@@ -2,6 +2,7 @@
 
 #include "ir/graph.h"
 #include "ir/ids.h"
+#include "passes/scopeindex.h"
 
 #include <cstdint>
 #include <span>
@@ -10,12 +11,14 @@
 
 namespace tapestry::passes {
 
-// The adjacency of an ir::Graph in flat arrays, with its topological order:
-// what coarsening and pruning walk again and again. Every op and tensor of the
-// graph keeps its links in vectors of its own on the heap; on a 1000-layer
-// model those no longer fit in cache and each walk waits on memory. Built in
-// one sweep over the graph, this index keeps the walks in a few contiguous
-// arrays. It holds views of the graph's op type names: the graph outlives it.
+// What coarsening and pruning read of an ir::Graph, in flat arrays: the
+// adjacency with its topological order, each op's structural label and the
+// scope tree of the op names. Every op and tensor of the graph keeps its
+// fields on the heap of its own; on a 1000-layer model those no longer fit in
+// cache and each sweep over them waits on memory. The index reads them in one
+// sweep over the tensors and one over the ops, and the passes walk its
+// contiguous arrays after that. It holds views of the graph's op types and
+// names: the graph outlives it.
 class GraphIndex {
 public:
     GraphIndex() = default;  // of an empty graph
@@ -48,6 +51,20 @@ public:
     // sweep that reads producer and role, so no later pass walks the
     // tensors' shapes on the heap again.
     std::uint64_t form(ir::TensorId t) const { return m_form[t.index()]; }
+    // The tensor's shape, copied in the same sweep.
+    std::span<const std::int64_t> shape(ir::TensorId t) const
+    {
+        return {m_dims.data() + m_dimStart[t.index()], m_dims.data() + m_dimStart[t.index() + 1]};
+    }
+    // The op's name (a view of the graph's).
+    std::string_view name(ir::OpId op) const { return m_name[op.index()]; }
+
+    // What a structural comparison sees of an op: its type, domain,
+    // attributes and the forms of what it reads and writes, never names.
+    std::uint64_t label(ir::OpId op) const { return m_label[op.index()]; }
+    // The module hierarchy of the op names, ops laid out scope by scope in
+    // order() (scopeindex.h).
+    const ScopeIndex &scopes() const { return m_scopes; }
 
     // Graph::topologicalOrder's order (Kahn's algorithm, ties by id); every
     // op in id order when the graph has a cycle.
@@ -64,6 +81,11 @@ private:
     std::vector<ir::OpId> m_producer;
     std::vector<ir::Role> m_role;
     std::vector<std::uint64_t> m_form;
+    std::vector<std::int32_t> m_dimStart{0};
+    std::vector<std::int64_t> m_dims;
+    std::vector<std::string_view> m_name;
+    std::vector<std::uint64_t> m_label;
+    ScopeIndex m_scopes;
     std::vector<ir::OpId> m_order;
     std::vector<int> m_rank;
 };

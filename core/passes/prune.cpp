@@ -1,15 +1,14 @@
 #include "passes/prune.h"
 
 #include "passes/graphindex.h"
+#include "passes/scopeindex.h"
 
 #include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
 #include <string_view>
-#include <type_traits>
 #include <unordered_map>
-#include <variant>
 
 namespace tapestry::passes {
 
@@ -27,39 +26,6 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v)
     return z ^ (z >> 31);
 }
 
-std::uint64_t hashString(const std::string &s)
-{
-    return std::hash<std::string>{}(s);
-}
-
-std::uint64_t hashAttribute(std::uint64_t h, const ir::Attribute &a)
-{
-    h = mix(h, a.index());
-    std::visit(
-        [&](const auto &v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, std::int64_t>) {
-                h = mix(h, static_cast<std::uint64_t>(v));
-            } else if constexpr (std::is_same_v<T, double>) {
-                h = mix(h, std::hash<double>{}(v));
-            } else if constexpr (std::is_same_v<T, std::string>) {
-                h = mix(h, hashString(v));
-            } else {
-                h = mix(h, v.size());
-                for (const auto &x : v) {
-                    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
-                        h = mix(h, hashString(x));
-                    else if constexpr (std::is_same_v<std::decay_t<decltype(x)>, double>)
-                        h = mix(h, std::hash<double>{}(x));
-                    else
-                        h = mix(h, static_cast<std::uint64_t>(x));
-                }
-            }
-        },
-        a);
-    return h;
-}
-
 bool isNumber(std::string_view s)
 {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
@@ -73,156 +39,6 @@ std::string_view stemOf(std::string_view s)
         --end;
     return s.substr(0, end);
 }
-
-// The module hierarchy implied by op names ("transformer/h.3/attn/MatMul"
-// sits in scope transformer > h > 3 > attn), built for pruning alone: scope
-// names are views into the op names, scopes are numbered in depth-first
-// order, and the ops of a scope's whole subtree are one contiguous range, so
-// neither building it nor reading a scope's ops allocates per op.
-class ScopeIndex {
-public:
-    // Scopes are numbered in depth-first order: a scope's first child is
-    // the next number, and each child's `end` is where its next sibling is.
-    struct Scope {
-        std::string_view name;
-        int depth = 0;
-        int end = 0;  // one past the last scope of its subtree
-    };
-
-    // Takes the ops' names in id order (add), then their topological order
-    // (finish). Built by the pass's one sweep over the ops, beside the labels.
-    explicit ScopeIndex(std::size_t ops) : m_built(1) { m_scopeOfOp.reserve(ops); }
-
-    void add(std::string_view name)
-    {
-        // Ops come mostly in module order, so an op's scopes are largely its
-        // predecessor's: components that end inside the common name prefix
-        // are taken from the predecessor's path without a lookup.
-        std::size_t common = 0;
-        while (common < name.size() && common < m_previous.size() && name[common] == m_previous[common])
-            ++common;
-        std::size_t kept = 0;
-        while (kept < m_path.size() && m_path[kept].first < common)
-            ++kept;
-        m_path.resize(kept);
-        int node = kept == 0 ? 0 : m_path.back().second;
-        std::size_t begin = kept == 0 ? 0 : m_path.back().first + 1;
-        // Every component but the last (the op's own leaf name) is a scope.
-        std::string_view pending;
-        std::size_t pendingEnd = 0;
-        for (std::size_t j = begin; j <= name.size(); ++j) {
-            if (j < name.size() && name[j] != '/' && name[j] != '.')
-                continue;
-            if (j > begin) {
-                if (!pending.empty()) {
-                    node = descend(node, pending);
-                    m_path.emplace_back(pendingEnd, node);
-                }
-                pending = name.substr(begin, j - begin);
-                pendingEnd = j;
-            }
-            begin = j + 1;
-        }
-        m_scopeOfOp.push_back(node);
-        m_previous = name;
-    }
-
-    // Renumbers scopes in depth-first order and lays the ops out scope by
-    // scope, each scope's ops in topological order.
-    void finish(const std::vector<OpId> &order)
-    {
-        std::vector<int> preorder(m_built.size(), 0);
-        m_scopes.resize(m_built.size());
-        int next = 0;
-        number(0, 0, preorder, next);
-        std::vector<int> start(m_built.size() + 1, 0);
-        for (int &s : m_scopeOfOp) {
-            s = preorder[static_cast<std::size_t>(s)];
-            ++start[static_cast<std::size_t>(s) + 1];
-        }
-        for (std::size_t s = 1; s < start.size(); ++s)
-            start[s] += start[s - 1];
-        m_opStart = start;
-        m_ops.resize(m_scopeOfOp.size());
-        for (OpId op : order)
-            m_ops[static_cast<std::size_t>(start[static_cast<std::size_t>(m_scopeOfOp[op.index()])]++)] = op;
-        m_built.clear();
-        m_childOf.clear();
-    }
-
-    const Scope &scope(int s) const { return m_scopes[static_cast<std::size_t>(s)]; }
-    template <typename Visit>
-    void forEachChild(int s, Visit visit) const
-    {
-        for (int c = s + 1; c < scope(s).end; c = scope(c).end)
-            visit(c);
-    }
-    // The ops of scope s and every scope below it.
-    void subtreeOps(int s, std::vector<OpId> &out) const
-    {
-        const auto first = m_opStart[static_cast<std::size_t>(s)];
-        const auto last = m_opStart[static_cast<std::size_t>(m_scopes[static_cast<std::size_t>(s)].end)];
-        out.assign(m_ops.begin() + first, m_ops.begin() + last);
-    }
-
-private:
-    struct Key {
-        int parent;
-        std::string_view name;
-        bool operator==(const Key &) const = default;
-    };
-    struct KeyHash {
-        std::size_t operator()(const Key &k) const noexcept
-        {
-            return std::hash<std::string_view>{}(k.name) * 31 + static_cast<std::size_t>(k.parent);
-        }
-    };
-
-    int descend(int parent, std::string_view name)
-    {
-        auto [it, fresh] = m_childOf.try_emplace({parent, name}, static_cast<int>(m_built.size()));
-        if (fresh) {
-            Built &p = m_built[static_cast<std::size_t>(parent)];
-            if (p.lastChild < 0)
-                p.firstChild = it->second;
-            else
-                m_built[static_cast<std::size_t>(p.lastChild)].nextSibling = it->second;
-            p.lastChild = it->second;
-            m_built.push_back(Built{name});
-        }
-        return it->second;
-    }
-
-    int number(int s, int depth, std::vector<int> &preorder, int &next)
-    {
-        const int id = next++;
-        preorder[static_cast<std::size_t>(s)] = id;
-        Scope &out = m_scopes[static_cast<std::size_t>(id)];  // m_scopes is sized: no reallocation
-        out.name = m_built[static_cast<std::size_t>(s)].name;
-        out.depth = depth;
-        for (int c = m_built[static_cast<std::size_t>(s)].firstChild; c >= 0;
-             c = m_built[static_cast<std::size_t>(c)].nextSibling)
-            number(c, depth + 1, preorder, next);
-        out.end = next;
-        return id;
-    }
-
-    // While adding: scopes in the order first met, children as linked lists,
-    // and the lookup of a child.
-    struct Built {
-        std::string_view name;
-        int firstChild = -1, lastChild = -1, nextSibling = -1;
-    };
-    std::vector<Built> m_built;
-    std::unordered_map<Key, int, KeyHash> m_childOf;
-    std::string_view m_previous;
-    std::vector<std::pair<std::size_t, int>> m_path;  // per scope of the previous op: end of its name, scope
-    std::vector<int> m_scopeOfOp;
-
-    std::vector<Scope> m_scopes;  // in depth-first order, the root first
-    std::vector<int> m_opStart;   // per scope, where its own ops begin in m_ops
-    std::vector<OpId> m_ops;
-};
 
 // The first `components` parts of an op name, with its own separators:
 // ("/transformer/h.3/attn/MatMul", 2) -> "transformer/h.3".
@@ -248,12 +64,11 @@ std::string namePrefix(const std::string &name, std::size_t components)
 class Pruner {
 public:
     Pruner(const ir::Graph &graph, const CoarseGraph &coarse, int minDuplicate)
-        : m_graph(graph), m_coarse(coarse), m_minDuplicate(std::max(1, minDuplicate)),
-          m_scopes(graph.opCount())
+        : m_graph(graph), m_coarse(coarse), m_minDuplicate(std::max(1, minDuplicate))
     {
-        // The coarse graph carries the flat index and topological order that
-        // coarsening built; build them again only for a coarse graph made
-        // some other way.
+        // The coarse graph carries the flat index coarsening built: links,
+        // topological order, op labels and scopes from one sweep over the
+        // graph. Build it again only for a coarse graph made some other way.
         if (coarse.graphIndex().opCount() == graph.opCount() &&
             coarse.graphIndex().tensorCount() == graph.tensorCount()) {
             m_index = &coarse.graphIndex();
@@ -261,16 +76,6 @@ public:
             m_ownIndex = GraphIndex(graph);
             m_index = &m_ownIndex;
         }
-        for (std::string_view type : m_index->typeNames())
-            m_typeHash.push_back(std::hash<std::string_view>{}(type));
-        // One sweep over the ops for both their labels and their scopes.
-        m_label.resize(graph.opCount());
-        for (std::size_t i = 0; i < graph.opCount(); ++i) {
-            const ir::Op &op = graph.ops()[i];
-            m_label[i] = labelOf(OpId(static_cast<std::int32_t>(i)), op);
-            m_scopes.add(op.name);
-        }
-        m_scopes.finish(m_index->order());
         m_localIndex.assign(graph.opCount(), {-1, 0});
         m_externalIndex.assign(graph.tensorCount(), {-1, 0});
     }
@@ -279,7 +84,7 @@ public:
     {
         SubgraphClasses result;
         result.minDuplicate = m_minDuplicate;
-        selectScopes(m_scopes, 0);
+        selectScopes(m_index->scopes(), 0);
         mergeEqualClasses();
         if (!hasRepeats()) {
             std::vector<Candidate> scoped = std::move(m_candidates);
@@ -305,39 +110,6 @@ private:
 
     int rank(OpId op) const { return m_index->rank(op); }
 
-    // What an op contributes to a block's structure: its type, attributes and
-    // the shapes, dtypes and roles of what it reads and writes, never names.
-    std::uint64_t labelOf(OpId id, const ir::Op &op)
-    {
-        std::uint64_t h = mix(m_typeHash[m_index->type(id)], op.domain.empty() ? 0 : hashString(op.domain));
-        h = mix(h, op.attributes.size());
-        for (const auto &[key, value] : op.attributes)
-            h = hashAttribute(mix(h, keyHash(key)), value);
-        // The links come from the flat index, not from the op's own vectors.
-        const auto inputs = m_index->inputs(id), outputs = m_index->outputs(id);
-        h = mix(h, inputs.size());
-        for (TensorId t : inputs)
-            h = mix(h, t.valid() ? m_index->form(t) : 0);
-        h = mix(h, outputs.size());
-        for (TensorId t : outputs)
-            if (t.valid())
-                h = mix(h, m_index->form(t));
-        return h;
-    }
-
-    // A model uses a few dozen attribute names: look them up in a short list
-    // instead of hashing each op's keys.
-    std::uint64_t keyHash(const std::string &key)
-    {
-        for (const auto &[name, h] : m_keyHashes)
-            if (name == key)
-                return h;
-        const std::uint64_t h = hashString(key);
-        if (m_keyHashes.size() < 64)
-            m_keyHashes.emplace_back(key, h);
-        return h;
-    }
-
     // The block written out op by op in topological order: each op's label
     // and where each of its inputs comes from (an earlier op of the block and
     // its output slot, the n-th distinct outside tensor, the n-th parameter).
@@ -353,7 +125,7 @@ private:
             m_localIndex[ops[i].index()] = {static_cast<int>(i), m_stamp};
         int externals = 0, parameters = 0;
         for (OpId op : ops) {
-            form.push_back(m_label[op.index()]);
+            form.push_back(m_index->label(op));
             for (TensorId t : m_index->inputs(op)) {
                 if (!t.valid()) {
                     form.push_back(0);
@@ -730,10 +502,6 @@ private:
     int m_minDuplicate;
     const GraphIndex *m_index = nullptr;
     GraphIndex m_ownIndex;
-    std::vector<std::uint64_t> m_typeHash;  // by GraphIndex type number
-    std::vector<std::pair<std::string_view, std::uint64_t>> m_keyHashes;
-    ScopeIndex m_scopes;
-    std::vector<std::uint64_t> m_label;
     // Scratch marks reset by bumping m_stamp, so each block costs its size.
     std::vector<std::pair<int, std::uint32_t>> m_localIndex;
     std::vector<std::pair<int, std::uint32_t>> m_externalIndex;
