@@ -21,11 +21,12 @@ namespace tapestry::passes {
 // carry no hierarchy, repeated chains of coarse nodes are found from
 // structure alone.
 //
-// Work beyond reading the graph is linear in its size: every op is hashed
-// once per scope level above it, candidates are bucketed by signature and
-// verified by walking two blocks side by side. The graph is read in one sweep
-// over its ops and one over its tensors; links and the topological order come
-// from the coarse graph's flat index (GraphIndex), built once by coarsening.
+// Work beyond reading the graph is linear in its size: every op's label is
+// written into its block's form once per scope level above it, candidates
+// are bucketed by signature and verified by comparing forms. Pruning does not
+// read the graph itself: links, topological order, op labels and the scope
+// tree come from the coarse graph's flat index (GraphIndex), which
+// coarsening builds in one sweep over the graph's tensors and ops.
 class Prune {
 public:
     explicit Prune(int minDuplicate = 2) : m_minDuplicate(minDuplicate) {}
