@@ -1,11 +1,11 @@
 #include "passes/graphindex.h"
 
 #include <functional>
+#include <queue>
 #include <string>
 #include <type_traits>
-#include <variant>
-#include <queue>
 #include <unordered_map>
+#include <variant>
 
 namespace tapestry::passes {
 
