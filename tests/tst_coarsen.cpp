@@ -114,8 +114,7 @@ ir::Graph loadSample(const std::string &file)
 void renameOpaque(ir::Graph &graph)
 {
     for (std::size_t i = 0; i < graph.opCount(); ++i)
-        graph.op(ir::OpId(static_cast<std::int32_t>(i))).name = "node_" + std::to_string(i);
-    graph.relink();
+        graph.renameOp(ir::OpId(static_cast<std::int32_t>(i)), "node_" + std::to_string(i));
 }
 
 // "attention:2 linear:9 ...": the node kinds of a coarse graph, as text.

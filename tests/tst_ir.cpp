@@ -4,6 +4,8 @@
 
 #include <QTest>
 
+#include <algorithm>
+
 using namespace tapestry;
 using namespace tapestry::ir;
 
@@ -41,6 +43,47 @@ private slots:
         QCOMPARE(g.parameterBytes(), 96);
         QCOMPARE(g.tensor(*g.findTensor("y")).producer, OpId(0));
         QCOMPARE(g.tensor(*g.findTensor("y")).consumers.size(), std::size_t(1));
+    }
+
+    // The flat arrays the passes read say what the records say, after every
+    // change the graph allows and after the graph is moved.
+    void arraysFollowTheRecords()
+    {
+        Graph g = smallGraph();
+        g.setDomain(OpId(1), "com.example");
+        g.renameOp(OpId(0), "model/layer.0/proj/MatMul");
+        g.setDType(*g.findTensor("y"), DType::BF16);
+        g.setRole(*g.findTensor("y"), Role::Output);
+        g.renameTensor(*g.findTensor("x"), "tokens");
+        const Graph moved = std::move(g);
+        const GraphArrays &a = moved.arrays();
+        QCOMPARE(a.opCount(), moved.opCount());
+        QCOMPARE(a.tensorCount(), moved.tensorCount());
+        for (std::size_t i = 0; i < moved.opCount(); ++i) {
+            const OpId id(static_cast<std::int32_t>(i));
+            const Op &op = moved.op(id);
+            QCOMPARE(a.name(id), std::string_view(op.name));
+            QCOMPARE(a.typeNames()[a.type(id)], op.type);
+            QCOMPARE(a.attributeHash(id), hashAttributes(op.domain, op.attributes));
+            QVERIFY(std::ranges::equal(a.inputs(id), op.inputs));
+            QVERIFY(std::ranges::equal(a.outputs(id), op.outputs));
+        }
+        for (std::size_t i = 0; i < moved.tensorCount(); ++i) {
+            const TensorId id(static_cast<std::int32_t>(i));
+            const Tensor &t = moved.tensor(id);
+            QVERIFY(a.role(id) == t.role);
+            QVERIFY(a.dtype(id) == t.dtype);
+            QCOMPARE(a.producer(id), t.producer);
+            QVERIFY(std::ranges::equal(a.shape(id), t.shape));
+        }
+        QCOMPARE(a.name(OpId(0)), std::string_view("model/layer.0/proj/MatMul"));
+        QCOMPARE(moved.findOp("model/layer.0/proj/MatMul"), std::optional<OpId>(OpId(0)));
+        QVERIFY(!moved.findOp("model/layer.0/MatMul"));
+        QCOMPARE(moved.findTensor("tokens"), std::optional<TensorId>(TensorId(0)));
+        QVERIFY(!moved.findTensor("x"));
+        QVERIFY(a.attributeHash(OpId(1)) != hashAttributes({}, {}));
+        QVERIFY(a.role(TensorId(2)) == Role::Output);
+        QVERIFY(a.dtype(TensorId(2)) == DType::BF16);
     }
 
     void topologicalOrderIsDeterministic()

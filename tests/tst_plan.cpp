@@ -97,10 +97,10 @@ private slots:
         QVERIFY(plan::modelFingerprint(a) != plan::modelFingerprint(io::loadModel("zoo:mlp?batch=16")));
         QVERIFY(plan::modelFingerprint(a) != plan::modelFingerprint(io::loadModel("zoo:abc")));
         auto renamed = a;
-        renamed.tensor(*renamed.findTensor("x")).name = "input";
+        renamed.renameTensor(*renamed.findTensor("x"), "input");
         QVERIFY(plan::modelFingerprint(a) != plan::modelFingerprint(renamed));
         auto opRenamed = a;
-        opRenamed.op(ir::OpId(0)).name = "something/else";
+        opRenamed.renameOp(ir::OpId(0), "something/else");
         QCOMPARE(plan::modelFingerprint(a), plan::modelFingerprint(opRenamed));
         QVERIFY(plan::modelFingerprint(a).starts_with("fnv1a64:"));
     }

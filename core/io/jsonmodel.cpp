@@ -202,7 +202,7 @@ ir::Graph readModelJson(const std::string &text, const std::string &input)
         auto id = graph.addOp(std::move(type), std::move(name), std::move(inputs), std::move(outputs),
                               std::move(attributes));
         if (auto it = o.find("domain"); it != o.end())
-            graph.op(id).domain = r.string(*it, p + ".domain");
+            graph.setDomain(id, r.string(*it, p + ".domain"));
     }
 
     if (auto problem = ir::validate(graph, input))

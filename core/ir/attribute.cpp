@@ -1,5 +1,10 @@
 #include "ir/attribute.h"
 
+#include "ir/hash.h"
+
+#include <functional>
+#include <type_traits>
+
 namespace tapestry::ir {
 
 namespace {
@@ -13,7 +18,48 @@ std::optional<T> get(const Attributes &attrs, const std::string &key)
         return *v;
     return std::nullopt;
 }
+std::uint64_t hashString(std::string_view s)
+{
+    return std::hash<std::string_view>{}(s);
+}
+
+std::uint64_t hashValue(std::uint64_t h, const Attribute &a)
+{
+    h = hashMix(h, a.index());
+    std::visit(
+        [&](const auto &v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::int64_t>) {
+                h = hashMix(h, static_cast<std::uint64_t>(v));
+            } else if constexpr (std::is_same_v<T, double>) {
+                h = hashMix(h, std::hash<double>{}(v));
+            } else if constexpr (std::is_same_v<T, std::string>) {
+                h = hashMix(h, hashString(v));
+            } else {
+                h = hashMix(h, v.size());
+                for (const auto &x : v) {
+                    using X = std::decay_t<decltype(x)>;
+                    if constexpr (std::is_same_v<X, std::string>)
+                        h = hashMix(h, hashString(x));
+                    else if constexpr (std::is_same_v<X, double>)
+                        h = hashMix(h, std::hash<double>{}(x));
+                    else
+                        h = hashMix(h, static_cast<std::uint64_t>(x));
+                }
+            }
+        },
+        a);
+    return h;
+}
 } // namespace
+
+std::uint64_t hashAttributes(std::string_view domain, const Attributes &attrs)
+{
+    std::uint64_t h = hashMix(domain.empty() ? 0 : hashString(domain), attrs.size());
+    for (const auto &[key, value] : attrs)  // a std::map: in key order
+        h = hashValue(hashMix(h, hashString(key)), value);
+    return h;
+}
 
 std::optional<std::int64_t> intAttr(const Attributes &attrs, const std::string &key)
 {

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -21,5 +22,9 @@ std::optional<std::int64_t> intAttr(const Attributes &attrs, const std::string &
 std::optional<double> floatAttr(const Attributes &attrs, const std::string &key);
 std::optional<std::vector<std::int64_t>> intsAttr(const Attributes &attrs, const std::string &key);
 std::optional<std::string> stringAttr(const Attributes &attrs, const std::string &key);
+
+// A hash of an op's domain and attributes, keys and values, for structural
+// comparison: equal for equal attributes, whatever order they were set in.
+std::uint64_t hashAttributes(std::string_view domain, const Attributes &attrs);
 
 } // namespace tapestry::ir

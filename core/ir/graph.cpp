@@ -115,6 +115,12 @@ TensorId Graph::addTensor(std::string tensorName, Shape shape, DType dtype, Role
 {
     TensorId id(static_cast<std::int32_t>(m_tensors.size()));
     m_tensorByName.try_emplace(tensorName, id);
+    GraphArrays &a = m_arrays;
+    a.m_producer.emplace_back();
+    a.m_role.push_back(role);
+    a.m_dtype.push_back(dtype);
+    a.m_dims.insert(a.m_dims.end(), shape.begin(), shape.end());
+    a.m_dimStart.push_back(static_cast<std::int32_t>(a.m_dims.size()));
     m_tensors.push_back(Tensor{std::move(tensorName), std::move(shape), dtype, role, {}, {}});
     return id;
 }
@@ -123,16 +129,73 @@ OpId Graph::addOp(std::string type, std::string opName, std::vector<TensorId> in
                   std::vector<TensorId> outputs, Attributes attributes)
 {
     OpId id(static_cast<std::int32_t>(m_ops.size()));
+    GraphArrays &a = m_arrays;
     for (TensorId t : inputs)
         if (t.valid() && t.index() < m_tensors.size())
             m_tensors[t.index()].consumers.push_back(id);
     for (TensorId t : outputs)
         if (t.valid() && t.index() < m_tensors.size() && !m_tensors[t.index()].producer.valid())
-            m_tensors[t.index()].producer = id;
+            m_tensors[t.index()].producer = a.m_producer[t.index()] = id;
     m_opByName.try_emplace(opName, id);
+
+    auto [number, fresh] = a.m_typeNumber.try_emplace(type, static_cast<std::uint32_t>(a.m_typeNames.size()));
+    if (fresh)
+        a.m_typeNames.push_back(type);
+    a.m_type.push_back(number->second);
+    a.m_attributeHash.push_back(hashAttributes({}, attributes));
+    a.m_inputs.insert(a.m_inputs.end(), inputs.begin(), inputs.end());
+    a.m_inputStart.push_back(static_cast<std::int32_t>(a.m_inputs.size()));
+    a.m_outputs.insert(a.m_outputs.end(), outputs.begin(), outputs.end());
+    a.m_outputStart.push_back(static_cast<std::int32_t>(a.m_outputs.size()));
+    a.m_name.emplace_back();
+    appendName(id, opName);
+
     m_ops.push_back(Op{std::move(type), std::move(opName), {}, std::move(inputs), std::move(outputs),
                        std::move(attributes)});
     return id;
+}
+
+void Graph::appendName(OpId op, std::string_view opName)
+{
+    GraphArrays &a = m_arrays;
+    a.m_name[op.index()] = {static_cast<std::uint32_t>(a.m_names.size()), static_cast<std::uint32_t>(opName.size())};
+    a.m_names.insert(a.m_names.end(), opName.begin(), opName.end());
+}
+
+void Graph::setDomain(OpId op, std::string domain)
+{
+    Op &o = m_ops[op.index()];
+    o.domain = std::move(domain);
+    m_arrays.m_attributeHash[op.index()] = hashAttributes(o.domain, o.attributes);
+}
+
+void Graph::renameOp(OpId op, std::string opName)
+{
+    Op &o = m_ops[op.index()];
+    if (auto it = m_opByName.find(o.name); it != m_opByName.end() && it->second == op)
+        m_opByName.erase(it);
+    m_opByName.try_emplace(opName, op);
+    appendName(op, opName);  // the old name's characters stay behind, unused
+    o.name = std::move(opName);
+}
+
+void Graph::renameTensor(TensorId t, std::string tensorName)
+{
+    Tensor &tensor = m_tensors[t.index()];
+    if (auto it = m_tensorByName.find(tensor.name); it != m_tensorByName.end() && it->second == t)
+        m_tensorByName.erase(it);
+    m_tensorByName.try_emplace(tensorName, t);
+    tensor.name = std::move(tensorName);
+}
+
+void Graph::setDType(TensorId t, DType dtype)
+{
+    m_tensors[t.index()].dtype = m_arrays.m_dtype[t.index()] = dtype;
+}
+
+void Graph::setRole(TensorId t, Role role)
+{
+    m_tensors[t.index()].role = m_arrays.m_role[t.index()] = role;
 }
 
 std::optional<TensorId> Graph::findTensor(std::string_view tensorName) const
@@ -206,27 +269,6 @@ std::vector<TensorId> Graph::tensorsWithRole(Role role) const
         if (m_tensors[i].role == role)
             ids.emplace_back(static_cast<std::int32_t>(i));
     return ids;
-}
-
-void Graph::relink()
-{
-    m_tensorByName.clear();
-    m_opByName.clear();
-    for (std::size_t i = 0; i < m_tensors.size(); ++i) {
-        m_tensors[i].producer = OpId();
-        m_tensors[i].consumers.clear();
-        m_tensorByName.try_emplace(m_tensors[i].name, TensorId(static_cast<std::int32_t>(i)));
-    }
-    for (std::size_t i = 0; i < m_ops.size(); ++i) {
-        OpId id(static_cast<std::int32_t>(i));
-        m_opByName.try_emplace(m_ops[i].name, id);
-        for (TensorId t : m_ops[i].inputs)
-            if (t.valid() && t.index() < m_tensors.size())
-                m_tensors[t.index()].consumers.push_back(id);
-        for (TensorId t : m_ops[i].outputs)
-            if (t.valid() && t.index() < m_tensors.size() && !m_tensors[t.index()].producer.valid())
-                m_tensors[t.index()].producer = id;
-    }
 }
 
 } // namespace tapestry::ir

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -52,8 +53,69 @@ struct Op {
 // Splits a hierarchical name on '/' and '.', dropping empty parts.
 std::vector<std::string> splitName(std::string_view name);
 
+// The graph's structure once more, in flat arrays: each op's type number,
+// domain-and-attributes hash, inputs, outputs and name, and each tensor's
+// producer, role, dtype and shape, laid out in id order. Every Op and Tensor
+// keeps its fields in heap blocks of its own, scattered as the graph grew;
+// on a deep model they no longer fit in cache and a sweep over them waits on
+// memory for every op. Passes that read every op (coarsening, pruning) read
+// these arrays instead. The Graph keeps them in step with every change: its
+// records are changed only through its own methods.
+class GraphArrays {
+public:
+    std::size_t opCount() const { return m_type.size(); }
+    std::size_t tensorCount() const { return m_producer.size(); }
+
+    // The op's type as a small number, the same for every op of that type.
+    std::uint32_t type(OpId op) const { return m_type[op.index()]; }
+    // The type names by number.
+    const std::vector<std::string> &typeNames() const { return m_typeNames; }
+    // ir::hashAttributes of the op's domain and attributes.
+    std::uint64_t attributeHash(OpId op) const { return m_attributeHash[op.index()]; }
+    std::span<const TensorId> inputs(OpId op) const
+    {
+        return {m_inputs.data() + m_inputStart[op.index()], m_inputs.data() + m_inputStart[op.index() + 1]};
+    }
+    std::span<const TensorId> outputs(OpId op) const
+    {
+        return {m_outputs.data() + m_outputStart[op.index()], m_outputs.data() + m_outputStart[op.index() + 1]};
+    }
+    std::string_view name(OpId op) const
+    {
+        const auto [begin, size] = m_name[op.index()];
+        return {m_names.data() + begin, size};
+    }
+
+    OpId producer(TensorId t) const { return m_producer[t.index()]; }
+    Role role(TensorId t) const { return m_role[t.index()]; }
+    DType dtype(TensorId t) const { return m_dtype[t.index()]; }
+    std::span<const std::int64_t> shape(TensorId t) const
+    {
+        return {m_dims.data() + m_dimStart[t.index()], m_dims.data() + m_dimStart[t.index() + 1]};
+    }
+
+private:
+    friend class Graph;
+    std::vector<std::uint32_t> m_type;
+    std::vector<std::string> m_typeNames;
+    std::unordered_map<std::string, std::uint32_t> m_typeNumber;
+    std::vector<std::uint64_t> m_attributeHash;
+    std::vector<std::int32_t> m_inputStart{0}, m_outputStart{0};
+    std::vector<TensorId> m_inputs, m_outputs;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> m_name;  // begin and size in m_names
+    std::vector<char> m_names;  // not a std::string: views of it survive moving the graph
+
+    std::vector<OpId> m_producer;
+    std::vector<Role> m_role;
+    std::vector<DType> m_dtype;
+    std::vector<std::int32_t> m_dimStart{0};
+    std::vector<std::int64_t> m_dims;
+};
+
 // The model: ops and tensors in flat vectors addressed by ids. Producer and
 // consumer links are kept by addOp; validate() (validate.h) checks the rest.
+// Ops and tensors are read through const references and changed only by the
+// graph's methods, which keep the links, the name lookups and arrays() in step.
 class Graph {
 public:
     std::string name;
@@ -64,14 +126,20 @@ public:
     OpId addOp(std::string type, std::string name, std::vector<TensorId> inputs,
                std::vector<TensorId> outputs, Attributes attributes = {});
 
+    // Changes to an op or tensor after it was added.
+    void setDomain(OpId op, std::string domain);
+    void renameOp(OpId op, std::string name);
+    void renameTensor(TensorId t, std::string name);
+    void setDType(TensorId t, DType dtype);
+    void setRole(TensorId t, Role role);
+
     std::size_t opCount() const { return m_ops.size(); }
     std::size_t tensorCount() const { return m_tensors.size(); }
     const Op &op(OpId id) const { return m_ops[id.index()]; }
-    Op &op(OpId id) { return m_ops[id.index()]; }
     const Tensor &tensor(TensorId id) const { return m_tensors[id.index()]; }
-    Tensor &tensor(TensorId id) { return m_tensors[id.index()]; }
     const std::vector<Op> &ops() const { return m_ops; }
     const std::vector<Tensor> &tensors() const { return m_tensors; }
+    const GraphArrays &arrays() const { return m_arrays; }
 
     // First tensor with this name (names are unique in a valid graph).
     std::optional<TensorId> findTensor(std::string_view name) const;
@@ -85,15 +153,14 @@ public:
     std::int64_t parameterBytes() const;
     std::vector<TensorId> tensorsWithRole(Role role) const;
 
-    // Rebuilds producer/consumer links from the ops' input and output lists
-    // (after ops were edited or removed by a pass).
-    void relink();
-
 private:
+    void appendName(OpId op, std::string_view name);
+
     std::vector<Op> m_ops;
     std::vector<Tensor> m_tensors;
     std::unordered_map<std::string, TensorId> m_tensorByName;
     std::unordered_map<std::string, OpId> m_opByName;
+    GraphArrays m_arrays;
 };
 
 } // namespace tapestry::ir

@@ -1,98 +1,37 @@
 #include "passes/graphindex.h"
 
+#include "ir/hash.h"
+
 #include <functional>
 #include <queue>
-#include <string>
-#include <type_traits>
-#include <unordered_map>
-#include <variant>
 
 namespace tapestry::passes {
 
-namespace {
-
-// splitmix64's finaliser over a running hash.
-std::uint64_t mix(std::uint64_t h, std::uint64_t v)
-{
-    std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-std::uint64_t hashString(const std::string &s)
-{
-    return std::hash<std::string>{}(s);
-}
-
-std::uint64_t hashAttribute(std::uint64_t h, const ir::Attribute &a)
-{
-    h = mix(h, a.index());
-    std::visit(
-        [&](const auto &v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, std::int64_t>) {
-                h = mix(h, static_cast<std::uint64_t>(v));
-            } else if constexpr (std::is_same_v<T, double>) {
-                h = mix(h, std::hash<double>{}(v));
-            } else if constexpr (std::is_same_v<T, std::string>) {
-                h = mix(h, hashString(v));
-            } else {
-                h = mix(h, v.size());
-                for (const auto &x : v) {
-                    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
-                        h = mix(h, hashString(x));
-                    else if constexpr (std::is_same_v<std::decay_t<decltype(x)>, double>)
-                        h = mix(h, std::hash<double>{}(x));
-                    else
-                        h = mix(h, static_cast<std::uint64_t>(x));
-                }
-            }
-        },
-        a);
-    return h;
-}
-
-// A model uses a few dozen attribute names: they are looked up in a short
-// list instead of hashing each op's keys.
-class KeyHashes {
-public:
-    std::uint64_t operator()(const std::string &key)
-    {
-        for (const auto &[name, h] : m_hashes)
-            if (name == key)
-                return h;
-        const std::uint64_t h = hashString(key);
-        if (m_hashes.size() < 64)
-            m_hashes.emplace_back(key, h);
-        return h;
-    }
-
-private:
-    std::vector<std::pair<std::string_view, std::uint64_t>> m_hashes;
-};
-
-} // namespace
+using ir::hashMix;
 
 GraphIndex::GraphIndex(const ir::Graph &graph)
 {
-    const std::size_t ops = graph.opCount(), tensors = graph.tensorCount();
+    // Everything is read from the graph's flat arrays: on a deep model its
+    // per-op records are scattered over tens of megabytes.
+    const ir::GraphArrays &a = graph.arrays();
+    const std::size_t ops = a.opCount(), tensors = a.tensorCount();
     m_producer.resize(tensors);
     m_role.resize(tensors);
     m_form.resize(tensors);
     m_dimStart.reserve(tensors + 1);
     m_dims.reserve(3 * tensors);
     for (std::size_t i = 0; i < tensors; ++i) {
-        const ir::Tensor &tensor = graph.tensors()[i];
-        m_dims.insert(m_dims.end(), tensor.shape.begin(), tensor.shape.end());
+        const ir::TensorId t(static_cast<std::int32_t>(i));
+        const auto shape = a.shape(t);
+        m_dims.insert(m_dims.end(), shape.begin(), shape.end());
         m_dimStart.push_back(static_cast<std::int32_t>(m_dims.size()));
-        m_producer[i] = tensor.producer;
-        m_role[i] = tensor.role;
-        std::uint64_t h = mix(1, static_cast<std::uint64_t>(tensor.role == ir::Role::Parameter) + 1);
-        h = mix(h, tensor.shape.size());
-        for (auto d : tensor.shape)
-            h = mix(h, static_cast<std::uint64_t>(d));
-        m_form[i] = mix(h, static_cast<std::uint64_t>(tensor.dtype));
+        m_producer[i] = a.producer(t);
+        m_role[i] = a.role(t);
+        std::uint64_t h = hashMix(1, static_cast<std::uint64_t>(m_role[i] == ir::Role::Parameter) + 1);
+        h = hashMix(h, shape.size());
+        for (auto d : shape)
+            h = hashMix(h, static_cast<std::uint64_t>(d));
+        m_form[i] = hashMix(h, static_cast<std::uint64_t>(a.dtype(t)));
     }
     // Ids outside the graph are dropped here, as the graph's own links drop them.
     auto known = [tensors](ir::TensorId t) { return t.valid() && t.index() < tensors; };
@@ -105,38 +44,34 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
     m_label.reserve(ops);
     m_name.reserve(ops);
     m_scopes = ScopeIndex(ops);
-    std::unordered_map<std::string_view, std::uint32_t> typeNumbers;
+    m_typeNames.assign(a.typeNames().begin(), a.typeNames().end());
     std::vector<std::uint64_t> typeHash;  // by type number
-    KeyHashes keyHash;
-    for (const ir::Op &op : graph.ops()) {
-        auto [it, fresh] = typeNumbers.try_emplace(op.type, static_cast<std::uint32_t>(m_typeNames.size()));
-        if (fresh) {
-            m_typeNames.push_back(op.type);
-            typeHash.push_back(std::hash<std::string_view>{}(op.type));
-        }
-        m_type.push_back(it->second);
-        // The label: type, domain, attributes, then the forms of the inputs
-        // and outputs.
-        std::uint64_t h = mix(typeHash[it->second], op.domain.empty() ? 0 : hashString(op.domain));
-        h = mix(h, op.attributes.size());
-        for (const auto &[key, value] : op.attributes)
-            h = hashAttribute(mix(h, keyHash(key)), value);
-        h = mix(h, op.inputs.size());
-        for (ir::TensorId t : op.inputs) {
+    typeHash.reserve(m_typeNames.size());
+    for (std::string_view type : m_typeNames)
+        typeHash.push_back(std::hash<std::string_view>{}(type));
+    for (std::size_t i = 0; i < ops; ++i) {
+        const ir::OpId op(static_cast<std::int32_t>(i));
+        m_type.push_back(a.type(op));
+        // The label: type, domain and attributes, then the forms of the
+        // inputs and outputs.
+        const auto inputs = a.inputs(op), outputs = a.outputs(op);
+        std::uint64_t h = hashMix(typeHash[a.type(op)], a.attributeHash(op));
+        h = hashMix(h, inputs.size());
+        for (ir::TensorId t : inputs) {
             m_inputs.push_back(t);
-            h = mix(h, known(t) ? m_form[t.index()] : 0);
+            h = hashMix(h, known(t) ? m_form[t.index()] : 0);
             if (known(t))
                 ++m_consumerStart[t.index() + 1];
         }
-        h = mix(h, op.outputs.size());
-        for (ir::TensorId t : op.outputs) {
+        h = hashMix(h, outputs.size());
+        for (ir::TensorId t : outputs) {
             m_outputs.push_back(t);
             if (known(t))
-                h = mix(h, m_form[t.index()]);
+                h = hashMix(h, m_form[t.index()]);
         }
         m_label.push_back(h);
-        m_name.push_back(op.name);
-        m_scopes.add(op.name);
+        m_name.push_back(a.name(op));
+        m_scopes.add(a.name(op));
         m_inputStart.push_back(static_cast<std::int32_t>(m_inputs.size()));
         m_outputStart.push_back(static_cast<std::int32_t>(m_outputs.size()));
     }

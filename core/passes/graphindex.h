@@ -13,12 +13,10 @@ namespace tapestry::passes {
 
 // What coarsening and pruning read of an ir::Graph, in flat arrays: the
 // adjacency with its topological order, each op's structural label and the
-// scope tree of the op names. Every op and tensor of the graph keeps its
-// fields on the heap of its own; on a 1000-layer model those no longer fit in
-// cache and each sweep over them waits on memory. The index reads them in one
-// sweep over the tensors and one over the ops, and the passes walk its
-// contiguous arrays after that. It holds views of the graph's op types and
-// names: the graph outlives it.
+// scope tree of the op names. Built from the graph's own flat arrays
+// (ir::GraphArrays), never from its per-op records, which on a deep model
+// are scattered over tens of megabytes. It holds views of the graph's type
+// names and op names: the graph outlives it, unchanged.
 class GraphIndex {
 public:
     GraphIndex() = default;  // of an empty graph

@@ -1,5 +1,6 @@
 #include "passes/prune.h"
 
+#include "ir/hash.h"
 #include "passes/graphindex.h"
 #include "passes/scopeindex.h"
 
@@ -17,14 +18,7 @@ namespace {
 using ir::OpId;
 using ir::TensorId;
 
-std::uint64_t mix(std::uint64_t h, std::uint64_t v)
-{
-    // splitmix64 finaliser over the running hash: cheap and well spread.
-    std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+using ir::hashMix;
 
 bool isNumber(std::string_view s)
 {
@@ -155,7 +149,7 @@ private:
     {
         std::uint64_t h = 0;
         for (auto v : form)
-            h = mix(h, v);
+            h = hashMix(h, v);
         return h;
     }
 
@@ -285,7 +279,7 @@ private:
             }
         std::vector<std::uint64_t> nodeLabel(n);
         for (std::size_t i = 0; i < n; ++i)
-            nodeLabel[i] = mix(hashForm(formOf(m_coarse.nodes()[i].ops)),
+            nodeLabel[i] = hashMix(hashForm(formOf(m_coarse.nodes()[i].ops)),
                                static_cast<std::uint64_t>(m_coarse.nodes()[i].kind));
         std::vector<std::size_t> seq;
         for (std::size_t i = 0; i < n; ++i)

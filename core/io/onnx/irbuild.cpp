@@ -151,9 +151,9 @@ private:
         const ir::OpId op = m_ir.addOp(node.op_type(), node.name(), std::move(inputs), std::move(outputs),
                                        std::move(attrs));
         if (!isStandardDomain(node.domain()))
-            m_ir.op(op).domain = node.domain();
+            m_ir.setDomain(op, node.domain());
         else if (!::onnx::OpSchemaRegistry::Schema(node.op_type(), m_opset, ""))
-            m_ir.op(op).domain = "ai.onnx";
+            m_ir.setDomain(op, "ai.onnx");
     }
 
     const ::onnx::GraphProto &m_graph;

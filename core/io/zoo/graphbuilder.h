@@ -45,8 +45,8 @@ public:
 
     const ir::Shape &shape(ir::TensorId t) const { return m_graph.tensor(t).shape; }
     // Ops write activations of the builder's dtype; index outputs (TopK) differ.
-    void setDType(ir::TensorId t, ir::DType dtype) { m_graph.tensor(t).dtype = dtype; }
-    void markOutput(ir::TensorId t) { m_graph.tensor(t).role = ir::Role::Output; }
+    void setDType(ir::TensorId t, ir::DType dtype) { m_graph.setDType(t, dtype); }
+    void markOutput(ir::TensorId t) { m_graph.setRole(t, ir::Role::Output); }
     ir::Graph take();
 
 private:
