@@ -12,8 +12,8 @@ std::vector<passes::NodeId> findNodes(const LoadedModel &model, const QString &q
     QString q = query.trimmed().toLower();
     q.replace(QLatin1Char('x'), QChar(0x00d7));  // "768x3072" finds "768×3072"
     const QString plain = query.trimmed().toLower();
-    auto matches = [&](const std::string &s) {
-        const QString text = QString::fromStdString(s).toLower();
+    auto matches = [&](std::string_view s) {
+        const QString text = QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())).toLower();
         return text.contains(plain) || text.contains(q);
     };
     const auto &graph = *model.graph;

@@ -84,7 +84,7 @@ void InspectorView::showViewNode(const layout::ViewNode *node)
         return;
     }
     const auto &cn = m_model.coarse->node(node->node);
-    addRow(nullptr, tr("Node"), QString::fromStdString(cn.name));
+    addRow(nullptr, tr("Node"), QString::fromUtf8(cn.name.data(), static_cast<qsizetype>(cn.name.size())));
     addRow(nullptr, tr("Kind"), QString::fromLatin1(passes::toString(cn.kind).data()));
     if (node->cls.valid())
         addRow(nullptr, tr("Class"), tr("%1 (instance %2)").arg(node->cls.value).arg(node->instances.front()));

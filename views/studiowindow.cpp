@@ -1187,7 +1187,7 @@ bool StudioWindow::findNext(const QString &query)
     statusBar()->showMessage(tr("Match %1 of %2: %3")
                                  .arg(m_findIndex + 1)
                                  .arg(found.size())
-                                 .arg(QString::fromStdString(m_document.coarse->node(found[m_findIndex]).name)),
+                                 .arg(QString::fromStdString(std::string(m_document.coarse->node(found[m_findIndex]).name))),
                              6000);
     return true;
 }
@@ -1199,7 +1199,7 @@ bool StudioWindow::selectByName(const QString &name)
         const auto &v = view.nodes[i];
         const bool hit = QString::fromStdString(v.title).contains(name) ||
                          (v.kind == layout::ViewNode::Kind::Coarse &&
-                          QString::fromStdString(m_document.coarse->node(v.node).name).contains(name));
+                          QString::fromStdString(std::string(m_document.coarse->node(v.node).name)).contains(name));
         if (hit) {
             m_graph->selectViewNode(static_cast<int>(i));
             return true;

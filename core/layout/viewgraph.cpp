@@ -50,14 +50,14 @@ std::string scopePattern(const std::vector<std::string> &scopes)
 
 namespace {
 
-std::string shortName(const std::string &name)
+std::string shortName(std::string_view name)
 {
     // The last two scope components say enough on a box: "attn/q_proj".
     auto slash = name.rfind('/');
-    if (slash == std::string::npos || slash == 0)
-        return name;
+    if (slash == std::string_view::npos || slash == 0)
+        return std::string(name);
     auto before = name.rfind('/', slash - 1);
-    return before == std::string::npos ? name : name.substr(before + 1);
+    return std::string(before == std::string_view::npos ? name : name.substr(before + 1));
 }
 
 std::string countLabel(std::int64_t n)
@@ -187,7 +187,7 @@ ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coar
             continue;
         auto [it, inserted] = edgeIndex.try_emplace({a, b}, view.edges.size());
         if (inserted) {
-            view.edges.push_back({a, b, e.tensor, 1, shapeLabel(e.shape)});
+            view.edges.push_back({a, b, e.tensor, 1, shapeLabel(ir::Shape(e.shape.begin(), e.shape.end()))});
         } else {
             auto &edge = view.edges[it->second];
             if (edge.tensor != e.tensor) {

@@ -31,8 +31,33 @@ std::string_view toString(NodeKind kind)
     return "other";
 }
 
-NodeId CoarseGraph::addNode(NodeKind kind, std::string name, ir::OpId anchor,
-                            std::vector<ir::OpId> ops)
+CoarseGraph::CoarseGraph(const CoarseGraph &other)
+    : m_nodes(other.m_nodes), m_extents(other.m_extents), m_names(other.m_names), m_ops(other.m_ops),
+      m_tensors(other.m_tensors), m_nodeEdges(other.m_nodeEdges), m_edges(other.m_edges),
+      m_edgeDimStart(other.m_edgeDimStart), m_dims(other.m_dims), m_nodeOfOp(other.m_nodeOfOp),
+      m_index(other.m_index)
+{
+    bind();  // the copied views still point into `other`
+}
+
+CoarseGraph &CoarseGraph::operator=(const CoarseGraph &other)
+{
+    if (this != &other) {
+        CoarseGraph copy(other);
+        *this = std::move(copy);
+    }
+    return *this;
+}
+
+void CoarseGraph::reserve(std::size_t nodes, std::size_t ops, std::size_t nameChars)
+{
+    m_nodes.reserve(nodes);
+    m_extents.reserve(nodes);
+    m_ops.reserve(ops);
+    m_names.reserve(nameChars);
+}
+
+NodeId CoarseGraph::addNode(NodeKind kind, std::string_view name, ir::OpId anchor, std::span<const ir::OpId> ops)
 {
     NodeId id(static_cast<std::int32_t>(m_nodes.size()));
     for (ir::OpId op : ops) {
@@ -40,13 +65,19 @@ NodeId CoarseGraph::addNode(NodeKind kind, std::string name, ir::OpId anchor,
             m_nodeOfOp.resize(op.index() + 1);
         m_nodeOfOp[op.index()] = id;
     }
+    Extent extent;
+    extent.nameBegin = static_cast<std::uint32_t>(m_names.size());
+    m_names.insert(m_names.end(), name.begin(), name.end());
+    extent.nameEnd = static_cast<std::uint32_t>(m_names.size());
+    extent.opBegin = static_cast<std::uint32_t>(m_ops.size());
+    m_ops.insert(m_ops.end(), ops.begin(), ops.end());
+    extent.opEnd = static_cast<std::uint32_t>(m_ops.size());
+    m_extents.push_back(extent);
     CoarseNode node;
     node.id = id;
     node.kind = kind;
-    node.name = std::move(name);
     node.anchor = anchor;
-    node.ops = std::move(ops);
-    m_nodes.push_back(std::move(node));
+    m_nodes.push_back(node);
     return id;
 }
 
@@ -74,8 +105,6 @@ void CoarseGraph::connect(const ir::Graph &graph, GraphIndex graphIndex)
 
     // Marks which tensors a node's lists already hold: one flat array for the
     // whole graph instead of a search per tensor, so a node costs its size.
-    // Lists gather in scratch vectors and are copied once at their final
-    // size: one allocation per list rather than one per doubling.
     std::vector<std::int32_t> listed(index.tensorCount(), -1);
     std::vector<ir::TensorId> inputs, parameters, outputs;
     auto once = [&](std::vector<ir::TensorId> &list, ir::TensorId t, std::int32_t mark) {
@@ -86,63 +115,102 @@ void CoarseGraph::connect(const ir::Graph &graph, GraphIndex graphIndex)
     };
 
     m_edges.clear();
+    m_tensors.clear();
+    m_tensors.reserve(m_ops.size() * 2);
     std::vector<std::tuple<NodeId, ir::TensorId, NodeId>> links;
     links.reserve(m_nodes.size() * 2);
-    for (auto &node : m_nodes) {
-        if (!std::is_sorted(node.ops.begin(), node.ops.end(), byRank))
-            std::sort(node.ops.begin(), node.ops.end(), byRank);
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        const NodeId id(static_cast<std::int32_t>(n));
+        Extent &extent = m_extents[n];
+        const auto first = m_ops.begin() + extent.opBegin, last = m_ops.begin() + extent.opEnd;
+        if (!std::is_sorted(first, last, byRank))
+            std::sort(first, last, byRank);
         inputs.clear();
         parameters.clear();
         outputs.clear();
-        const std::int32_t mark = 3 * node.id.value;  // one mark per list of this node
-        for (ir::OpId op : node.ops) {
-            for (ir::TensorId t : index.inputs(op)) {
+        const std::int32_t mark = 3 * id.value;  // one mark per list of this node
+        for (auto it = first; it != last; ++it) {
+            for (ir::TensorId t : index.inputs(*it)) {
                 if (!t.valid())
                     continue;
                 const ir::OpId producer = index.producer(t);
                 if (index.role(t) == ir::Role::Parameter) {
                     once(parameters, t, mark + 1);
-                } else if (nodeOf(producer) != node.id) {
+                } else if (nodeOf(producer) != id) {
                     once(inputs, t, mark);
                     if (producer.valid() && nodeOf(producer).valid())
-                        links.emplace_back(nodeOf(producer), t, node.id);
+                        links.emplace_back(nodeOf(producer), t, id);
                 }
             }
-            for (ir::TensorId t : index.outputs(op)) {
+            for (ir::TensorId t : index.outputs(*it)) {
                 if (!t.valid())
                     continue;
                 bool leaves = index.role(t) == ir::Role::Output;
                 for (ir::OpId c : index.consumers(t))
-                    leaves = leaves || nodeOf(c) != node.id;
+                    leaves = leaves || nodeOf(c) != id;
                 if (leaves)
                     once(outputs, t, mark + 2);
             }
         }
-        node.inputs.assign(inputs.begin(), inputs.end());
-        node.parameters.assign(parameters.begin(), parameters.end());
-        node.outputs.assign(outputs.begin(), outputs.end());
+        extent.tensorBegin = static_cast<std::uint32_t>(m_tensors.size());
+        m_tensors.insert(m_tensors.end(), inputs.begin(), inputs.end());
+        extent.parametersBegin = static_cast<std::uint32_t>(m_tensors.size());
+        m_tensors.insert(m_tensors.end(), parameters.begin(), parameters.end());
+        extent.outputsBegin = static_cast<std::uint32_t>(m_tensors.size());
+        m_tensors.insert(m_tensors.end(), outputs.begin(), outputs.end());
+        extent.tensorEnd = static_cast<std::uint32_t>(m_tensors.size());
     }
     std::sort(links.begin(), links.end());
     links.erase(std::unique(links.begin(), links.end()), links.end());
-    std::vector<std::int32_t> inCount(m_nodes.size(), 0), outCount(m_nodes.size(), 0);
+
+    // Each node's edges, in then out, each in edge-id order.
+    std::vector<std::uint32_t> inCount(m_nodes.size(), 0), outCount(m_nodes.size(), 0);
     for (const auto &[from, tensor, to] : links) {
         ++outCount[from.index()];
         ++inCount[to.index()];
     }
-    for (auto &node : m_nodes) {
-        node.inEdges.clear();
-        node.outEdges.clear();
-        node.inEdges.reserve(static_cast<std::size_t>(inCount[node.id.index()]));
-        node.outEdges.reserve(static_cast<std::size_t>(outCount[node.id.index()]));
+    std::vector<std::uint32_t> inNext(m_nodes.size()), outNext(m_nodes.size());
+    std::uint32_t at = 0;
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        Extent &extent = m_extents[n];
+        extent.edgeBegin = inNext[n] = at;
+        extent.outEdgesBegin = outNext[n] = at + inCount[n];
+        extent.edgeEnd = at = extent.outEdgesBegin + outCount[n];
     }
+    m_nodeEdges.assign(at, EdgeId());
     m_edges.reserve(links.size());
+    m_edgeDimStart.assign(1, 0);
+    m_edgeDimStart.reserve(links.size() + 1);
+    m_dims.clear();
     for (const auto &[from, tensor, to] : links) {
         EdgeId id(static_cast<std::int32_t>(m_edges.size()));
         const auto shape = index.shape(tensor);  // the index's copy: no second read of the graph
-        m_edges.push_back(CoarseEdge{id, from, to, tensor, ir::Shape(shape.begin(), shape.end())});
-        m_nodes[from.index()].outEdges.push_back(id);
-        m_nodes[to.index()].inEdges.push_back(id);
+        m_dims.insert(m_dims.end(), shape.begin(), shape.end());
+        m_edgeDimStart.push_back(static_cast<std::int32_t>(m_dims.size()));
+        m_edges.push_back(CoarseEdge{id, from, to, tensor, {}});
+        m_nodeEdges[outNext[from.index()]++] = id;
+        m_nodeEdges[inNext[to.index()]++] = id;
     }
+    bind();
+}
+
+void CoarseGraph::bind()
+{
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+        const Extent &e = m_extents[n];
+        CoarseNode &node = m_nodes[n];
+        node.name = std::string_view(m_names.data() + e.nameBegin, e.nameEnd - e.nameBegin);
+        node.ops = std::span<const ir::OpId>(m_ops.data() + e.opBegin, e.opEnd - e.opBegin);
+        node.inputs = std::span<const ir::TensorId>(m_tensors.data() + e.tensorBegin, e.parametersBegin - e.tensorBegin);
+        node.parameters =
+            std::span<const ir::TensorId>(m_tensors.data() + e.parametersBegin, e.outputsBegin - e.parametersBegin);
+        node.outputs = std::span<const ir::TensorId>(m_tensors.data() + e.outputsBegin, e.tensorEnd - e.outputsBegin);
+        node.inEdges = std::span<const EdgeId>(m_nodeEdges.data() + e.edgeBegin, e.outEdgesBegin - e.edgeBegin);
+        node.outEdges = std::span<const EdgeId>(m_nodeEdges.data() + e.outEdgesBegin, e.edgeEnd - e.outEdgesBegin);
+    }
+    for (std::size_t i = 0; i < m_edges.size(); ++i)
+        m_edges[i].shape = std::span<const std::int64_t>(
+            m_dims.data() + m_edgeDimStart[i], static_cast<std::size_t>(m_edgeDimStart[i + 1] - m_edgeDimStart[i]));
 }
 
 std::vector<NodeId> CoarseGraph::topologicalOrder() const

@@ -4,7 +4,8 @@
 #include "ir/ids.h"
 #include "passes/graphindex.h"
 
-#include <string>
+#include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -30,17 +31,21 @@ enum class NodeKind {
 
 std::string_view toString(NodeKind kind);
 
+// A node's lists are views of arrays its CoarseGraph holds (one array for
+// all nodes' ops, one for their tensors, one for their edges), so a graph of
+// thousands of nodes is a handful of allocations. They stay valid while the
+// coarse graph lives, moved or copied.
 struct CoarseNode {
     NodeId id;
     NodeKind kind = NodeKind::Other;
-    std::string name;                      // scope of its anchor op: "transformer/h.3/attn/c_attn"
-    ir::OpId anchor;                       // the op that defines the node (the MatMul, the Softmax)
-    std::vector<ir::OpId> ops;             // members, in the graph's topological order
-    std::vector<ir::TensorId> inputs;      // activations and graph inputs read from outside the node
-    std::vector<ir::TensorId> parameters;  // parameter tensors its ops read
-    std::vector<ir::TensorId> outputs;     // written here, read by another node or a graph output
-    std::vector<EdgeId> inEdges;
-    std::vector<EdgeId> outEdges;
+    std::string_view name;                      // scope of its anchor op: "transformer/h.3/attn/c_attn"
+    ir::OpId anchor;                            // the op that defines the node (the MatMul, the Softmax)
+    std::span<const ir::OpId> ops;              // members, in the graph's topological order
+    std::span<const ir::TensorId> inputs;       // activations and graph inputs read from outside the node
+    std::span<const ir::TensorId> parameters;   // parameter tensors its ops read
+    std::span<const ir::TensorId> outputs;      // written here, read by another node or a graph output
+    std::span<const EdgeId> inEdges;
+    std::span<const EdgeId> outEdges;
 };
 
 // One tensor flowing from the node that writes it to one node that reads it.
@@ -51,7 +56,7 @@ struct CoarseEdge {
     NodeId from;
     NodeId to;
     ir::TensorId tensor;
-    ir::Shape shape;
+    std::span<const std::int64_t> shape;  // the tensor's
 };
 
 // Ops grouped into nodes that serve one function. Every op of the graph is in
@@ -59,8 +64,17 @@ struct CoarseEdge {
 // the CoarseGraph side by side and address both by id.
 class CoarseGraph {
 public:
-    // Adds a node of `ops` (none of them in another node yet).
-    NodeId addNode(NodeKind kind, std::string name, ir::OpId anchor, std::vector<ir::OpId> ops);
+    CoarseGraph() = default;
+    CoarseGraph(const CoarseGraph &other);
+    CoarseGraph &operator=(const CoarseGraph &other);
+    CoarseGraph(CoarseGraph &&) noexcept = default;
+    CoarseGraph &operator=(CoarseGraph &&) noexcept = default;
+
+    // Room for nodes holding `ops` ops in all and names of `nameChars`.
+    void reserve(std::size_t nodes, std::size_t ops, std::size_t nameChars);
+    // Adds a node of `ops` (none of them in another node yet). The node's
+    // lists are read after connect().
+    NodeId addNode(NodeKind kind, std::string_view name, ir::OpId anchor, std::span<const ir::OpId> ops);
     // Orders each node's ops topologically and derives boundary tensors and
     // edges from the op graph. Call once, after the last addNode.
     void connect(const ir::Graph &graph);
@@ -85,8 +99,25 @@ public:
     const GraphIndex &graphIndex() const { return m_index; }
 
 private:
+    // Where each node's lists lie in the shared arrays; the views in
+    // m_nodes and m_edges are made from these (bind()).
+    struct Extent {
+        std::uint32_t nameBegin = 0, nameEnd = 0;
+        std::uint32_t opBegin = 0, opEnd = 0;
+        std::uint32_t tensorBegin = 0, parametersBegin = 0, outputsBegin = 0, tensorEnd = 0;
+        std::uint32_t edgeBegin = 0, outEdgesBegin = 0, edgeEnd = 0;
+    };
+    void bind();
+
     std::vector<CoarseNode> m_nodes;
+    std::vector<Extent> m_extents;
+    std::vector<char> m_names;
+    std::vector<ir::OpId> m_ops;
+    std::vector<ir::TensorId> m_tensors;  // per node: inputs, parameters, outputs
+    std::vector<EdgeId> m_nodeEdges;      // per node: in, then out
     std::vector<CoarseEdge> m_edges;
+    std::vector<std::int32_t> m_edgeDimStart;  // per edge, into m_dims
+    std::vector<std::int64_t> m_dims;
     std::vector<NodeId> m_nodeOfOp;
     GraphIndex m_index;
 };

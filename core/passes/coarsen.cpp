@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <queue>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -456,32 +457,40 @@ private:
         // Ops of merged groups move to their target; nodes are numbered in
         // the order of their first op so ids follow the graph's flow, which
         // is the order in which a walk over m_order first meets each group.
-        std::vector<std::size_t> size(m_groups.size(), 0);
+        // Members are laid out group by group in one array (a counting
+        // sort), each group's in topological order.
+        std::vector<std::size_t> start(m_groups.size() + 1, 0);
         std::vector<std::size_t> groups;
+        std::size_t nameChars = 0;
         for (OpId op : m_order) {
             const auto g = static_cast<std::size_t>(root(m_group[op.index()]));
-            if (size[g]++ == 0)
+            m_group[op.index()] = static_cast<int>(g);
+            if (start[g + 1]++ == 0) {
                 groups.push_back(g);
+                nameChars += scopeOf(m_index.name(m_groups[g].anchor)).size();
+            }
         }
-        std::vector<std::vector<OpId>> members(m_groups.size());
-        for (std::size_t g : groups)
-            members[g].reserve(size[g]);
+        for (std::size_t g = 0; g < m_groups.size(); ++g)
+            start[g + 1] += start[g];
+        std::vector<OpId> members(m_order.size());
         for (OpId op : m_order)
-            members[static_cast<std::size_t>(root(m_group[op.index()]))].push_back(op);
+            members[start[static_cast<std::size_t>(m_group[op.index()])]++] = op;
         CoarseGraph coarse;
+        coarse.reserve(groups.size(), members.size(), nameChars);
         for (std::size_t g : groups) {
             const OpId anchor = m_groups[g].anchor;
+            const std::size_t end = start[g], begin = g == 0 ? 0 : start[g - 1];
             coarse.addNode(m_groups[g].kind, scopeOf(m_index.name(anchor)), anchor,
-                           std::move(members[g]));
+                           std::span<const OpId>(members.data() + begin, end - begin));
         }
         coarse.connect(m_graph, std::move(m_index));  // the last use of the index here
         return coarse;
     }
 
-    static std::string scopeOf(std::string_view opName)
+    static std::string_view scopeOf(std::string_view opName)
     {
         const auto slash = opName.rfind('/');
-        return std::string(slash == std::string_view::npos || slash == 0 ? opName : opName.substr(0, slash));
+        return slash == std::string_view::npos || slash == 0 ? opName : opName.substr(0, slash);
     }
 
     const ir::Graph &m_graph;

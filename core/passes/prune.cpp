@@ -8,6 +8,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 
@@ -109,7 +110,7 @@ private:
     // its output slot, the n-th distinct outside tensor, the n-th parameter).
     // Two blocks are the same structure exactly when their forms are equal,
     // which is the side-by-side walk; the signature hashes the form.
-    std::vector<std::uint64_t> formOf(const std::vector<OpId> &ops)
+    std::vector<std::uint64_t> formOf(std::span<const OpId> ops)
     {
         ++m_stamp;
         std::vector<std::uint64_t> form;

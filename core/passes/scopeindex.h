@@ -2,10 +2,10 @@
 
 #include "ir/ids.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -85,8 +85,8 @@ public:
         m_ops.resize(m_scopeOfOp.size());
         for (ir::OpId op : order)
             m_ops[static_cast<std::size_t>(start[static_cast<std::size_t>(m_scopeOfOp[op.index()])]++)] = op;
-        m_built.clear();
-        m_childOf.clear();
+        m_built = {};
+        m_slots = {};
     }
 
     std::size_t scopeCount() const { return m_scopes.size(); }
@@ -106,31 +106,49 @@ public:
     }
 
 private:
-    struct Key {
-        int parent;
-        std::string_view name;
-        bool operator==(const Key &) const = default;
-    };
-    struct KeyHash {
-        std::size_t operator()(const Key &k) const noexcept
-        {
-            return std::hash<std::string_view>{}(k.name) * 31 + static_cast<std::size_t>(k.parent);
-        }
-    };
-
+    // The child of `parent` named `name`, made when new. Children are found
+    // in an open-addressing table of scope numbers: no allocation per scope.
     int descend(int parent, std::string_view name)
     {
-        auto [it, fresh] = m_childOf.try_emplace({parent, name}, static_cast<int>(m_built.size()));
-        if (fresh) {
-            Built &p = m_built[static_cast<std::size_t>(parent)];
-            if (p.lastChild < 0)
-                p.firstChild = it->second;
-            else
-                m_built[static_cast<std::size_t>(p.lastChild)].nextSibling = it->second;
-            p.lastChild = it->second;
-            m_built.push_back(Built{name});
+        if (2 * (m_built.size() + 1) > m_slots.size())
+            grow();
+        const std::size_t mask = m_slots.size() - 1;
+        for (std::size_t i = slotOf(parent, name) & mask;; i = (i + 1) & mask) {
+            const int s = m_slots[i];
+            if (s < 0) {
+                const int id = static_cast<int>(m_built.size());
+                m_slots[i] = id;
+                Built &p = m_built[static_cast<std::size_t>(parent)];
+                if (p.lastChild < 0)
+                    p.firstChild = id;
+                else
+                    m_built[static_cast<std::size_t>(p.lastChild)].nextSibling = id;
+                p.lastChild = id;
+                m_built.push_back(Built{name, parent});
+                return id;
+            }
+            const Built &b = m_built[static_cast<std::size_t>(s)];
+            if (b.parent == parent && b.name == name)
+                return s;
         }
-        return it->second;
+    }
+
+    static std::size_t slotOf(int parent, std::string_view name)
+    {
+        return std::hash<std::string_view>{}(name) * 31 + static_cast<std::size_t>(parent) * 0x9e3779b97f4a7c15ULL;
+    }
+
+    void grow()
+    {
+        std::vector<int> table(std::max<std::size_t>(64, 2 * m_slots.size()), -1);
+        const std::size_t mask = table.size() - 1;
+        for (std::size_t s = 1; s < m_built.size(); ++s) {
+            std::size_t i = slotOf(m_built[s].parent, m_built[s].name) & mask;
+            while (table[i] >= 0)
+                i = (i + 1) & mask;
+            table[i] = static_cast<int>(s);
+        }
+        m_slots = std::move(table);
     }
 
     int number(int s, int depth, std::vector<int> &preorder, int &next)
@@ -151,10 +169,11 @@ private:
     // and the lookup of a child.
     struct Built {
         std::string_view name;
+        int parent = -1;
         int firstChild = -1, lastChild = -1, nextSibling = -1;
     };
     std::vector<Built> m_built;
-    std::unordered_map<Key, int, KeyHash> m_childOf;
+    std::vector<int> m_slots;  // scope numbers, -1 where free; a power of two long
     std::string_view m_previous;
     std::vector<std::pair<std::size_t, int>> m_path;  // per scope of the previous op: end of its name, scope
     std::vector<int> m_scopeOfOp;

@@ -152,7 +152,7 @@ void ExactSearch::buildSpaces()
     for (passes::NodeId id : m_coarse.topologicalOrder()) {
         const auto &node = m_coarse.node(id);
         NodeSpace space;
-        space.segment = makeSegment(m_graph, m_mesh, node.name, -1, 1, node.ops);
+        space.segment = makeSegment(m_graph, m_mesh, std::string(node.name), -1, 1, {node.ops.begin(), node.ops.end()});
         m_nodes.push_back(std::move(space));
     }
     std::set<ir::TensorId> sharedParameters;

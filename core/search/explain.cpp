@@ -164,7 +164,7 @@ Explanation Explainer::explainNode(passes::NodeId id)
     if (!subject.valid() && !node.outputs.empty())
         subject = node.outputs.front();
     if (!subject.valid())
-        throw TapestryError(Error{m_graph.name, node.name, "the node has no parameter and no output to explain"});
+        throw TapestryError(Error{m_graph.name, std::string(node.name), "the node has no parameter and no output to explain"});
     return explain(subject);
 }
 
@@ -222,7 +222,8 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     std::vector<ShardingSpec> specs = m_specs;
     specs[t.index()] = spec;
     if (node.valid()) {
-        Segment seg = makeSegment(m_graph, m_mesh, m_coarse.node(node).name, -1, 1, m_coarse.node(node).ops);
+        const passes::CoarseNode &cn = m_coarse.node(node);
+        Segment seg = makeSegment(m_graph, m_mesh, std::string(cn.name), -1, 1, {cn.ops.begin(), cn.ops.end()});
         std::map<ir::TensorId, ShardingSpec> boundary;
         for (const auto *list : {&seg.inputs, &seg.outputs})
             for (auto b : *list)
