@@ -55,15 +55,19 @@ private slots:
         g.setDType(*g.findTensor("y"), DType::BF16);
         g.setRole(*g.findTensor("y"), Role::Output);
         g.renameTensor(*g.findTensor("x"), "tokens");
+        const GraphArrays::View before = g.arrays().view();
         const Graph moved = std::move(g);
-        const GraphArrays &a = moved.arrays();
+        const GraphArrays::View a = moved.arrays().view();
+        // A view taken before the move still reads the moved graph's arrays.
+        QCOMPARE(before.name(OpId(1)), std::string_view("model/layer.0/act/Relu"));
+        QVERIFY(std::ranges::equal(before.inputs(OpId(0)), moved.op(OpId(0)).inputs));
         QCOMPARE(a.opCount(), moved.opCount());
         QCOMPARE(a.tensorCount(), moved.tensorCount());
         for (std::size_t i = 0; i < moved.opCount(); ++i) {
             const OpId id(static_cast<std::int32_t>(i));
             const Op &op = moved.op(id);
             QCOMPARE(a.name(id), std::string_view(op.name));
-            QCOMPARE(a.typeNames()[a.type(id)], op.type);
+            QCOMPARE(moved.arrays().typeNames()[a.type(id)], op.type);
             QCOMPARE(a.attributeHash(id), hashAttributes(op.domain, op.attributes));
             QVERIFY(std::ranges::equal(a.inputs(id), op.inputs));
             QVERIFY(std::ranges::equal(a.outputs(id), op.outputs));
@@ -95,8 +99,11 @@ private slots:
         auto d = g.addTensor("d", {2}, DType::F32, Role::Output);
         // Added out of order: the consumer first.
         g.addOp("Add", "sum", {b, c}, {d});
+        QVERIFY(g.arrays().idOrderIsTopological());
         g.addOp("Relu", "left", {a}, {b});
+        QVERIFY(!g.arrays().idOrderIsTopological());
         g.addOp("Neg", "right", {a}, {c});
+        QVERIFY(smallGraph().arrays().idOrderIsTopological());
         auto order = g.topologicalOrder();
         QVERIFY(order);
         QCOMPARE(order->size(), std::size_t(3));

@@ -134,8 +134,13 @@ OpId Graph::addOp(std::string type, std::string opName, std::vector<TensorId> in
         if (t.valid() && t.index() < m_tensors.size())
             m_tensors[t.index()].consumers.push_back(id);
     for (TensorId t : outputs)
-        if (t.valid() && t.index() < m_tensors.size() && !m_tensors[t.index()].producer.valid())
+        if (t.valid() && t.index() < m_tensors.size() && !m_tensors[t.index()].producer.valid()) {
             m_tensors[t.index()].producer = a.m_producer[t.index()] = id;
+            // Read before it is written (or by this very op): id order is
+            // no longer a topological order.
+            if (!m_tensors[t.index()].consumers.empty())
+                a.m_idOrderIsTopological = false;
+        }
     m_opByName.try_emplace(opName, id);
 
     auto [number, fresh] = a.m_typeNumber.try_emplace(type, static_cast<std::uint32_t>(a.m_typeNames.size()));
@@ -216,6 +221,12 @@ std::optional<OpId> Graph::findOp(std::string_view opName) const
 
 std::optional<std::vector<OpId>> Graph::topologicalOrder() const
 {
+    if (m_arrays.idOrderIsTopological()) {
+        std::vector<OpId> order(m_ops.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = OpId(static_cast<std::int32_t>(i));
+        return order;
+    }
     std::vector<int> pending(m_ops.size(), 0);
     for (std::size_t i = 0; i < m_ops.size(); ++i)
         for (TensorId t : m_ops[i].inputs)

@@ -63,39 +63,89 @@ std::vector<std::string> splitName(std::string_view name);
 // records are changed only through its own methods.
 class GraphArrays {
 public:
+    // The arrays as views, which stay valid while the graph lives unchanged,
+    // moved or not: an index over the graph can hold one instead of copies.
+    class View {
+    public:
+        std::size_t opCount() const { return m_type.size(); }
+        std::size_t tensorCount() const { return m_producer.size(); }
+
+        // The op's type as a small number, the same for every op of that type.
+        std::uint32_t type(OpId op) const { return m_type[op.index()]; }
+        // ir::hashAttributes of the op's domain and attributes.
+        std::uint64_t attributeHash(OpId op) const { return m_attributeHash[op.index()]; }
+        std::span<const TensorId> inputs(OpId op) const
+        {
+            return m_inputs.subspan(static_cast<std::size_t>(m_inputStart[op.index()]),
+                                    static_cast<std::size_t>(m_inputStart[op.index() + 1] - m_inputStart[op.index()]));
+        }
+        std::span<const TensorId> outputs(OpId op) const
+        {
+            return m_outputs.subspan(
+                static_cast<std::size_t>(m_outputStart[op.index()]),
+                static_cast<std::size_t>(m_outputStart[op.index() + 1] - m_outputStart[op.index()]));
+        }
+        std::string_view name(OpId op) const
+        {
+            const auto [begin, size] = m_name[op.index()];
+            return {m_names.data() + begin, size};
+        }
+
+        OpId producer(TensorId t) const { return m_producer[t.index()]; }
+        Role role(TensorId t) const { return m_role[t.index()]; }
+        DType dtype(TensorId t) const { return m_dtype[t.index()]; }
+        std::span<const std::int64_t> shape(TensorId t) const
+        {
+            return m_dims.subspan(static_cast<std::size_t>(m_dimStart[t.index()]),
+                                  static_cast<std::size_t>(m_dimStart[t.index() + 1] - m_dimStart[t.index()]));
+        }
+
+    private:
+        friend class GraphArrays;
+        std::span<const std::uint32_t> m_type;
+        std::span<const std::uint64_t> m_attributeHash;
+        std::span<const std::int32_t> m_inputStart, m_outputStart;
+        std::span<const TensorId> m_inputs, m_outputs;
+        std::span<const std::pair<std::uint32_t, std::uint32_t>> m_name;
+        std::span<const char> m_names;
+        std::span<const OpId> m_producer;
+        std::span<const Role> m_role;
+        std::span<const DType> m_dtype;
+        std::span<const std::int32_t> m_dimStart;
+        std::span<const std::int64_t> m_dims;
+    };
+
+    View view() const
+    {
+        View v;
+        v.m_type = m_type;
+        v.m_attributeHash = m_attributeHash;
+        v.m_inputStart = m_inputStart;
+        v.m_outputStart = m_outputStart;
+        v.m_inputs = m_inputs;
+        v.m_outputs = m_outputs;
+        v.m_name = m_name;
+        v.m_names = m_names;
+        v.m_producer = m_producer;
+        v.m_role = m_role;
+        v.m_dtype = m_dtype;
+        v.m_dimStart = m_dimStart;
+        v.m_dims = m_dims;
+        return v;
+    }
+
     std::size_t opCount() const { return m_type.size(); }
     std::size_t tensorCount() const { return m_producer.size(); }
-
-    // The op's type as a small number, the same for every op of that type.
-    std::uint32_t type(OpId op) const { return m_type[op.index()]; }
     // The type names by number.
     const std::vector<std::string> &typeNames() const { return m_typeNames; }
-    // ir::hashAttributes of the op's domain and attributes.
-    std::uint64_t attributeHash(OpId op) const { return m_attributeHash[op.index()]; }
-    std::span<const TensorId> inputs(OpId op) const
-    {
-        return {m_inputs.data() + m_inputStart[op.index()], m_inputs.data() + m_inputStart[op.index() + 1]};
-    }
-    std::span<const TensorId> outputs(OpId op) const
-    {
-        return {m_outputs.data() + m_outputStart[op.index()], m_outputs.data() + m_outputStart[op.index() + 1]};
-    }
-    std::string_view name(OpId op) const
-    {
-        const auto [begin, size] = m_name[op.index()];
-        return {m_names.data() + begin, size};
-    }
-
-    OpId producer(TensorId t) const { return m_producer[t.index()]; }
-    Role role(TensorId t) const { return m_role[t.index()]; }
-    DType dtype(TensorId t) const { return m_dtype[t.index()]; }
-    std::span<const std::int64_t> shape(TensorId t) const
-    {
-        return {m_dims.data() + m_dimStart[t.index()], m_dims.data() + m_dimStart[t.index() + 1]};
-    }
+    // True while every op was added after the producers of what it reads:
+    // then id order is a topological order, and the one Kahn's algorithm
+    // with ties broken by id yields.
+    bool idOrderIsTopological() const { return m_idOrderIsTopological; }
 
 private:
     friend class Graph;
+    bool m_idOrderIsTopological = true;
     std::vector<std::uint32_t> m_type;
     std::vector<std::string> m_typeNames;
     std::unordered_map<std::string, std::uint32_t> m_typeNumber;

@@ -9,25 +9,25 @@ namespace tapestry::passes {
 
 using ir::hashMix;
 
+GraphIndex::GraphIndex()
+{
+    static const ir::GraphArrays empty;
+    m_graph = empty.view();
+}
+
 GraphIndex::GraphIndex(const ir::Graph &graph)
 {
-    // Everything is read from the graph's flat arrays: on a deep model its
-    // per-op records are scattered over tens of megabytes.
-    const ir::GraphArrays &a = graph.arrays();
+    // Everything is read from the graph's flat arrays, and links, types,
+    // names and shapes are viewed there rather than copied: on a deep model
+    // the graph's per-op records are scattered over tens of megabytes.
+    m_graph = graph.arrays().view();
+    const ir::GraphArrays::View &a = m_graph;
     const std::size_t ops = a.opCount(), tensors = a.tensorCount();
-    m_producer.resize(tensors);
-    m_role.resize(tensors);
     m_form.resize(tensors);
-    m_dimStart.reserve(tensors + 1);
-    m_dims.reserve(3 * tensors);
     for (std::size_t i = 0; i < tensors; ++i) {
         const ir::TensorId t(static_cast<std::int32_t>(i));
         const auto shape = a.shape(t);
-        m_dims.insert(m_dims.end(), shape.begin(), shape.end());
-        m_dimStart.push_back(static_cast<std::int32_t>(m_dims.size()));
-        m_producer[i] = a.producer(t);
-        m_role[i] = a.role(t);
-        std::uint64_t h = hashMix(1, static_cast<std::uint64_t>(m_role[i] == ir::Role::Parameter) + 1);
+        std::uint64_t h = hashMix(1, static_cast<std::uint64_t>(a.role(t) == ir::Role::Parameter) + 1);
         h = hashMix(h, shape.size());
         for (auto d : shape)
             h = hashMix(h, static_cast<std::uint64_t>(d));
@@ -35,45 +35,33 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
     }
     // Ids outside the graph are dropped here, as the graph's own links drop them.
     auto known = [tensors](ir::TensorId t) { return t.valid() && t.index() < tensors; };
-    m_inputStart.reserve(ops + 1);
-    m_outputStart.reserve(ops + 1);
-    m_inputs.reserve(2 * ops);
-    m_outputs.reserve(ops);
     m_consumerStart.assign(tensors + 1, 0);
-    m_type.reserve(ops);
     m_label.reserve(ops);
-    m_name.reserve(ops);
     m_scopes = ScopeIndex(ops);
-    m_typeNames.assign(a.typeNames().begin(), a.typeNames().end());
+    const auto &typeNames = graph.arrays().typeNames();
+    m_typeNames.assign(typeNames.begin(), typeNames.end());
     std::vector<std::uint64_t> typeHash;  // by type number
     typeHash.reserve(m_typeNames.size());
     for (std::string_view type : m_typeNames)
         typeHash.push_back(std::hash<std::string_view>{}(type));
     for (std::size_t i = 0; i < ops; ++i) {
         const ir::OpId op(static_cast<std::int32_t>(i));
-        m_type.push_back(a.type(op));
         // The label: type, domain and attributes, then the forms of the
         // inputs and outputs.
         const auto inputs = a.inputs(op), outputs = a.outputs(op);
         std::uint64_t h = hashMix(typeHash[a.type(op)], a.attributeHash(op));
         h = hashMix(h, inputs.size());
         for (ir::TensorId t : inputs) {
-            m_inputs.push_back(t);
             h = hashMix(h, known(t) ? m_form[t.index()] : 0);
             if (known(t))
                 ++m_consumerStart[t.index() + 1];
         }
         h = hashMix(h, outputs.size());
-        for (ir::TensorId t : outputs) {
-            m_outputs.push_back(t);
+        for (ir::TensorId t : outputs)
             if (known(t))
                 h = hashMix(h, m_form[t.index()]);
-        }
         m_label.push_back(h);
-        m_name.push_back(a.name(op));
         m_scopes.add(a.name(op));
-        m_inputStart.push_back(static_cast<std::int32_t>(m_inputs.size()));
-        m_outputStart.push_back(static_cast<std::int32_t>(m_outputs.size()));
     }
     for (std::size_t t = 0; t < tensors; ++t)
         m_consumerStart[t + 1] += m_consumerStart[t];
@@ -87,23 +75,33 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
     }
 
     // Kahn's algorithm exactly as Graph::topologicalOrder runs it, on the
-    // flat arrays.
+    // flat arrays; when the graph was built in order (as loaders build it)
+    // that order is the id order.
+    m_order.reserve(ops);
+    if (graph.arrays().idOrderIsTopological()) {
+        for (std::size_t i = 0; i < ops; ++i)
+            m_order.emplace_back(static_cast<std::int32_t>(i));
+        m_rank.resize(ops);
+        for (std::size_t i = 0; i < ops; ++i)
+            m_rank[i] = static_cast<int>(i);
+        m_scopes.finish(m_order);
+        return;
+    }
     std::vector<int> pending(ops, 0);
     for (std::size_t i = 0; i < ops; ++i)
         for (ir::TensorId t : inputs(ir::OpId(static_cast<std::int32_t>(i))))
-            if (known(t) && m_producer[t.index()].valid())
+            if (known(t) && producer(t).valid())
                 ++pending[i];
     std::priority_queue<std::int32_t, std::vector<std::int32_t>, std::greater<>> ready;
     for (std::size_t i = 0; i < ops; ++i)
         if (pending[i] == 0)
             ready.push(static_cast<std::int32_t>(i));
-    m_order.reserve(ops);
     while (!ready.empty()) {
         const ir::OpId id(ready.top());
         ready.pop();
         m_order.push_back(id);
         for (ir::TensorId t : outputs(id)) {
-            if (!known(t) || m_producer[t.index()] != id)
+            if (!known(t) || producer(t) != id)
                 continue;
             for (ir::OpId c : consumers(t))
                 if (--pending[c.index()] == 0)

@@ -19,19 +19,13 @@ namespace tapestry::passes {
 // names and op names: the graph outlives it, unchanged.
 class GraphIndex {
 public:
-    GraphIndex() = default;  // of an empty graph
+    GraphIndex();  // of an empty graph
     explicit GraphIndex(const ir::Graph &graph);
 
-    std::size_t opCount() const { return m_inputStart.size() - 1; }
-    std::size_t tensorCount() const { return m_producer.size(); }
-    std::span<const ir::TensorId> inputs(ir::OpId op) const
-    {
-        return {m_inputs.data() + m_inputStart[op.index()], m_inputs.data() + m_inputStart[op.index() + 1]};
-    }
-    std::span<const ir::TensorId> outputs(ir::OpId op) const
-    {
-        return {m_outputs.data() + m_outputStart[op.index()], m_outputs.data() + m_outputStart[op.index() + 1]};
-    }
+    std::size_t opCount() const { return m_graph.opCount(); }
+    std::size_t tensorCount() const { return m_graph.tensorCount(); }
+    std::span<const ir::TensorId> inputs(ir::OpId op) const { return m_graph.inputs(op); }
+    std::span<const ir::TensorId> outputs(ir::OpId op) const { return m_graph.outputs(op); }
     // As ir::Tensor::consumers: one entry per input slot that reads t, in op order.
     std::span<const ir::OpId> consumers(ir::TensorId t) const
     {
@@ -39,23 +33,19 @@ public:
                 m_consumers.data() + m_consumerStart[t.index() + 1]};
     }
     // The op's type as a small number, the same for every op of that type.
-    std::uint32_t type(ir::OpId op) const { return m_type[op.index()]; }
+    std::uint32_t type(ir::OpId op) const { return m_graph.type(op); }
     // The type names by number.
     const std::vector<std::string_view> &typeNames() const { return m_typeNames; }
-    ir::OpId producer(ir::TensorId t) const { return m_producer[t.index()]; }
-    ir::Role role(ir::TensorId t) const { return m_role[t.index()]; }
+    ir::OpId producer(ir::TensorId t) const { return m_graph.producer(t); }
+    ir::Role role(ir::TensorId t) const { return m_graph.role(t); }
     // A hash of what a structural comparison sees of a tensor: its shape,
     // dtype and whether it is a parameter, never its name. Taken in the same
     // sweep that reads producer and role, so no later pass walks the
     // tensors' shapes on the heap again.
     std::uint64_t form(ir::TensorId t) const { return m_form[t.index()]; }
-    // The tensor's shape, copied in the same sweep.
-    std::span<const std::int64_t> shape(ir::TensorId t) const
-    {
-        return {m_dims.data() + m_dimStart[t.index()], m_dims.data() + m_dimStart[t.index() + 1]};
-    }
+    std::span<const std::int64_t> shape(ir::TensorId t) const { return m_graph.shape(t); }
     // The op's name (a view of the graph's).
-    std::string_view name(ir::OpId op) const { return m_name[op.index()]; }
+    std::string_view name(ir::OpId op) const { return m_graph.name(op); }
 
     // What a structural comparison sees of an op: its type, domain,
     // attributes and the forms of what it reads and writes, never names.
@@ -71,17 +61,11 @@ public:
     int rank(ir::OpId op) const { return m_rank[op.index()]; }
 
 private:
-    std::vector<std::int32_t> m_inputStart{0}, m_outputStart{0}, m_consumerStart{0};
-    std::vector<ir::TensorId> m_inputs, m_outputs;
+    ir::GraphArrays::View m_graph;  // links, types, names and shapes: the graph's own arrays
+    std::vector<std::int32_t> m_consumerStart{0};
     std::vector<ir::OpId> m_consumers;
-    std::vector<std::uint32_t> m_type;
     std::vector<std::string_view> m_typeNames;  // views into the graph's op types
-    std::vector<ir::OpId> m_producer;
-    std::vector<ir::Role> m_role;
     std::vector<std::uint64_t> m_form;
-    std::vector<std::int32_t> m_dimStart{0};
-    std::vector<std::int64_t> m_dims;
-    std::vector<std::string_view> m_name;
     std::vector<std::uint64_t> m_label;
     ScopeIndex m_scopes;
     std::vector<ir::OpId> m_order;

@@ -37,23 +37,23 @@ std::string_view stemOf(std::string_view s)
 
 // The first `components` parts of an op name, with its own separators:
 // ("/transformer/h.3/attn/MatMul", 2) -> "transformer/h.3".
-std::string namePrefix(const std::string &name, std::size_t components)
+std::string namePrefix(std::string_view name, std::size_t components)
 {
-    std::size_t begin = std::string::npos, seen = 0;
+    std::size_t begin = std::string_view::npos, seen = 0;
     bool inPart = false;
     for (std::size_t i = 0; i <= name.size(); ++i) {
         const bool sep = i == name.size() || name[i] == '/' || name[i] == '.';
         if (!sep && !inPart) {
             inPart = true;
-            if (begin == std::string::npos)
+            if (begin == std::string_view::npos)
                 begin = i;
         } else if (sep && inPart) {
             inPart = false;
             if (++seen == components)
-                return name.substr(begin, i - begin);
+                return std::string(name.substr(begin, i - begin));
         }
     }
-    return begin == std::string::npos ? name : name.substr(begin);
+    return std::string(begin == std::string_view::npos ? name : name.substr(begin));
 }
 
 class Pruner {
@@ -110,11 +110,11 @@ private:
     // its output slot, the n-th distinct outside tensor, the n-th parameter).
     // Two blocks are the same structure exactly when their forms are equal,
     // which is the side-by-side walk; the signature hashes the form.
-    std::vector<std::uint64_t> formOf(std::span<const OpId> ops)
+    // Written into `form`, which is cleared first.
+    void formOf(std::span<const OpId> ops, std::vector<std::uint64_t> &form)
     {
         ++m_stamp;
-        std::vector<std::uint64_t> form;
-        form.reserve(ops.size() * 4 + 1);
+        form.clear();
         form.push_back(ops.size());
         for (std::size_t i = 0; i < ops.size(); ++i)
             m_localIndex[ops[i].index()] = {static_cast<int>(i), m_stamp};
@@ -143,7 +143,6 @@ private:
                 form.push_back(((parameter ? 3ULL : 2ULL) << 60) | static_cast<std::uint64_t>(ext.first));
             }
         }
-        return form;
     }
 
     static std::uint64_t hashForm(const std::vector<std::uint64_t> &form)
@@ -158,9 +157,10 @@ private:
     {
         Member m;
         scopes.subtreeOps(scope, m.ops);
-        std::sort(m.ops.begin(), m.ops.end(),
-                  [&](OpId a, OpId b) { return rank(a) < rank(b); });
-        m.scope = namePrefix(m_graph.op(m.ops.front()).name,
+        auto byRank = [&](OpId a, OpId b) { return rank(a) < rank(b); };
+        if (!std::is_sorted(m.ops.begin(), m.ops.end(), byRank))
+            std::sort(m.ops.begin(), m.ops.end(), byRank);
+        m.scope = namePrefix(m_index->name(m.ops.front()),
                              static_cast<std::size_t>(scopes.scope(scope).depth));
         return m;
     }
@@ -170,8 +170,11 @@ private:
     {
         std::vector<Candidate> parts;
         std::unordered_map<std::uint64_t, std::vector<std::size_t>> bySignature;
+        // A member's form is written into one scratch vector and kept only
+        // by the first member of its structure.
+        std::vector<std::uint64_t> &form = m_form;
         for (auto &m : members) {
-            auto form = formOf(m.ops);
+            formOf(m.ops, form);
             const auto signature = hashForm(form);
             auto &bucket = bySignature[signature];
             bool placed = false;
@@ -185,7 +188,7 @@ private:
                 bucket.push_back(parts.size());
                 Candidate c;
                 c.signature = signature;
-                c.form = std::move(form);
+                c.form = form;
                 c.members.push_back(std::move(m));
                 parts.push_back(std::move(c));
             }
@@ -279,9 +282,10 @@ private:
                 level[to] = std::max(level[to], level[id.index()] + 1);
             }
         std::vector<std::uint64_t> nodeLabel(n);
-        for (std::size_t i = 0; i < n; ++i)
-            nodeLabel[i] = hashMix(hashForm(formOf(m_coarse.nodes()[i].ops)),
-                               static_cast<std::uint64_t>(m_coarse.nodes()[i].kind));
+        for (std::size_t i = 0; i < n; ++i) {
+            formOf(m_coarse.nodes()[i].ops, m_form);
+            nodeLabel[i] = hashMix(hashForm(m_form), static_cast<std::uint64_t>(m_coarse.nodes()[i].kind));
+        }
         std::vector<std::size_t> seq;
         for (std::size_t i = 0; i < n; ++i)
             if (!m_coarse.nodes()[i].ops.empty())
@@ -327,9 +331,11 @@ private:
                 }
                 std::sort(m.ops.begin(), m.ops.end(),
                           [&](OpId a, OpId b) { return rank(a) < rank(b); });
-                m.scope = m_graph.op(m.ops.front()).name;
-                if (m.ops.size() > 1)
-                    m.scope += "…" + m_graph.op(m.ops.back()).name;
+                m.scope = m_index->name(m.ops.front());
+                if (m.ops.size() > 1) {
+                    m.scope += "…";
+                    m.scope += m_index->name(m.ops.back());
+                }
                 members.push_back(std::move(m));
             }
             for (std::size_t i = best.begin; i < best.begin + best.length; ++i)
@@ -438,6 +444,7 @@ private:
             cls.signature = c.signature;
             cls.opsPerInstance = c.members.front().ops.size();
             const bool repeated = c.members.size() >= static_cast<std::size_t>(std::max(2, m_minDuplicate));
+            cls.instances.reserve(c.members.size());
             for (auto &m : c.members) {
                 for (OpId op : m.ops)
                     result.classOfOp[op.index()] = cls.id;
@@ -461,21 +468,26 @@ private:
         for (OpId op : m.ops)
             m_localIndex[op.index()] = {0, m_stamp};
         auto inside = [&](OpId op) { return op.valid() && m_localIndex[op.index()].second == m_stamp; };
-        SubgraphInstance inst;
-        inst.scope = std::move(m.scope);
+        // Lists gather in scratch vectors and are copied once at their
+        // final size: a thousand instances are a few allocations each.
+        Scratch &s = m_scratch;
+        s.nodes.clear();
+        s.inputs.clear();
+        s.outputs.clear();
+        s.parameters.clear();
         for (OpId op : m.ops) {
             const NodeId node = m_coarse.nodeOf(op);
-            if (node.valid() && std::find(inst.nodes.begin(), inst.nodes.end(), node) == inst.nodes.end())
-                inst.nodes.push_back(node);
+            if (node.valid() && std::find(s.nodes.begin(), s.nodes.end(), node) == s.nodes.end())
+                s.nodes.push_back(node);
             for (TensorId t : m_index->inputs(op)) {
                 if (!t.valid() || m_externalIndex[t.index()].second == m_stamp)
                     continue;
                 if (m_index->role(t) == ir::Role::Parameter) {
                     m_externalIndex[t.index()] = {0, m_stamp};
-                    inst.parameters.push_back(t);
+                    s.parameters.push_back(t);
                 } else if (!inside(m_index->producer(t))) {
                     m_externalIndex[t.index()] = {0, m_stamp};
-                    inst.inputs.push_back(t);
+                    s.inputs.push_back(t);
                 }
             }
             for (TensorId t : m_index->outputs(op)) {
@@ -485,10 +497,16 @@ private:
                 for (OpId c : m_index->consumers(t))
                     leaves = leaves || !inside(c);
                 if (leaves)
-                    inst.outputs.push_back(t);
+                    s.outputs.push_back(t);
             }
         }
+        SubgraphInstance inst;
+        inst.scope = std::move(m.scope);
         inst.ops = std::move(m.ops);
+        inst.nodes.assign(s.nodes.begin(), s.nodes.end());
+        inst.inputs.assign(s.inputs.begin(), s.inputs.end());
+        inst.outputs.assign(s.outputs.begin(), s.outputs.end());
+        inst.parameters.assign(s.parameters.begin(), s.parameters.end());
         return inst;
     }
 
@@ -501,6 +519,11 @@ private:
     std::vector<std::pair<int, std::uint32_t>> m_localIndex;
     std::vector<std::pair<int, std::uint32_t>> m_externalIndex;
     std::uint32_t m_stamp = 0;
+    std::vector<std::uint64_t> m_form;  // scratch for formOf
+    struct Scratch {
+        std::vector<NodeId> nodes;
+        std::vector<TensorId> inputs, outputs, parameters;
+    } m_scratch;  // for instanceOf
     std::vector<Candidate> m_candidates;
 };
 
