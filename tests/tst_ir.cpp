@@ -90,6 +90,26 @@ private slots:
         QVERIFY(a.dtype(TensorId(2)) == DType::BF16);
     }
 
+    // Names stay unique through renames, and validate() sees a rename that
+    // makes or clears a duplicate.
+    void renamesKeepNameLookups()
+    {
+        Graph g = smallGraph();
+        QVERIFY(g.namesKnownUnique());
+        g.renameOp(OpId(1), "model/layer.0/MatMul");
+        QVERIFY(!g.namesKnownUnique());
+        QCOMPARE(problem(g), QString("test-model: op 'model/layer.0/MatMul': duplicate op name"));
+        g.renameOp(OpId(0), "model/layer.0/proj");
+        QCOMPARE(g.findOp("model/layer.0/MatMul"), std::optional<OpId>(OpId(1)));
+        QCOMPARE(g.findOp("model/layer.0/proj"), std::optional<OpId>(OpId(0)));
+        QCOMPARE(problem(g), QString());
+        g.renameTensor(TensorId(3), "y");
+        QCOMPARE(problem(g), QString("test-model: tensor 'y': duplicate tensor name"));
+        g.renameTensor(TensorId(2), "hidden");
+        QCOMPARE(g.findTensor("y"), std::optional<TensorId>(TensorId(3)));
+        QCOMPARE(problem(g), QString());
+    }
+
     void topologicalOrderIsDeterministic()
     {
         Graph g;

@@ -114,7 +114,8 @@ std::vector<std::string> Op::scope() const
 TensorId Graph::addTensor(std::string tensorName, Shape shape, DType dtype, Role role)
 {
     TensorId id(static_cast<std::int32_t>(m_tensors.size()));
-    m_tensorByName.try_emplace(tensorName, id);
+    if (!m_tensorByName.try_emplace(tensorName, id).second)
+        m_duplicateNames = true;
     GraphArrays &a = m_arrays;
     a.m_producer.emplace_back();
     a.m_role.push_back(role);
@@ -141,7 +142,8 @@ OpId Graph::addOp(std::string type, std::string opName, std::vector<TensorId> in
             if (!m_tensors[t.index()].consumers.empty())
                 a.m_idOrderIsTopological = false;
         }
-    m_opByName.try_emplace(opName, id);
+    if (!m_opByName.try_emplace(opName, id).second)
+        m_duplicateNames = true;
 
     auto [number, fresh] = a.m_typeNumber.try_emplace(type, static_cast<std::uint32_t>(a.m_typeNames.size()));
     if (fresh)
@@ -177,9 +179,18 @@ void Graph::setDomain(OpId op, std::string domain)
 void Graph::renameOp(OpId op, std::string opName)
 {
     Op &o = m_ops[op.index()];
-    if (auto it = m_opByName.find(o.name); it != m_opByName.end() && it->second == op)
+    if (auto it = m_opByName.find(o.name); it != m_opByName.end() && it->second == op) {
         m_opByName.erase(it);
-    m_opByName.try_emplace(opName, op);
+        // The name now belongs to the next op that has it, if any.
+        if (m_duplicateNames)
+            for (std::size_t i = 0; i < m_ops.size(); ++i)
+                if (i != op.index() && m_ops[i].name == o.name) {
+                    m_opByName.try_emplace(o.name, OpId(static_cast<std::int32_t>(i)));
+                    break;
+                }
+    }
+    if (!m_opByName.try_emplace(opName, op).second)
+        m_duplicateNames = true;
     appendName(op, opName);  // the old name's characters stay behind, unused
     o.name = std::move(opName);
 }
@@ -187,9 +198,17 @@ void Graph::renameOp(OpId op, std::string opName)
 void Graph::renameTensor(TensorId t, std::string tensorName)
 {
     Tensor &tensor = m_tensors[t.index()];
-    if (auto it = m_tensorByName.find(tensor.name); it != m_tensorByName.end() && it->second == t)
+    if (auto it = m_tensorByName.find(tensor.name); it != m_tensorByName.end() && it->second == t) {
         m_tensorByName.erase(it);
-    m_tensorByName.try_emplace(tensorName, t);
+        if (m_duplicateNames)
+            for (std::size_t i = 0; i < m_tensors.size(); ++i)
+                if (i != t.index() && m_tensors[i].name == tensor.name) {
+                    m_tensorByName.try_emplace(tensor.name, TensorId(static_cast<std::int32_t>(i)));
+                    break;
+                }
+    }
+    if (!m_tensorByName.try_emplace(tensorName, t).second)
+        m_duplicateNames = true;
     tensor.name = std::move(tensorName);
 }
 
@@ -205,7 +224,7 @@ void Graph::setRole(TensorId t, Role role)
 
 std::optional<TensorId> Graph::findTensor(std::string_view tensorName) const
 {
-    auto it = m_tensorByName.find(std::string(tensorName));
+    auto it = m_tensorByName.find(tensorName);
     if (it == m_tensorByName.end())
         return std::nullopt;
     return it->second;
@@ -213,7 +232,7 @@ std::optional<TensorId> Graph::findTensor(std::string_view tensorName) const
 
 std::optional<OpId> Graph::findOp(std::string_view opName) const
 {
-    auto it = m_opByName.find(std::string(opName));
+    auto it = m_opByName.find(opName);
     if (it == m_opByName.end())
         return std::nullopt;
     return it->second;

@@ -194,6 +194,9 @@ public:
     // First tensor with this name (names are unique in a valid graph).
     std::optional<TensorId> findTensor(std::string_view name) const;
     std::optional<OpId> findOp(std::string_view name) const;
+    // True when no name was ever given to two tensors or two ops: then every
+    // name is unique, and validate() need not look each one up.
+    bool namesKnownUnique() const { return !m_duplicateNames; }
 
     // Kahn's algorithm, ties broken by id so the order is deterministic.
     // Empty optional when the graph has a cycle.
@@ -206,10 +209,20 @@ public:
 private:
     void appendName(OpId op, std::string_view name);
 
+    // Name lookups by std::string or std::string_view without a copy.
+    struct NameHash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    template <typename Value>
+    using NameMap = std::unordered_map<std::string, Value, NameHash, std::equal_to<>>;
+
     std::vector<Op> m_ops;
     std::vector<Tensor> m_tensors;
-    std::unordered_map<std::string, TensorId> m_tensorByName;
-    std::unordered_map<std::string, OpId> m_opByName;
+    // Each name maps to the first tensor or op that has it.
+    NameMap<TensorId> m_tensorByName;
+    NameMap<OpId> m_opByName;
+    bool m_duplicateNames = false;  // some name was ever given twice
     GraphArrays m_arrays;
 };
 

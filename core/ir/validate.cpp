@@ -271,18 +271,21 @@ std::optional<Error> validate(const Graph &graph, const std::string &input)
         return Error{input, std::move(where), std::move(problem)};
     };
 
-    std::unordered_set<std::string> tensorNames;
-    for (const Tensor &t : graph.tensors()) {
-        if (!tensorNames.insert(t.name).second)
+    // The graph maps each name to its first tensor and op: a later one of the
+    // same name is a duplicate. A graph that never saw a name twice has none.
+    const bool lookUpNames = !graph.namesKnownUnique();
+    for (std::size_t i = 0; i < graph.tensorCount(); ++i) {
+        const Tensor &t = graph.tensors()[i];
+        if (lookUpNames && graph.findTensor(t.name) != TensorId(static_cast<std::int32_t>(i)))
             return fail("tensor '" + t.name + "'", "duplicate tensor name");
         for (auto d : t.shape)
             if (d < 0)
                 return fail("tensor '" + t.name + "'", "negative dim in shape " + shapeToString(t.shape));
     }
-    std::unordered_set<std::string> opNames;
     const auto tensorCount = static_cast<std::int32_t>(graph.tensorCount());
-    for (const Op &op : graph.ops()) {
-        if (!opNames.insert(op.name).second)
+    for (std::size_t i = 0; i < graph.opCount(); ++i) {
+        const Op &op = graph.ops()[i];
+        if (lookUpNames && graph.findOp(op.name) != OpId(static_cast<std::int32_t>(i)))
             return fail("op '" + op.name + "'", "duplicate op name");
         for (TensorId t : op.inputs)
             if (!t.valid() || t.value >= tensorCount)
