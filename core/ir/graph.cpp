@@ -176,40 +176,39 @@ void Graph::setDomain(OpId op, std::string domain)
     m_arrays.m_attributeHash[op.index()] = hashAttributes(o.domain, o.attributes);
 }
 
-void Graph::renameOp(OpId op, std::string opName)
+namespace {
+// Gives `id` the name `to` in a name map whose records are `records`. When
+// `id` held its old name in the map, the name passes to the next record that
+// has it too (only possible once some name was given twice).
+template <typename Map, typename Records, typename Id>
+void moveName(Map &byName, const Records &records, Id id, const std::string &to, bool &duplicateNames)
 {
-    Op &o = m_ops[op.index()];
-    if (auto it = m_opByName.find(o.name); it != m_opByName.end() && it->second == op) {
-        m_opByName.erase(it);
-        // The name now belongs to the next op that has it, if any.
-        if (m_duplicateNames)
-            for (std::size_t i = 0; i < m_ops.size(); ++i)
-                if (i != op.index() && m_ops[i].name == o.name) {
-                    m_opByName.try_emplace(o.name, OpId(static_cast<std::int32_t>(i)));
+    const std::string &from = records[id.index()].name;
+    if (auto it = byName.find(from); it != byName.end() && it->second == id) {
+        byName.erase(it);
+        if (duplicateNames)
+            for (std::size_t i = 0; i < records.size(); ++i)
+                if (i != id.index() && records[i].name == from) {
+                    byName.try_emplace(from, Id(static_cast<std::int32_t>(i)));
                     break;
                 }
     }
-    if (!m_opByName.try_emplace(opName, op).second)
-        m_duplicateNames = true;
+    if (!byName.try_emplace(to, id).second)
+        duplicateNames = true;
+}
+} // namespace
+
+void Graph::renameOp(OpId op, std::string opName)
+{
+    moveName(m_opByName, m_ops, op, opName, m_duplicateNames);
     appendName(op, opName);  // the old name's characters stay behind, unused
-    o.name = std::move(opName);
+    m_ops[op.index()].name = std::move(opName);
 }
 
 void Graph::renameTensor(TensorId t, std::string tensorName)
 {
-    Tensor &tensor = m_tensors[t.index()];
-    if (auto it = m_tensorByName.find(tensor.name); it != m_tensorByName.end() && it->second == t) {
-        m_tensorByName.erase(it);
-        if (m_duplicateNames)
-            for (std::size_t i = 0; i < m_tensors.size(); ++i)
-                if (i != t.index() && m_tensors[i].name == tensor.name) {
-                    m_tensorByName.try_emplace(tensor.name, TensorId(static_cast<std::int32_t>(i)));
-                    break;
-                }
-    }
-    if (!m_tensorByName.try_emplace(tensorName, t).second)
-        m_duplicateNames = true;
-    tensor.name = std::move(tensorName);
+    moveName(m_tensorByName, m_tensors, t, tensorName, m_duplicateNames);
+    m_tensors[t.index()].name = std::move(tensorName);
 }
 
 void Graph::setDType(TensorId t, DType dtype)

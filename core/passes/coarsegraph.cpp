@@ -49,12 +49,11 @@ CoarseGraph &CoarseGraph::operator=(const CoarseGraph &other)
     return *this;
 }
 
-void CoarseGraph::reserve(std::size_t nodes, std::size_t ops, std::size_t nameChars)
+void CoarseGraph::reserve(std::size_t nodes, std::size_t ops)
 {
     m_nodes.reserve(nodes);
     m_extents.reserve(nodes);
     m_ops.reserve(ops);
-    m_names.reserve(nameChars);
 }
 
 NodeId CoarseGraph::addNode(NodeKind kind, std::string_view name, ir::OpId anchor, std::span<const ir::OpId> ops)
@@ -184,7 +183,7 @@ void CoarseGraph::connect(const ir::Graph &graph, GraphIndex graphIndex)
     m_dims.clear();
     for (const auto &[from, tensor, to] : links) {
         EdgeId id(static_cast<std::int32_t>(m_edges.size()));
-        const auto shape = index.shape(tensor);  // the index's copy: no second read of the graph
+        const auto shape = index.shape(tensor);  // from the graph's arrays, through the index
         m_dims.insert(m_dims.end(), shape.begin(), shape.end());
         m_edgeDimStart.push_back(static_cast<std::int32_t>(m_dims.size()));
         m_edges.push_back(CoarseEdge{id, from, to, tensor, {}});

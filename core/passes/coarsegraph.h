@@ -70,8 +70,8 @@ public:
     CoarseGraph(CoarseGraph &&) noexcept = default;
     CoarseGraph &operator=(CoarseGraph &&) noexcept = default;
 
-    // Room for nodes holding `ops` ops in all and names of `nameChars`.
-    void reserve(std::size_t nodes, std::size_t ops, std::size_t nameChars);
+    // Room for `nodes` nodes holding `ops` ops in all.
+    void reserve(std::size_t nodes, std::size_t ops);
     // Adds a node of `ops` (none of them in another node yet). The node's
     // lists are read after connect().
     NodeId addNode(NodeKind kind, std::string_view name, ir::OpId anchor, std::span<const ir::OpId> ops);

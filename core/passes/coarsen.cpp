@@ -461,14 +461,11 @@ private:
         // sort), each group's in topological order.
         std::vector<std::size_t> start(m_groups.size() + 1, 0);
         std::vector<std::size_t> groups;
-        std::size_t nameChars = 0;
         for (OpId op : m_order) {
             const auto g = static_cast<std::size_t>(root(m_group[op.index()]));
             m_group[op.index()] = static_cast<int>(g);
-            if (start[g + 1]++ == 0) {
+            if (start[g + 1]++ == 0)
                 groups.push_back(g);
-                nameChars += scopeOf(m_index.name(m_groups[g].anchor)).size();
-            }
         }
         for (std::size_t g = 0; g < m_groups.size(); ++g)
             start[g + 1] += start[g];
@@ -476,7 +473,7 @@ private:
         for (OpId op : m_order)
             members[start[static_cast<std::size_t>(m_group[op.index()])]++] = op;
         CoarseGraph coarse;
-        coarse.reserve(groups.size(), members.size(), nameChars);
+        coarse.reserve(groups.size(), members.size());
         for (std::size_t g : groups) {
             const OpId anchor = m_groups[g].anchor;
             const std::size_t end = start[g], begin = g == 0 ? 0 : start[g - 1];

@@ -78,15 +78,23 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
     // flat arrays; when the graph was built in order (as loaders build it)
     // that order is the id order.
     m_order.reserve(ops);
-    if (graph.arrays().idOrderIsTopological()) {
+    if (!graph.arrays().idOrderIsTopological())
+        kahnOrder();
+    if (m_order.size() != ops) {  // in id order, or a cycle left some ops out
+        m_order.clear();
         for (std::size_t i = 0; i < ops; ++i)
             m_order.emplace_back(static_cast<std::int32_t>(i));
-        m_rank.resize(ops);
-        for (std::size_t i = 0; i < ops; ++i)
-            m_rank[i] = static_cast<int>(i);
-        m_scopes.finish(m_order);
-        return;
     }
+    m_rank.assign(ops, 0);
+    for (std::size_t i = 0; i < ops; ++i)
+        m_rank[m_order[i].index()] = static_cast<int>(i);
+    m_scopes.finish(m_order);
+}
+
+void GraphIndex::kahnOrder()
+{
+    const std::size_t ops = opCount(), tensors = tensorCount();
+    auto known = [tensors](ir::TensorId t) { return t.valid() && t.index() < tensors; };
     std::vector<int> pending(ops, 0);
     for (std::size_t i = 0; i < ops; ++i)
         for (ir::TensorId t : inputs(ir::OpId(static_cast<std::int32_t>(i))))
@@ -108,15 +116,6 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
                     ready.push(c.value);
         }
     }
-    if (m_order.size() != ops) {
-        m_order.clear();
-        for (std::size_t i = 0; i < ops; ++i)
-            m_order.emplace_back(static_cast<std::int32_t>(i));
-    }
-    m_rank.assign(ops, 0);
-    for (std::size_t i = 0; i < ops; ++i)
-        m_rank[m_order[i].index()] = static_cast<int>(i);
-    m_scopes.finish(m_order);
 }
 
 } // namespace tapestry::passes

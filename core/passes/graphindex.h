@@ -61,6 +61,10 @@ public:
     int rank(ir::OpId op) const { return m_rank[op.index()]; }
 
 private:
+    // Fills m_order by Kahn's algorithm, ties broken by id; leaves it short
+    // when the graph has a cycle.
+    void kahnOrder();
+
     ir::GraphArrays::View m_graph;  // links, types, names and shapes: the graph's own arrays
     std::vector<std::int32_t> m_consumerStart{0};
     std::vector<ir::OpId> m_consumers;
