@@ -22,6 +22,9 @@
 
 using namespace tapestry;
 
+// A small Mixtral: two layers of four experts each.
+#define MIXTRAL "layers=2&hidden=64&heads=4&kv_heads=4&ffn=128&experts=4&vocab=256&seq=32&batch=4"
+
 namespace {
 
 sharding::Mesh mesh(std::vector<int> sizes)
@@ -128,6 +131,9 @@ private slots:
         QTest::newRow("mlp 1D") << "zoo:mlp?batch=8" << "4";
         QTest::newRow("gpt2 1D") << "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256" << "4";
         QTest::newRow("mlp 2D") << "zoo:mlp?batch=8" << "2x2";
+        // Experts' weights tied: the per-op search reads a tied weight's
+        // choice from its leader's, enumeration picks it alike.
+        QTest::newRow("mixtral 1D") << "zoo:mixtral-8x7b?" MIXTRAL << "4";
     }
     void equalsExhaustiveSearch()
     {
@@ -385,6 +391,113 @@ private slots:
     // choice, on a 2D mesh where a layer's attention half has 9^4 choices:
     // same fastest and least-communication costs, and every choice it keeps
     // costs what evaluate() says it costs.
+    // A mixture of experts: the experts of a layer are repeats nested in
+    // the layer's class, so their weights are tied, one choice for all;
+    // the attention's and the router's weights are chosen on their own.
+    void tiesExpertsInsideABlock()
+    {
+        const std::string source = "zoo:mixtral-8x7b?" MIXTRAL;
+        const auto g = io::loadModel(source);
+        const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+        QCOMPARE(classes.classes.size(), std::size_t(1));
+        const auto &rep = classes.classes[0].instances[classes.classes[0].representative];
+        const auto segment = search::makeSegment(g, mesh({4}), "layer", 0, 2, rep.ops);
+        QCOMPARE(segment.tiedTo.size(), segment.weights.size());
+        int tied = 0;
+        for (std::size_t w = 0; w < segment.weights.size(); ++w) {
+            const std::string &name = g.tensor(segment.weights[w]).name;
+            const bool expert = name.find(".experts.") != std::string::npos;
+            const bool first = name.find(".experts.0.") != std::string::npos;
+            QVERIFY2((segment.tiedTo[w] >= 0) == (expert && !first), name.c_str());
+            if (segment.tiedTo[w] < 0)
+                continue;
+            ++tied;
+            // Tied to expert 0's weight of the same part.
+            std::string leader = name;
+            leader.replace(leader.find(".experts.") + 9, 1, "0");
+            QCOMPARE(g.tensor(segment.weights[static_cast<std::size_t>(segment.tiedTo[w])]).name, leader);
+        }
+        QCOMPARE(tied, 9);  // experts 1-3, three weights each
+        // Choices count the tied weights once.
+        std::int64_t untied = 1;
+        for (std::size_t w = 0; w < segment.weights.size(); ++w)
+            if (segment.tiedTo[w] < 0)
+                untied *= static_cast<std::int64_t>(segment.choices[w].size());
+        QCOMPARE(search::comboCount(segment), untied);
+        const auto choice = search::comboChoice(segment, untied - 1);
+        for (std::size_t w = 0; w < segment.weights.size(); ++w)
+            if (segment.tiedTo[w] >= 0)
+                QCOMPARE(choice[w], choice[static_cast<std::size_t>(segment.tiedTo[w])]);
+
+        // Opaque names carry no modules: nothing is tied.
+        auto opaque = g;
+        for (std::size_t t = 0; t < opaque.tensorCount(); ++t)
+            opaque.renameTensor(ir::TensorId(static_cast<std::int32_t>(t)), "t" + std::to_string(t));
+        const auto plain = search::makeSegment(opaque, mesh({4}), "layer", 0, 2, rep.ops);
+        QVERIFY(std::all_of(plain.tiedTo.begin(), plain.tiedTo.end(), [](int l) { return l < 0; }));
+    }
+
+    // tap plans a mixture of experts on 1D and 2D meshes (a layer's expert
+    // block has 13 weights: more choices than a mixed-radix index holds on
+    // 2D at full size), every expert of a layer stored alike; a pin on one
+    // expert holds while the others still share their choice.
+    void plansAMixtureOfExperts_data()
+    {
+        QTest::addColumn<QString>("shape");
+        QTest::newRow("4") << QStringLiteral("4");
+        QTest::newRow("2x2") << QStringLiteral("2x2");
+    }
+    void plansAMixtureOfExperts()
+    {
+        QFETCH(QString, shape);
+        const std::string source = "zoo:mixtral-8x7b?" MIXTRAL;
+        const auto g = io::loadModel(source);
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+        const auto result = search::tapSearch(g, classes, source, m);
+        auto expertSpec = [&](const plan::Plan &p, int layer, int expert, const char *part) {
+            return p.specs
+                .at("model.layers." + std::to_string(layer) + ".block_sparse_moe.experts." + std::to_string(expert) +
+                    "." + part + ".weight")
+                .spec;
+        };
+        for (int layer = 0; layer < 2; ++layer)
+            for (int e = 1; e < 4; ++e)
+                for (const char *part : {"w1", "w2", "w3"})
+                    QCOMPARE(expertSpec(result.plan, layer, e, part), expertSpec(result.plan, 0, 0, part));
+        for (auto method : {search::ReferenceMethod::Megatron, search::ReferenceMethod::DataParallel}) {
+            const auto reference = search::referencePlan(g, source, m, method);
+            QVERIFY(result.plan.cost.stepTime <= reference.cost.stepTime * (1 + 1e-9));
+        }
+        auto replayed = result.plan;
+        plan::recostPlan(replayed, g, source);
+        QCOMPARE(replayed.cost.stepTime, result.plan.cost.stepTime);
+
+        // Pin expert 2's w1 away from tap's choice.
+        const std::string pinned = "model.layers.0.block_sparse_moe.experts.2.w1.weight";
+        sharding::ShardingSpec other = sharding::ShardingSpec::replicated(m.rank());
+        if (result.plan.specs.at(pinned).spec == other)
+            other.placements[0] = sharding::Placement::shard(1);
+        search::SearchOptions options;
+        options.pinned[pinned] = other;
+        const auto held = search::tapSearch(g, classes, source, m, options).plan;
+        QCOMPARE(held.specs.at(pinned).spec, other);
+        for (int layer = 0; layer < 2; ++layer)
+            for (int e : {1, 3})
+                for (const char *part : {"w1", "w2", "w3"})
+                    QCOMPARE(expertSpec(held, layer, e, part), expertSpec(held, 0, 0, part));
+
+        // The class' candidates: the experts chosen alike, so the expert
+        // block lists its untied choices, tap's choice among them; with
+        // the pin, the plan's own choice is listed too.
+        for (const plan::Plan *p : {&result.plan, &held}) {
+            const auto c = search::classCandidates(g, classes, *p, 0, 50);
+            QVERIFY(c.perBlock || shape == QStringLiteral("4"));
+            QCOMPARE(std::count_if(c.candidates.begin(), c.candidates.end(), [](const auto &x) { return x.chosen; }),
+                     1);
+        }
+    }
+
     void perOpSearchEqualsEnumeration_data()
     {
         QTest::addColumn<int>("layout");
@@ -418,12 +531,7 @@ private slots:
             QVERIFY(!kept.empty());
             double bestTime = std::numeric_limits<double>::max(), bestComm = bestTime;
             for (const auto &k : kept) {
-                std::vector<sharding::ShardingSpec> weights;
-                for (std::int64_t r = k.combo; const auto &c : segment.choices) {
-                    weights.push_back(c[static_cast<std::size_t>(r % static_cast<std::int64_t>(c.size()))]);
-                    r /= static_cast<std::int64_t>(c.size());
-                }
-                const auto c = coster.evaluate(segment, boundary, weights);
+                const auto c = coster.evaluate(segment, boundary, search::chosenSpecs(segment, k.choice));
                 QVERIFY(qFuzzyCompare(1 + c.time, 1 + k.time));
                 QVERIFY(qFuzzyCompare(1 + c.comm, 1 + k.comm));
                 QCOMPARE(c.memory, k.memory);

@@ -80,15 +80,9 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
     const Segment whole = classSegment(graph, plan, cls, classIndex, rep.ops, rep.scope);
 
-    std::int64_t combinations = 1;
-    for (const auto &choices : whole.choices) {
-        combinations *= static_cast<std::int64_t>(choices.size());
-        if (combinations > maxCombinations)
-            break;
-    }
     ClassCandidates out;
     std::vector<Segment> parts;
-    if (combinations <= maxCombinations) {
+    if (comboCount(whole) <= maxCombinations) {
         parts.push_back(whole);
     } else {
         out.perBlock = true;
@@ -119,16 +113,22 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
         const double othersTime = (heldTime - heldCost[p].time) * n;
         const std::int64_t othersMemory = heldMemory - heldCost[p].memory;
         const std::int64_t restMemory = plan.cost.memory.total() - heldMemory * static_cast<std::int64_t>(n);
-        std::int64_t count = 1;
-        for (const auto &choices : part.choices)
-            count *= static_cast<std::int64_t>(choices.size());
-        std::vector<ShardingSpec> weights(part.weights.size());
-        for (std::int64_t combo = 0; combo < count; ++combo) {
-            std::int64_t r = combo;
-            for (std::size_t w = 0; w < part.weights.size(); ++w) {
-                const auto &choices = part.choices[w];
-                weights[w] = choices[static_cast<std::size_t>(r % static_cast<std::int64_t>(choices.size()))];
-                r /= static_cast<std::int64_t>(choices.size());
+        // Every choice, tied weights alike, and the held one even where the
+        // plan chose tied weights apart.
+        const std::int64_t count = comboCount(part);
+        if (count > 1000 * maxCombinations)
+            throw TapestryError(Error{part.name, {}, std::to_string(part.weights.size()) +
+                                                         " weights in one block are too many choices to list"});
+        bool heldListed = false;
+        for (std::int64_t combo = 0; combo <= count; ++combo) {
+            std::vector<ShardingSpec> weights;
+            if (combo < count) {
+                weights = chosenSpecs(part, comboChoice(part, combo));
+                heldListed = heldListed || weights == held;
+            } else if (!heldListed) {
+                weights = held;
+            } else {
+                break;
             }
             const SegmentCost cost = coster.evaluate(part, boundary, weights);
             ++out.enumerated;

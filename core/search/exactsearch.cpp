@@ -46,27 +46,6 @@ struct NodeSpace {
     std::vector<Strategy> strategies;
 };
 
-std::int64_t comboCount(const Segment &s)
-{
-    std::int64_t n = 1;
-    for (const auto &c : s.choices)
-        n = n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(c.size())
-                ? std::numeric_limits<std::int64_t>::max()
-                : n * static_cast<std::int64_t>(c.size());
-    return n;
-}
-
-std::vector<ShardingSpec> comboSpecs(const Segment &s, std::int64_t combo)
-{
-    std::vector<ShardingSpec> specs;
-    for (const auto &c : s.choices) {
-        const auto n = static_cast<std::int64_t>(c.size());
-        specs.push_back(c[static_cast<std::size_t>(combo % n)]);
-        combo /= n;
-    }
-    return specs;
-}
-
 // Every spec without partial sums that can hold the tensor.
 std::vector<ShardingSpec> legalSpecs(const ir::Tensor &tensor, const sharding::Mesh &mesh)
 {
@@ -233,7 +212,7 @@ void ExactSearch::enumerate(NodeSpace &node)
         for (std::size_t i = 0; i < node.inputs; ++i)
             boundary[node.shared[i]] = inputChoices[i][in[i]];
         for (std::int64_t combo = 0; combo < comboCount(seg); ++combo) {
-            const auto weights = comboSpecs(seg, combo);
+            const auto weights = chosenSpecs(seg, comboChoice(seg, combo));
             std::vector<ShardingSpec> produced;
             std::vector<std::size_t> out(outputSizes.size(), 0);
             do {
@@ -364,7 +343,7 @@ plan::Plan ExactSearch::assemble(const std::string &modelSource, const Solution 
         std::map<ir::TensorId, ShardingSpec> boundary;
         for (std::size_t k = 0; k < node.inputs + node.outputs; ++k)
             boundary[node.shared[k]] = s.shared[k];
-        m_coster.evaluate(node.segment, boundary, comboSpecs(node.segment, s.weightCombo));
+        m_coster.evaluate(node.segment, boundary, chosenSpecs(node.segment, comboChoice(node.segment, s.weightCombo)));
         for (ir::OpId id : node.segment.ops) {
             const ir::Op &op = m_graph.op(id);
             for (const auto *list : {&op.inputs, &op.outputs})

@@ -26,6 +26,12 @@ struct Segment {
     // The weights' choices: per weight, its legal specs (per mesh axis
     // replicate or one split dim), the replicated one first.
     std::vector<std::vector<sharding::ShardingSpec>> choices;
+    // Per weight: the earlier weight whose choice it shares, or -1. Numbered
+    // sibling modules inside one block (a mixture of experts'
+    // experts.0 ... experts.7) are repeats nested in the class, and as TAP
+    // reuses one plan for a class' instances, they take one choice: the
+    // weights that play the same part in each are tied to the first one's.
+    std::vector<int> tiedTo;
 };
 
 } // namespace tapestry::search

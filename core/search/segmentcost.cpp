@@ -3,11 +3,14 @@
 #include "cost/activationmemory.h"
 #include "cost/collectivetime.h"
 #include "cost/costmodel.h"
+#include "ir/error.h"
 #include "sharding/reshard.h"
 #include "sharding/strategy.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -118,7 +121,8 @@ struct Partial {
     double parameterElements = 0, weightElements = 0;
     std::int64_t activations = 0;
     std::int64_t korthikanti[2] = {0, 0};  // without, with sequence parallelism
-    std::int64_t combo = 0;
+    // Its weight choices: the last of them in the memo's trail, -1 for none.
+    std::int32_t trail = -1;
 };
 
 // Whether `a` is at least as good as `b` for every completion, in `time`
@@ -182,9 +186,57 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 
 } // namespace
 
-struct SegmentCoster::PrefixFronts {
+struct SegmentCoster::Memo {
     std::map<std::vector<std::int64_t>, std::map<State, std::vector<Partial>>> fronts;
+    // Partials record their weight choices as a chain through this trail,
+    // so that extending one copies an index, and a block of any number of
+    // weights is searched (a mixed-radix index over its choices overflows
+    // at a few dozen weights: a mixture of experts' block has more).
+    struct Step {
+        std::int32_t previous;
+        std::int32_t weight;
+        std::int32_t choice;
+    };
+    std::vector<Step> trail;
 };
+
+std::int64_t comboCount(const Segment &segment)
+{
+    std::int64_t n = 1;
+    for (std::size_t w = 0; w < segment.choices.size(); ++w) {
+        if (segment.tiedTo[w] >= 0)
+            continue;
+        const auto k = static_cast<std::int64_t>(segment.choices[w].size());
+        if (n > std::numeric_limits<std::int64_t>::max() / k)
+            return std::numeric_limits<std::int64_t>::max();
+        n *= k;
+    }
+    return n;
+}
+
+std::vector<std::uint16_t> comboChoice(const Segment &segment, std::int64_t combo)
+{
+    std::vector<std::uint16_t> choice(segment.choices.size(), 0);
+    for (std::size_t w = 0; w < segment.choices.size(); ++w) {
+        if (const int leader = segment.tiedTo[w]; leader >= 0) {
+            choice[w] = choice[static_cast<std::size_t>(leader)];
+            continue;
+        }
+        const auto k = static_cast<std::int64_t>(segment.choices[w].size());
+        choice[w] = static_cast<std::uint16_t>(combo % k);
+        combo /= k;
+    }
+    return choice;
+}
+
+std::vector<ShardingSpec> chosenSpecs(const Segment &segment, const std::vector<std::uint16_t> &choice)
+{
+    std::vector<ShardingSpec> specs;
+    specs.reserve(segment.choices.size());
+    for (std::size_t w = 0; w < segment.choices.size(); ++w)
+        specs.push_back(segment.choices[w][choice[w]]);
+    return specs;
+}
 
 std::size_t SegmentCoster::KeyHash::operator()(const std::vector<std::int32_t> &key) const noexcept
 {
@@ -352,9 +404,16 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 m_saved[t.index()] = true;
         }
     }
-    std::vector<std::int64_t> radix(segment.weights.size(), 1);
-    for (std::size_t w = 1; w < radix.size(); ++w)
-        radix[w] = radix[w - 1] * static_cast<std::int64_t>(segment.choices[w - 1].size());
+    // A tied weight takes its leader's choice from the state, so the leader
+    // stays there until its last twin has been read.
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (const int leader = segment.tiedTo[w]; leader >= 0) {
+            auto &last = m_lastRead[segment.weights[static_cast<std::size_t>(leader)].index()];
+            last = std::max(last, m_lastRead[segment.weights[w].index()]);
+        }
+    if (!m_memo)
+        m_memo = std::make_shared<Memo>();
+    std::vector<Memo::Step> &trail = m_memo->trail;
     auto indexIn = [](const std::vector<ir::TensorId> &ts, ir::TensorId t) {
         return static_cast<int>(std::find(ts.begin(), ts.end(), t) - ts.begin());
     };
@@ -376,6 +435,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         std::vector<std::int32_t> given;
         std::vector<bool> pending;
         std::vector<int> newWeights;  // indices into segment.weights
+        std::vector<std::pair<int, int>> picked;  // of newWeights: weight, index of its choice
         State st;
         for (const auto &[state, partials] : front) {
             // The inputs read here first: weights to choose, small
@@ -383,13 +443,27 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             given.assign(op.inputs.size(), replicated);
             pending.assign(op.inputs.size(), false);
             newWeights.clear();
+            double tiedElements = 0;  // of tied weights read here first, as their leaders' choices
             for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                 const ir::TensorId t = op.inputs[i];
                 if (const int at = state.find(static_cast<std::int32_t>(t.index())); at >= 0) {
                     given[i] = state.spec(at);
                 } else if (int w = indexIn(segment.weights, t); w < static_cast<int>(segment.weights.size())) {
-                    if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end())
+                    const auto wi = static_cast<std::size_t>(w);
+                    const int leader = segment.tiedTo[wi];
+                    const int at = leader < 0 ? -1
+                                              : state.find(static_cast<std::int32_t>(
+                                                    segment.weights[static_cast<std::size_t>(leader)].index()));
+                    if (at >= 0) {
+                        given[i] = state.spec(at);
+                        const auto &ids = choiceIds[wi];
+                        const auto c = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), given[i]) - ids.begin());
+                        if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), t) ==
+                            op.inputs.begin() + static_cast<std::ptrdiff_t>(i))
+                            tiedElements += choiceElements[wi][c < ids.size() ? c : 0];
+                    } else if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end()) {
                         newWeights.push_back(w);
+                    }
                 } else if (indexIn(segment.derived, t) < static_cast<int>(segment.derived.size())) {
                     const bool first = std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i),
                                                  t) == op.inputs.begin() + static_cast<std::ptrdiff_t>(i);
@@ -404,13 +478,13 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             for (int w : newWeights)
                 choices *= static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
             for (std::int64_t choice = 0; choice < choices; ++choice) {
-                std::int64_t combo = 0;
-                double weightElements = 0;
+                picked.clear();
+                double weightElements = tiedElements;
                 for (std::int64_t r = choice; int w : newWeights) {
                     const auto &cs = segment.choices[static_cast<std::size_t>(w)];
                     const auto c = static_cast<std::size_t>(r % static_cast<std::int64_t>(cs.size()));
                     r /= static_cast<std::int64_t>(cs.size());
-                    combo += static_cast<std::int64_t>(c) * radix[static_cast<std::size_t>(w)];
+                    picked.emplace_back(w, static_cast<int>(c));
                     const ir::TensorId t = segment.weights[static_cast<std::size_t>(w)];
                     weightElements += choiceElements[static_cast<std::size_t>(w)][c];
                     for (std::size_t i = 0; i < op.inputs.size(); ++i)
@@ -480,10 +554,15 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     n.activations += activations;
                     n.korthikanti[0] += korthikanti[0];
                     n.korthikanti[1] += korthikanti[1];
-                    n.combo += combo;
                     // Weight memory only grows: over capacity now, over at the end.
                     if (std::llround(n.weightElements * bpp) > weightCapacity)
                         continue;
+                    for (const auto &[w, c] : picked) {
+                        if (trail.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+                            throw TapestryError(Error{segment.name, {}, "tap: too many partial plans to search"});
+                        trail.push_back({n.trail, w, c});
+                        n.trail = static_cast<std::int32_t>(trail.size() - 1);
+                    }
                     slot.push_back(n);
                 }
             }
@@ -497,10 +576,17 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         for (const auto &[state, partials] : front)
             for (const Partial &p : partials) {
                 ++m_evaluations;
+                std::vector<std::uint16_t> choice(segment.weights.size(), 0);
+                for (std::int32_t at = p.trail; at >= 0; at = trail[static_cast<std::size_t>(at)].previous)
+                    choice[static_cast<std::size_t>(trail[static_cast<std::size_t>(at)].weight)] =
+                        static_cast<std::uint16_t>(trail[static_cast<std::size_t>(at)].choice);
+                for (std::size_t w = 0; w < choice.size(); ++w)
+                    if (const int leader = segment.tiedTo[w]; leader >= 0)
+                        choice[w] = choice[static_cast<std::size_t>(leader)];
                 result.push_back({p.time, p.comm,
                                   std::llround(p.parameterElements * bpp) + p.activations +
                                       p.korthikanti[state.sequenceParallel() ? 1 : 0],
-                                  p.combo});
+                                  std::move(choice)});
             }
         return result;
     };
@@ -540,14 +626,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             written.insert(op.outputs.begin(), op.outputs.end());
         }
     }
-    if (!m_prefixFronts)
-        m_prefixFronts = std::make_shared<PrefixFronts>();
-    auto cached = m_prefixFronts->fronts.find(key);
-    if (cached == m_prefixFronts->fronts.end()) {
+    auto cached = m_memo->fronts.find(key);
+    if (cached == m_memo->fronts.end()) {
         Front f{{State{}, {Partial{}}}};
         for (std::size_t k = 0; k < prefix; ++k)
             f = advance(f, k, -1);
-        cached = m_prefixFronts->fronts.emplace(std::move(key), std::move(f)).first;
+        cached = m_memo->fronts.emplace(std::move(key), std::move(f)).first;
     }
     Front front = cached->second;
     std::size_t k = prefix;
@@ -738,6 +822,58 @@ std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, c
     return blocks;
 }
 
+namespace {
+
+// Fills segment.tiedTo: a weight is tied to an earlier one when their names
+// differ in one numbered module alone ("experts.3/w1/weight" and
+// "experts.0/w1/weight"), their shapes and types match, and the ops that
+// read them first are of one type, the earlier one's first. Names without
+// a numbered module inside them tie nothing.
+void tieNestedRepeats(const ir::Graph &graph, Segment &s)
+{
+    s.tiedTo.assign(s.weights.size(), -1);
+    std::map<ir::TensorId, std::size_t> firstReader;  // position in s.ops
+    for (std::size_t k = 0; k < s.ops.size(); ++k)
+        for (ir::TensorId t : graph.op(s.ops[k]).inputs)
+            firstReader.try_emplace(t, k);
+    std::map<std::string, std::size_t> byKey;  // a name with one numbered module blanked -> its first weight
+    for (std::size_t w = 0; w < s.weights.size(); ++w) {
+        const ir::Tensor &tensor = graph.tensor(s.weights[w]);
+        const std::string &name = tensor.name;
+        const std::size_t reader = firstReader.at(s.weights[w]);
+        std::vector<std::string> keys;
+        for (std::size_t begin = 0; begin < name.size();) {
+            std::size_t end = name.find_first_of("/.", begin);
+            if (end == std::string::npos)
+                end = name.size();
+            const bool numbered = end > begin && end < name.size() &&
+                                  std::all_of(name.begin() + static_cast<std::ptrdiff_t>(begin),
+                                              name.begin() + static_cast<std::ptrdiff_t>(end),
+                                              [](char c) { return c >= '0' && c <= '9'; });
+            if (numbered && begin > 0)
+                keys.push_back(name.substr(0, begin) + "#" + name.substr(end));
+            begin = end + 1;
+        }
+        for (const std::string &key : keys) {
+            const auto it = byKey.find(key);
+            if (it == byKey.end())
+                continue;
+            const ir::Tensor &other = graph.tensor(s.weights[it->second]);
+            const std::size_t otherReader = firstReader.at(s.weights[it->second]);
+            if (other.shape == tensor.shape && other.dtype == tensor.dtype && otherReader < reader &&
+                graph.op(s.ops[otherReader]).type == graph.op(s.ops[reader]).type) {
+                const int leader = s.tiedTo[it->second];
+                s.tiedTo[w] = leader >= 0 ? leader : static_cast<int>(it->second);
+                break;
+            }
+        }
+        for (std::string &key : keys)
+            byKey.try_emplace(std::move(key), w);
+    }
+}
+
+} // namespace
+
 Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::string name, int classIndex,
                     int instances, std::vector<ir::OpId> ops)
 {
@@ -798,6 +934,7 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
                 legal.push_back(spec);
         s.choices.push_back(std::move(legal));
     }
+    tieNestedRepeats(graph, s);
     return s;
 }
 

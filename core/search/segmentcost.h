@@ -33,8 +33,18 @@ struct WeightChoice {
     double time = 0;
     double comm = 0;
     std::int64_t memory = 0;
-    std::int64_t combo = 0;  // mixed-radix index over Segment::choices, the first weight least significant
+    // Per weight of the segment, the index of its spec in Segment::choices.
+    std::vector<std::uint16_t> choice;
 };
+
+// The specs `choice` picks from each weight's choices.
+std::vector<sharding::ShardingSpec> chosenSpecs(const Segment &segment, const std::vector<std::uint16_t> &choice);
+// The number of choices of a segment's weights, tied weights counted once;
+// the largest int64 when it is larger.
+std::int64_t comboCount(const Segment &segment);
+// Choice `combo` (0 <= combo < comboCount) in mixed radix over the untied
+// weights, the first least significant; tied weights take their leader's.
+std::vector<std::uint16_t> comboChoice(const Segment &segment, std::int64_t combo);
 
 // Costs segments against one working copy of the graph's specs, so that an
 // evaluation touches only the segment's tensors and takes time in
@@ -120,10 +130,11 @@ private:
     std::vector<bool> m_saved;
     std::uint32_t m_stamp = 0;
     std::size_t m_evaluations = 0;
-    // searchWeights' fronts after a segment's ops that see nothing of a
-    // call but what they read from outside, by those specs (segmentcost.cpp).
-    struct PrefixFronts;
-    std::shared_ptr<PrefixFronts> m_prefixFronts;
+    // What searchWeights keeps across calls: the fronts after a segment's
+    // ops that see nothing of a call but what they read from outside, by
+    // those specs, and the choices its partial plans made (segmentcost.cpp).
+    struct Memo;
+    std::shared_ptr<Memo> m_memo;
 };
 
 // Splits `ops` (topological order) into blocks at residual-stream tensors:

@@ -97,28 +97,6 @@ struct Group {
     std::vector<int> variables;       // layout variables its costs depend on, sorted
 };
 
-std::int64_t comboCount(const Segment &s)
-{
-    std::int64_t n = 1;
-    for (const auto &c : s.choices) {
-        if (n > std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(c.size()))
-            return std::numeric_limits<std::int64_t>::max();
-        n *= static_cast<std::int64_t>(c.size());
-    }
-    return n;
-}
-
-std::vector<ShardingSpec> comboSpecs(const Segment &s, std::int64_t combo)
-{
-    std::vector<ShardingSpec> specs;
-    for (const auto &c : s.choices) {
-        const auto n = static_cast<std::int64_t>(c.size());
-        specs.push_back(c[static_cast<std::size_t>(combo % n)]);
-        combo /= n;
-    }
-    return specs;
-}
-
 class TapSearch {
 public:
     TapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes, const sharding::Mesh &mesh,
@@ -154,6 +132,12 @@ private:
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                 std::map<ir::TensorId, ShardingSpec> &fixed);
     plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best);
+    // Keeps a block's weight choice for the trails, which hold its index.
+    std::int64_t keep(std::vector<std::uint16_t> choice)
+    {
+        m_choices.push_back(std::move(choice));
+        return static_cast<std::int64_t>(m_choices.size() - 1);
+    }
     std::unique_ptr<cost::PlanCoster> m_planCoster;
 
     const ir::Graph &m_graph;
@@ -176,6 +160,8 @@ private:
     // keep the class's layout, which keeps each class searched once per
     // layout.
     int m_inputVariable = 0;
+    // The weight choices trails name, per block (see keep()).
+    std::vector<std::vector<std::uint16_t>> m_choices;
 };
 
 void TapSearch::holdPins(Segment &segment) const
@@ -191,6 +177,16 @@ void TapSearch::holdPins(Segment &segment) const
                                       "pinned spec " + pin->second.toPlacements() +
                                           " is not a legal choice on this mesh"});
         choices = {pin->second};
+        // A pinned weight is chosen on its own; its twins keep one choice
+        // among themselves, led by the next of them.
+        int next = -1;
+        for (std::size_t v = w + 1; v < segment.weights.size(); ++v)
+            if (segment.tiedTo[v] == static_cast<int>(w)) {
+                segment.tiedTo[v] = next;
+                if (next < 0)
+                    next = static_cast<int>(v);
+            }
+        segment.tiedTo[w] = -1;
     }
 }
 
@@ -295,10 +291,6 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
     std::map<int, Fronts> front{{-1, Fronts{{Candidate{}}, {Candidate{}}}}};
     for (std::size_t k = 0; k < g.blocks.size(); ++k) {
         const Segment &block = g.blocks[k];
-        const std::int64_t combos = comboCount(block);
-        if (combos > 50'000'000)
-            throw TapestryError(Error{block.name, {}, "tap: " + std::to_string(block.weights.size()) +
-                                                          " weights in one block are too many choices to search"});
         std::vector<int> afters{-1};
         if (k < g.links.size()) {
             afters.clear();
@@ -322,7 +314,7 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
                 std::vector<Candidate> own;
                 for (const WeightChoice &c : found[a])
                     own.push_back(Candidate{c.time * block.instances, c.comm * block.instances,
-                                            c.memory * block.instances, {afters[a], c.combo}});
+                                            c.memory * block.instances, {afters[a], keep(c.choice)}});
                 const Fronts sums = sum(previous, frontsOf(std::move(own)));
                 auto &slot = next[afters[a]];
                 slot.time.insert(slot.time.end(), sums.time.begin(), sums.time.end());
@@ -343,9 +335,17 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
     std::int64_t linkCombos = 1;
     for (std::size_t k = 0; k < g.links.size(); ++k)
         linkCombos *= layouts;
+    // Enumerating is the yardstick the decomposed search is checked
+    // against: exponential in the weights, so bounded.
+    constexpr std::int64_t limit = 50'000'000;
     std::int64_t weightCombos = 1;
-    for (const auto &b : g.blocks)
-        weightCombos *= comboCount(b);
+    for (const auto &b : g.blocks) {
+        const std::int64_t n = comboCount(b);
+        if (n > limit / weightCombos)
+            throw TapestryError(Error{g.whole.name, {}, "tap: " + std::to_string(g.whole.weights.size()) +
+                                                            " weights are too many choices to enumerate"});
+        weightCombos *= n;
+    }
     for (std::int64_t lc = 0; lc < linkCombos; ++lc) {
         std::vector<int> linkLayout;
         for (std::int64_t r = lc, k = 0; k < static_cast<std::int64_t>(g.links.size()); ++k, r /= layouts)
@@ -361,7 +361,7 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
             std::int64_t rest = wc;
             for (std::size_t k = 0; k < g.blocks.size(); ++k) {
                 const std::int64_t n = comboCount(g.blocks[k]);
-                const auto specs = comboSpecs(g.blocks[k], rest % n);
+                const auto specs = chosenSpecs(g.blocks[k], comboChoice(g.blocks[k], rest % n));
                 weights.insert(weights.end(), specs.begin(), specs.end());
                 c.trail.push_back(k < g.links.size() ? linkLayout[k] : -1);
                 c.trail.push_back(rest % n);
@@ -376,7 +376,13 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
             all.push_back(std::move(c));
         }
     }
-    return frontsOf(std::move(all));
+    // The trails name the kept choices only, not every one enumerated.
+    Fronts fronts = frontsOf(std::move(all));
+    for (auto *front : {&fronts.time, &fronts.comm})
+        for (Candidate &c : *front)
+            for (std::size_t k = 0; k < g.blocks.size(); ++k)
+                c.trail[2 * k + 1] = keep(comboChoice(g.blocks[k], c.trail[2 * k + 1]));
+    return fronts;
 }
 
 void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
@@ -387,7 +393,7 @@ void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::
         const Segment &block = g.blocks[k];
         const int after = static_cast<int>(trail[2 * k]);
         const auto boundary = boundaryOf(g, block, vars, before, after, k);
-        const auto weights = comboSpecs(block, trail[2 * k + 1]);
+        const auto weights = chosenSpecs(block, m_choices[static_cast<std::size_t>(trail[2 * k + 1])]);
         m_coster.evaluate(block, boundary, weights);
         for (const auto &[t, spec] : boundary)
             if (m_graph.tensor(t).role != ir::Role::Output)
