@@ -121,8 +121,10 @@ struct Partial {
     double parameterElements = 0, weightElements = 0;
     std::int64_t activations = 0;
     std::int64_t korthikanti[2] = {0, 0};  // without, with sequence parallelism
-    // Its weight choices: the last of them in the memo's trail, -1 for none.
+    // Its weight choices: the last of them in the memo's trail, -1 for none,
+    // and the choice of the last op's new weights until it is kept.
     std::int32_t trail = -1;
+    std::int32_t pending = -1;
 };
 
 // Whether `a` is at least as good as `b` for every completion, in `time`
@@ -185,6 +187,9 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 }
 
 } // namespace
+
+// The most partial plans a block's search keeps after one op.
+constexpr std::size_t kMaxPartials = 1'000'000;
 
 struct SegmentCoster::Memo {
     std::map<std::vector<std::int64_t>, std::map<State, std::vector<Partial>>> fronts;
@@ -432,10 +437,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             else if (auto it = boundary.find(op.outputs[o]); it != boundary.end())
                 fixed[o] = intern(it->second);
         Front next;
+        std::size_t extended = 0;  // partials made, before pruning
         std::vector<std::int32_t> given;
         std::vector<bool> pending;
         std::vector<int> newWeights;  // indices into segment.weights
-        std::vector<std::pair<int, int>> picked;  // of newWeights: weight, index of its choice
         State st;
         for (const auto &[state, partials] : front) {
             // The inputs read here first: weights to choose, small
@@ -478,13 +483,11 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             for (int w : newWeights)
                 choices *= static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
             for (std::int64_t choice = 0; choice < choices; ++choice) {
-                picked.clear();
                 double weightElements = tiedElements;
                 for (std::int64_t r = choice; int w : newWeights) {
                     const auto &cs = segment.choices[static_cast<std::size_t>(w)];
                     const auto c = static_cast<std::size_t>(r % static_cast<std::int64_t>(cs.size()));
                     r /= static_cast<std::int64_t>(cs.size());
-                    picked.emplace_back(w, static_cast<int>(c));
                     const ir::TensorId t = segment.weights[static_cast<std::size_t>(w)];
                     weightElements += choiceElements[static_cast<std::size_t>(w)][c];
                     for (std::size_t i = 0; i < op.inputs.size(); ++i)
@@ -557,18 +560,38 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // Weight memory only grows: over capacity now, over at the end.
                     if (std::llround(n.weightElements * bpp) > weightCapacity)
                         continue;
-                    for (const auto &[w, c] : picked) {
-                        if (trail.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-                            throw TapestryError(Error{segment.name, {}, "tap: too many partial plans to search"});
-                        trail.push_back({n.trail, w, c});
-                        n.trail = static_cast<std::int32_t>(trail.size() - 1);
-                    }
+                    n.pending = newWeights.empty() ? -1 : static_cast<std::int32_t>(choice);
                     slot.push_back(n);
+                    ++extended;
                 }
             }
         }
-        for (auto &[st, ps] : next)
+        // Weights whose choices all interact (their ops need the same
+        // tensors in many different specs) make the front grow with every
+        // one of them: stop with a clear answer before memory and time run out.
+        if (extended > kMaxPartials)
+            throw TapestryError(Error{segment.name, {}, "tap: more than " + std::to_string(kMaxPartials) +
+                                                            " partial plans of " +
+                                                            std::to_string(segment.weights.size()) +
+                                                            " interacting weights; pin some of them, or plan it "
+                                                            "with megatron"});
+        for (auto &[st, ps] : next) {
             ps = prune(std::move(ps), bpp);
+            // The kept partials' choices join the trail.
+            for (Partial &p : ps) {
+                if (p.pending < 0)
+                    continue;
+                if (trail.size() + newWeights.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+                    throw TapestryError(Error{segment.name, {}, "tap: too many partial plans to search"});
+                for (std::int64_t r = p.pending; int w : newWeights) {
+                    const auto n = static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
+                    trail.push_back({p.trail, w, static_cast<std::int32_t>(r % n)});
+                    r /= n;
+                    p.trail = static_cast<std::int32_t>(trail.size() - 1);
+                }
+                p.pending = -1;
+            }
+        }
         return next;
     };
     auto finish = [&](const Front &front) {
