@@ -219,7 +219,8 @@ void printSearchReport(const search::SearchResult &r, double loadSeconds, std::o
     out << "\nsearch        " << s.algorithm << ": " << seconds(s.seconds) << " (model load and prune "
         << seconds(loadSeconds) << "), " << s.plansEvaluated << " plans evaluated, " << s.classes
         << (s.classes == 1 ? " class, " : " classes, ") << s.segments << " segments"
-        << (s.optimal ? "" : ", stopped at the time limit") << "\n";
+        << (s.optimal ? "" : ", stopped at the time limit")
+        << (s.layoutsExhaustive ? "" : ", class layouts improved one class at a time") << "\n";
     const auto &c = r.leastCommunication.cost;
     out << "least comm    step time " << seconds(c.stepTime) << ", comm " << seconds(c.comm) << ", "
         << bytes(static_cast<double>(c.commBytes)) << " sent per device, memory "
@@ -236,7 +237,8 @@ void addSearchReport(nlohmann::ordered_json &report, const search::SearchResult 
                             {"plans_evaluated", s.plansEvaluated},
                             {"classes", s.classes},
                             {"segments", s.segments},
-                            {"optimal", s.optimal}};
+                            {"optimal", s.optimal},
+                            {"layouts_exhaustive", s.layoutsExhaustive}};
     const auto &c = r.leastCommunication.cost;
     report["least_communication"] = Json{{"step_time_s", c.stepTime},
                                          {"compute_s", c.compute},

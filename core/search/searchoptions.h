@@ -19,6 +19,12 @@ struct SearchOptions {
     // combination of a class' weights and link layouts and cost the class
     // as a whole each time -- the exhaustive answer the tests hold tap to.
     bool decompose = true;
+    // tap: the most combinations of the classes' boundary layouts (one per
+    // class and one for the graph inputs, each any activation layout of
+    // the mesh) tried one by one. With more, the search starts from the
+    // uniform ones and changes one class' layout at a time while that
+    // improves the plan.
+    std::size_t layoutCombinations = 20'000;
     // exact: the solver's wall-clock limit.
     double timeLimitSeconds = 60;
     // Specs the user pinned, by tensor name: the plan keeps each of them

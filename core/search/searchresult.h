@@ -14,6 +14,9 @@ struct SearchStats {
     std::size_t classes = 0;         // unique subgraph classes searched
     std::size_t segments = 0;        // blocks searched (tap) or coarse nodes (exact)
     bool optimal = true;             // exact: false when the time limit stopped the solver
+    // tap: every combination of the classes' boundary layouts was tried;
+    // false: too many, so they were improved one class at a time.
+    bool layoutsExhaustive = true;
 };
 
 // What a search returns: the plan of least step time among those that fit

@@ -457,10 +457,16 @@ SearchResult TapSearch::run(const std::string &modelSource)
 {
     const auto start = std::chrono::steady_clock::now();
     const auto layouts = static_cast<int>(m_layouts.size());
+    // Every combination of the classes' boundary layouts while there are
+    // few; past that (many classes, a 2D or 3D mesh: layouts^variables
+    // grows past billions) the layouts are improved one variable at a time.
     std::size_t tuples = 1;
-    for (int v = 0; v < m_variables; ++v)
+    for (int v = 0; v < m_variables && tuples <= m_options.layoutCombinations; ++v)
         tuples *= static_cast<std::size_t>(layouts);
-    const std::size_t planned = tuples * m_groups.size();
+    const bool exhaustive = tuples <= m_options.layoutCombinations;
+    const std::size_t planned =
+        (exhaustive ? tuples : static_cast<std::size_t>(layouts) * (1 + 4 * static_cast<std::size_t>(m_variables))) *
+        m_groups.size();
 
     struct Best {
         std::vector<int> vars;
@@ -468,37 +474,82 @@ SearchResult TapSearch::run(const std::string &modelSource)
         bool found = false;
     };
     Best fastest, leastComm, leastMemory;
+    std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;  // by group and its variables' layouts
+    std::size_t done = 0;
+    // The plans of one combination of layouts, summed over groups; the
+    // best of them are kept.
+    auto evaluate = [&](const std::vector<int> &vars) {
+        Fronts total{{Candidate{}}, {Candidate{}}};
+        for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
+            const Group &g = m_groups[gi];
+            std::vector<int> key;
+            for (int v : g.variables)
+                key.push_back(vars[static_cast<std::size_t>(v)]);
+            auto it = memo.find({gi, key});
+            if (it == memo.end())
+                it = memo.emplace(std::make_pair(gi, key), m_options.decompose ? searchGroup(g, vars)
+                                                                               : searchGroupExhaustively(g, vars))
+                         .first;
+            total = sum(total, it->second);
+            if (m_options.progress)
+                m_options.progress(std::min(++done, planned), planned);
+        }
+        for (const auto &c : total.time) {
+            if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
+                fastest = {vars, c, true};
+            if (!leastMemory.found || c.memory < leastMemory.candidate.memory)
+                leastMemory = {vars, c, true};
+        }
+        for (const auto &c : total.comm)
+            if (c.memory <= m_capacity && (!leastComm.found || c.comm < leastComm.candidate.comm))
+                leastComm = {vars, c, true};
+    };
+    std::set<std::vector<int>> tried;
     auto explore = [&] {
-        std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;
-        std::size_t done = 0;
-        for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
-            std::vector<int> vars;
-            for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
-                vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
-            Fronts total{{Candidate{}}, {Candidate{}}};
-            for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
-                const Group &g = m_groups[gi];
-                std::vector<int> key;
-                for (int v : g.variables)
-                    key.push_back(vars[static_cast<std::size_t>(v)]);
-                auto it = memo.find({gi, key});
-                if (it == memo.end())
-                    it = memo.emplace(std::make_pair(gi, key), m_options.decompose ? searchGroup(g, vars)
-                                                                                   : searchGroupExhaustively(g, vars))
-                             .first;
-                total = sum(total, it->second);
-                if (m_options.progress)
-                    m_options.progress(++done, planned);
+        memo.clear();
+        tried.clear();
+        done = 0;
+        if (exhaustive) {
+            for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
+                std::vector<int> vars;
+                for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
+                    vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
+                evaluate(vars);
             }
-            for (const auto &c : total.time) {
-                if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
-                    fastest = {vars, c, true};
-                if (!leastMemory.found || c.memory < leastMemory.candidate.memory)
-                    leastMemory = {vars, c, true};
+            return;
+        }
+        // From the best of the uniform combinations (one layout
+        // everywhere), change one variable's layout at a time while that
+        // improves the fastest plan (the least memory while none fits),
+        // then the least-communication one.
+        for (int l = 0; l < layouts; ++l) {
+            tried.insert(std::vector<int>(static_cast<std::size_t>(m_variables), l));
+            evaluate(std::vector<int>(static_cast<std::size_t>(m_variables), l));
+        }
+        for (const bool byComm : {false, true}) {
+            auto score = [&]() -> std::pair<int, double> {
+                const Best &b = byComm ? leastComm : fastest;
+                if (b.found)
+                    return {0, byComm ? b.candidate.comm : b.candidate.time};
+                return {1, static_cast<double>(leastMemory.candidate.memory)};
+            };
+            for (bool improved = true; improved;) {
+                improved = false;
+                const Best &from = (byComm ? leastComm : fastest).found ? (byComm ? leastComm : fastest) : leastMemory;
+                const std::vector<int> current = from.vars;
+                for (int v = 0; v < m_variables && !improved; ++v)
+                    for (int l = 0; l < layouts && !improved; ++l) {
+                        if (current[static_cast<std::size_t>(v)] == l)
+                            continue;
+                        auto next = current;
+                        next[static_cast<std::size_t>(v)] = l;
+                        if (!tried.insert(next).second)
+                            continue;
+                        const auto before = score();
+                        evaluate(next);
+                        improved = score() < before;
+                    }
             }
-            for (const auto &c : total.comm)
-                if (c.memory <= m_capacity && (!leastComm.found || c.comm < leastComm.candidate.comm))
-                    leastComm = {vars, c, true};
         }
     };
     // Where some block's weights cannot fit even split as far as they go,
@@ -541,6 +592,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
     result.stats.algorithm = "tap";
     result.stats.plansEvaluated = m_coster.evaluations();
     result.stats.classes = m_classes.classes.size();
+    result.stats.layoutsExhaustive = exhaustive;
     for (const auto &g : m_groups)
         result.stats.segments += g.blocks.size();
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
