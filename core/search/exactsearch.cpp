@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 namespace tapestry::search {
 
@@ -259,22 +260,38 @@ struct CbcModel {
 std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<double(const Strategy &)> &objective,
                                                         std::int64_t capacity, double seconds) const
 {
-    CbcModel cbc;
-    Cbc_Model *model = cbc.model;
-    Cbc_setLogLevel(model, 0);
-    Cbc_setMaximumSeconds(model, std::max(seconds, 0.1));
+    // The program is gathered first and handed to CBC in one piece: adding
+    // rows one by one to its column-ordered matrix moves every column each
+    // time, which on a 2D mesh took minutes before the solver started.
+    std::vector<double> objectives, upper;
+    std::vector<char> integer;
+    auto addColumn = [&](double cost, bool isInteger) {
+        objectives.push_back(cost);
+        upper.push_back(1.0);
+        integer.push_back(isInteger ? 1 : 0);
+        return static_cast<int>(objectives.size() - 1);
+    };
+    struct Entry {
+        int column;
+        int row;
+        double value;
+    };
+    std::vector<Entry> entries;
+    std::vector<double> rowLower, rowUpper;
+    auto addRow = [&](const std::vector<int> &cols, const std::vector<double> &coefs, double lower, double upperBound) {
+        const int row = static_cast<int>(rowLower.size());
+        for (std::size_t i = 0; i < cols.size(); ++i)
+            entries.push_back({cols[i], row, coefs[i]});
+        rowLower.push_back(lower);
+        rowUpper.push_back(upperBound);
+    };
 
     std::vector<std::vector<int>> column(m_nodes.size());  // per node and strategy
-    int columns = 0;
     for (std::size_t n = 0; n < m_nodes.size(); ++n)
-        for (const auto &s : m_nodes[n].strategies) {
-            Cbc_addCol(model, "", 0, 1, objective(s), 1, 0, nullptr, nullptr);
-            column[n].push_back(columns++);
-        }
-    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
-        std::vector<double> ones(column[n].size(), 1.0);
-        Cbc_addRow(model, "", static_cast<int>(column[n].size()), column[n].data(), ones.data(), 'E', 1.0);
-    }
+        for (const auto &s : m_nodes[n].strategies)
+            column[n].push_back(addColumn(objective(s), true));
+    for (std::size_t n = 0; n < m_nodes.size(); ++n)
+        addRow(column[n], std::vector<double>(column[n].size(), 1.0), 1.0, 1.0);
 
     // Per shared tensor, one-hot variables over its specs; every node that
     // touches it picks strategies storing it in the same one.
@@ -290,8 +307,7 @@ std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<doub
             for (const auto &s : m_nodes[n].strategies)
                 specs.insert(s.shared[k]);
         for (const auto &spec : specs) {
-            const int y = columns++;
-            Cbc_addCol(model, "", 0, 1, 0, 0, 0, nullptr, nullptr);
+            const int y = addColumn(0, false);
             for (const auto &[n, k] : nodes) {
                 std::vector<int> cols{y};
                 std::vector<double> coefs{-1.0};
@@ -300,7 +316,7 @@ std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<doub
                         cols.push_back(column[n][s]);
                         coefs.push_back(1.0);
                     }
-                Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), 'E', 0.0);
+                addRow(cols, coefs, 0.0, 0.0);
             }
         }
     }
@@ -314,9 +330,34 @@ std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<doub
                 cols.push_back(column[n][s]);
                 coefs.push_back(static_cast<double>(m_nodes[n].strategies[s].memory) / (1 << 20));
             }
-        Cbc_addRow(model, "", static_cast<int>(cols.size()), cols.data(), coefs.data(), 'L',
-                   static_cast<double>(capacity) / (1 << 20));
+        addRow(cols, coefs, -std::numeric_limits<double>::max(), static_cast<double>(capacity) / (1 << 20));
     }
+
+    // Column by column, as CBC stores the matrix.
+    const auto columns = objectives.size();
+    std::vector<CoinBigIndex> start(columns + 1, 0);
+    for (const Entry &e : entries)
+        ++start[static_cast<std::size_t>(e.column) + 1];
+    for (std::size_t c = 0; c < columns; ++c)
+        start[c + 1] += start[c];
+    std::vector<int> index(entries.size());
+    std::vector<double> value(entries.size());
+    std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
+    for (const Entry &e : entries) {
+        const auto at = static_cast<std::size_t>(fill[static_cast<std::size_t>(e.column)]++);
+        index[at] = e.row;
+        value[at] = e.value;
+    }
+    const std::vector<double> lower(columns, 0.0);
+    CbcModel cbc;
+    Cbc_Model *model = cbc.model;
+    Cbc_setLogLevel(model, 0);
+    Cbc_loadProblem(model, static_cast<int>(columns), static_cast<int>(rowLower.size()), start.data(), index.data(),
+                    value.data(), lower.data(), upper.data(), objectives.data(), rowLower.data(), rowUpper.data());
+    for (std::size_t c = 0; c < columns; ++c)
+        if (integer[c])
+            Cbc_setInteger(model, static_cast<int>(c));
+    Cbc_setMaximumSeconds(model, std::max(seconds, 0.1));
 
     Cbc_solve(model);
     const double *x = Cbc_bestSolution(model);
@@ -392,9 +433,12 @@ SearchResult ExactSearch::run(const std::string &modelSource)
     } else {
         best = solve([](const Strategy &s) { return static_cast<double>(s.memory) / (1 << 20); }, 0,
                      std::max(remaining(), 0.1 * limit));
-        if (!best)
-            throw TapestryError(Error{modelSource, {}, "exact: CBC found no plan within " +
-                                                           std::to_string(limit) + " s"});
+        if (!best) {
+            std::ostringstream message;
+            message << "exact: CBC found no plan within the time limit (" << limit
+                    << " s, the strategy tables included); raise it";
+            throw TapestryError(Error{modelSource, {}, message.str()});
+        }
         warnings.push_back("exact: no plan fits in device memory; the plan shown needs the least memory");
     }
     if (m_options.progress)
