@@ -230,6 +230,26 @@ private slots:
         }
     }
 
+    // An ONNX model's symbolic batch is 1 unless bound: the refusal says so
+    // and names the option; bound, the batch splits.
+    void dataParallelNamesAnUnboundBatch()
+    {
+        const std::string source = TAPESTRY_SOURCE_DIR "/samples/onnx/gpt-tiny.onnx";
+        try {
+            search::referencePlan(io::loadModel(source), source, mesh({4}), search::ReferenceMethod::DataParallel);
+            QFAIL("expected a refusal");
+        } catch (const TapestryError &e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.find("batch is 1") != std::string::npos && msg.find("--batch") != std::string::npos,
+                     msg.c_str());
+        }
+        io::LoadOptions options;
+        options.batch = 8;
+        const auto p = search::referencePlan(io::loadModel(source, options), source, mesh({4}),
+                                             search::ReferenceMethod::DataParallel);
+        QVERIFY(p.cost.fitsMemory);
+    }
+
     void replicateHasNoCommunication()
     {
         const auto g = io::loadModel("zoo:gpt2?layers=1&batch=2&seq=32");

@@ -254,8 +254,14 @@ plan::Plan referencePlan(const ir::Graph &graph, const std::string &modelSource,
         for (int a = 0; a < mesh.rank(); ++a)
             all.push_back(a);
         splitBatch(graph, mesh, all, modelSource, name, fixed);
-        if (fixed.empty())
-            refuse(modelSource, name, "no input has a batch dim to split");
+        const auto inputs = graph.tensorsWithRole(ir::Role::Input);
+        const bool batchOfOne = std::any_of(inputs.begin(), inputs.end(), [&](ir::TensorId t) {
+            return !graph.tensor(t).shape.empty() && graph.tensor(t).shape[0] == 1;
+        });
+        if (fixed.empty() && mesh.deviceCount() > 1)
+            refuse(modelSource, name,
+                   batchOfOne ? "the inputs' batch is 1, nothing to split (bind a symbolic batch with --batch N)"
+                              : "no input has a batch dim to split");
     }
     const auto specs = sharding::propagateSpecs(graph, mesh, fixed, partial);
     plan::Plan p = plan::makePlan(graph, modelSource, mesh, specs, plan::SpecSource::Reference, name, options.cost);

@@ -527,16 +527,15 @@ SearchResult TapSearch::run(const std::string &modelSource)
             evaluate(std::vector<int>(static_cast<std::size_t>(m_variables), l));
         }
         for (const bool byComm : {false, true}) {
+            const Best &goal = byComm ? leastComm : fastest;
             auto score = [&]() -> std::pair<int, double> {
-                const Best &b = byComm ? leastComm : fastest;
-                if (b.found)
-                    return {0, byComm ? b.candidate.comm : b.candidate.time};
+                if (goal.found)
+                    return {0, byComm ? goal.candidate.comm : goal.candidate.time};
                 return {1, static_cast<double>(leastMemory.candidate.memory)};
             };
             for (bool improved = true; improved;) {
                 improved = false;
-                const Best &from = (byComm ? leastComm : fastest).found ? (byComm ? leastComm : fastest) : leastMemory;
-                const std::vector<int> current = from.vars;
+                const std::vector<int> current = (goal.found ? goal : leastMemory).vars;
                 for (int v = 0; v < m_variables && !improved; ++v)
                     for (int l = 0; l < layouts && !improved; ++l) {
                         if (current[static_cast<std::size_t>(v)] == l)
