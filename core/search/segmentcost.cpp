@@ -47,12 +47,13 @@ public:
     bool sequenceParallel() const { return m_flat[0] != 0; }
     void setSequenceParallel() { m_flat[0] = 1; }
 
-    // Where tensor t's entry starts, or -1.
+    // Where tensor t's entry starts, or -1. Entries are sorted by tensor,
+    // so the walk stops at the first that is not before t.
     int find(std::int32_t t) const
     {
         for (std::size_t p = 1; p < m_flat.size(); p = next(p))
-            if (m_flat[p] == t)
-                return static_cast<int>(p);
+            if (m_flat[p] >= t)
+                return m_flat[p] == t ? static_cast<int>(p) : -1;
         return -1;
     }
     std::int32_t spec(int at) const { return m_flat[static_cast<std::size_t>(at) + 1]; }
@@ -187,6 +188,11 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 }
 
 } // namespace
+
+// searchWeights' m_weightOf for a tensor that is not one of the segment's
+// weights, and for one of its derived parameters.
+constexpr std::int32_t kNotAWeight = -1;
+constexpr std::int32_t kDerived = -2;
 
 // The most partial plans a block's search keeps after one op.
 constexpr std::size_t kMaxPartials = 1'000'000;
@@ -388,6 +394,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         m_readStamp.assign(m_graph.tensorCount(), 0);
         m_lastRead.assign(m_graph.tensorCount(), 0);
         m_saved.assign(m_graph.tensorCount(), false);
+        m_weightOf.assign(m_graph.tensorCount(), kNotAWeight);
     }
     const std::uint32_t stamp = ++m_stamp;
     auto readHere = [&](std::int32_t t) { return m_readStamp[static_cast<std::size_t>(t)] == stamp; };
@@ -402,6 +409,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             if (m_readStamp[t.index()] != stamp) {
                 m_readStamp[t.index()] = stamp;
                 m_saved[t.index()] = false;
+                m_weightOf[t.index()] = kNotAWeight;
             }
             m_lastRead[t.index()] = k;
             if (!m_attention && flows && !nothingSaved().count(op.type) &&
@@ -416,12 +424,17 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             auto &last = m_lastRead[segment.weights[static_cast<std::size_t>(leader)].index()];
             last = std::max(last, m_lastRead[segment.weights[w].index()]);
         }
+    // Which weight each tensor read here is, looked up once per op and state.
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        m_weightOf[segment.weights[w].index()] = static_cast<std::int32_t>(w);
+    for (ir::TensorId t : segment.derived)
+        m_weightOf[t.index()] = kDerived;
+    auto weightOf = [&](ir::TensorId t) {
+        return m_readStamp[t.index()] == stamp ? m_weightOf[t.index()] : kNotAWeight;
+    };
     if (!m_memo)
         m_memo = std::make_shared<Memo>();
     std::vector<Memo::Step> &trail = m_memo->trail;
-    auto indexIn = [](const std::vector<ir::TensorId> &ts, ir::TensorId t) {
-        return static_cast<int>(std::find(ts.begin(), ts.end(), t) - ts.begin());
-    };
 
     using Front = std::map<State, std::vector<Partial>>;
     // One op: every state and partial extended by every choice of the
@@ -453,7 +466,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 const ir::TensorId t = op.inputs[i];
                 if (const int at = state.find(static_cast<std::int32_t>(t.index())); at >= 0) {
                     given[i] = state.spec(at);
-                } else if (int w = indexIn(segment.weights, t); w < static_cast<int>(segment.weights.size())) {
+                } else if (const int w = weightOf(t); w >= 0) {
                     const auto wi = static_cast<std::size_t>(w);
                     const int leader = segment.tiedTo[wi];
                     const int at = leader < 0 ? -1
@@ -469,7 +482,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     } else if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end()) {
                         newWeights.push_back(w);
                     }
-                } else if (indexIn(segment.derived, t) < static_cast<int>(segment.derived.size())) {
+                } else if (w == kDerived) {
                     const bool first = std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i),
                                                  t) == op.inputs.begin() + static_cast<std::ptrdiff_t>(i);
                     pending[i] = first;
@@ -640,8 +653,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         for (std::size_t k = 0; k < prefix; ++k) {
             const ir::Op &op = m_graph.op(segment.ops[k]);
             for (ir::TensorId t : op.inputs) {
-                if (written.count(t) || indexIn(segment.weights, t) < static_cast<int>(segment.weights.size()) ||
-                    indexIn(segment.derived, t) < static_cast<int>(segment.derived.size()))
+                if (written.count(t) || weightOf(t) != kNotAWeight)
                     continue;
                 const auto it = boundary.find(t);
                 key.push_back(intern(it != boundary.end() ? it->second : m_specs[t.index()]));

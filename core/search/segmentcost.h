@@ -128,6 +128,7 @@ private:
     std::vector<std::uint32_t> m_readStamp;
     std::vector<std::size_t> m_lastRead;
     std::vector<bool> m_saved;
+    std::vector<std::int32_t> m_weightOf;  // the weight's index in the segment, or below 0
     std::uint32_t m_stamp = 0;
     std::size_t m_evaluations = 0;
     // What searchWeights keeps across calls: the fronts after a segment's
