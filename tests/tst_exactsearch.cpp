@@ -1,4 +1,5 @@
 #include "io/modelloader.h"
+#include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "search/exactsearch.h"
@@ -82,6 +83,23 @@ private slots:
         QTest::newRow("gpt2") << "zoo:gpt2?layers=2&batch=1&seq=64&hidden=256&heads=8&vocab=4096";
         QTest::newRow("llama") << "zoo:llama3-8b?layers=1&batch=1&seq=64&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=4096";
     }
+    // The time limit covers the strategy tables too: a limit they cannot
+    // meet is one line naming it, not a search that runs on.
+    void timeLimitCoversTheTables()
+    {
+        const std::string source = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256";
+        const auto g = io::loadModel(source);
+        search::SearchOptions options;
+        options.timeLimitSeconds = 1e-6;
+        try {
+            search::exactSearch(g, passes::Coarsen().run(g), source, mesh("2x2"), options);
+            QFAIL("expected the time limit to stop the search");
+        } catch (const TapestryError &e) {
+            const std::string what = e.what();
+            QVERIFY2(what.find("time limit") != std::string::npos, what.c_str());
+        }
+    }
+
     void respectsTightMemory()
     {
         QFETCH(QString, model);

@@ -132,7 +132,7 @@ Registration plan([] {
         c.options.push_back(o);
     c.options.push_back({"--search", "METHOD", kMethods});
     c.options.push_back({"--keep-pins", "PLAN", "tap: keep every override (pin) of PLAN and search the rest around them"});
-    c.options.push_back({"--time-limit", "S", "exact: the solver's wall-clock limit (default 60 s)"});
+    c.options.push_back({"--time-limit", "S", "exact: wall-clock limit of the whole search, the strategy tables included (default 60 s)"});
     c.options.push_back({"--sequence-parallel", "", "megatron: norms and residuals on sequence shards"});
     c.options.push_back({"--overlap", "", "model backward communication overlapping backward compute"});
     c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON)"});

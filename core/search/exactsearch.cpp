@@ -403,18 +403,26 @@ plan::Plan ExactSearch::assemble(const std::string &modelSource, const Solution 
 SearchResult ExactSearch::run(const std::string &modelSource)
 {
     const auto start = Clock::now();
+    const double limit = m_options.timeLimitSeconds > 0 ? m_options.timeLimitSeconds : 60;
+    auto remaining = [&] { return limit - std::chrono::duration<double>(Clock::now() - start).count(); };
     buildSpaces();
     for (std::size_t n = 0; n < m_nodes.size(); ++n) {
         enumerate(m_nodes[n]);
         if (m_options.progress)
             m_options.progress(n + 1, m_nodes.size() + 2);
+        // The limit covers the whole search, the tables the program is
+        // made of too.
+        if (remaining() <= 0) {
+            std::ostringstream message;
+            message << "exact: costing the strategies of " << n + 1 << " of " << m_nodes.size()
+                    << " coarse nodes took the whole time limit (" << limit << " s); raise it";
+            throw TapestryError(Error{modelSource, {}, message.str()});
+        }
     }
     for (const auto &node : m_nodes)
         if (node.strategies.empty())
             throw TapestryError(Error{modelSource, node.segment.name, "exact: the node has no legal strategy"});
 
-    const double limit = m_options.timeLimitSeconds > 0 ? m_options.timeLimitSeconds : 60;
-    auto remaining = [&] { return limit - std::chrono::duration<double>(Clock::now() - start).count(); };
     const std::int64_t capacity = m_mesh.device.memoryBytes;  // none when not positive
     // Seconds scaled to microseconds, so that the objective is not lost in
     // the solver's tolerances; ties broken by the other metric.

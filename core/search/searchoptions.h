@@ -25,7 +25,8 @@ struct SearchOptions {
     // uniform ones and changes one class' layout at a time while that
     // improves the plan.
     std::size_t layoutCombinations = 20'000;
-    // exact: the solver's wall-clock limit.
+    // exact: the wall-clock limit of the whole search: costing the strategy
+    // tables, then the solver.
     double timeLimitSeconds = 60;
     // Specs the user pinned, by tensor name: the plan keeps each of them
     // (marked override). tap searches a class' weights with a pinned
