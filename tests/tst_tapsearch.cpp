@@ -517,7 +517,7 @@ private slots:
     }
 
     // ResNet-18 has seven classes: on a 2D mesh that is 9^8 combinations
-    // of boundary layouts, too many to try (it ran for hours); they are
+    // of boundary layouts, too many to try (it did not finish in two minutes); they are
     // improved one class at a time instead. On 1D, where all 3^8 can be
     // tried, doing it one class at a time finds a plan as fast.
     void manyClassesImproveLayoutsOneAtATime()
