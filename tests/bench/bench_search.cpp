@@ -1,8 +1,8 @@
 // Derivation time of the searches: tap with model loading, coarsening and
 // pruning excluded and included, against depth and for large presets on 2D
 // meshes; exact against tap at 24 layers. Prints figures, asserts nothing.
-// Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, exact); all
-// when none are given.
+// Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
+// resnet, exact); all when none are given.
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
@@ -87,6 +87,14 @@ int main(int argc, char **argv)
         printTap("llama3-8b", "zoo:llama3-8b", "8x8");
     if (wanted("gpt3"))
         printTap("gpt3-175b", "zoo:gpt3-175b", "2x8");
+    // A mixture of experts (its experts tied) and a model of many classes
+    // (its class layouts improved one at a time on 2D).
+    if (wanted("mixtral")) {
+        printTap("mixtral-8x7b", "zoo:mixtral-8x7b", "8");
+        printTap("mixtral-8x7b", "zoo:mixtral-8x7b", "4x2");
+    }
+    if (wanted("resnet"))
+        printTap("resnet18 (onnx)", TAPESTRY_SOURCE_DIR "/samples/onnx/resnet18-shapes.onnx", "4x2");
     if (wanted("exact")) {
         const std::string source = "zoo:gpt2?layers=24";
         const auto g = io::loadModel(source);
