@@ -119,17 +119,7 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
         if (count > 1000 * maxCombinations)
             throw TapestryError(Error{part.name, {}, std::to_string(part.weights.size()) +
                                                          " weights in one block are too many choices to list"});
-        bool heldListed = false;
-        for (std::int64_t combo = 0; combo <= count; ++combo) {
-            std::vector<ShardingSpec> weights;
-            if (combo < count) {
-                weights = chosenSpecs(part, comboChoice(part, combo));
-                heldListed = heldListed || weights == held;
-            } else if (!heldListed) {
-                weights = held;
-            } else {
-                break;
-            }
+        auto consider = [&](const std::vector<ShardingSpec> &weights) {
             const SegmentCost cost = coster.evaluate(part, boundary, weights);
             ++out.enumerated;
             ClassCandidate c;
@@ -153,7 +143,13 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
             c.time += othersTime;
             c.compute += othersTime;
             all.push_back(std::move(c));
-        }
+            return all.back().chosen;
+        };
+        bool heldListed = false;
+        for (std::int64_t combo = 0; combo < count; ++combo)
+            heldListed = consider(chosenSpecs(part, comboChoice(part, combo))) || heldListed;
+        if (!heldListed)
+            consider(held);
     }
     // One entry per distinct choice (per block the held choice repeats).
     std::stable_sort(all.begin(), all.end(), [](const ClassCandidate &a, const ClassCandidate &b) {
