@@ -496,6 +496,9 @@ private slots:
             QCOMPARE(std::count_if(c.candidates.begin(), c.candidates.end(), [](const auto &x) { return x.chosen; }),
                      1);
         }
+        // A block with more choices than the list allows is refused, not
+        // enumerated for minutes.
+        QVERIFY_THROWS_EXCEPTION(TapestryError, search::classCandidates(g, classes, result.plan, 0, 50, 2));
     }
 
     // Without module names the experts are not tied, and on a 2D mesh a

@@ -159,13 +159,16 @@ StudioWindow::StudioWindow(QWidget *parent)
             showCandidates(m_classTable->currentIndex().data(ClassListModel::ClassIdRole).toInt());
     });
     connect(m_candidatesView, &CandidatesView::applyRequested, this, [this](int, int row) { applyCandidate(row); });
-    connect(&m_candidateWorker, &QFutureWatcher<search::ClassCandidates>::finished, this, [this] {
-        const auto result = m_candidateWorker.result();
+    connect(&m_candidateWorker, &QFutureWatcher<std::pair<search::ClassCandidates, std::string>>::finished, this,
+            [this] {
+        const auto [result, error] = m_candidateWorker.result();
         QString name;
         const int row = m_classModel->rowOfClass(m_candidatesClass);
         if (row >= 0)
             name = m_classModel->index(row, ClassListModel::Name).data().toString();
-        if (result.candidates.empty())
+        if (!error.empty())
+            m_candidatesView->showMessage(tr("%1: %2").arg(name, QString::fromStdString(error)));
+        else if (result.candidates.empty())
             m_candidatesView->showMessage(tr("%1: no candidates (the class has no weights to split, or its plan "
                                              "could not be costed)").arg(name));
         else
@@ -1330,9 +1333,9 @@ void StudioWindow::showCandidates(int classId)
     const auto plan = m_planned.plan;
     m_candidateWorker.setFuture(QtConcurrent::run([model, plan, index] {
         try {
-            return search::classCandidates(*model.graph, *model.classes, *plan, index);
-        } catch (const std::exception &) {
-            return search::ClassCandidates{};
+            return std::make_pair(search::classCandidates(*model.graph, *model.classes, *plan, index), std::string());
+        } catch (const std::exception &e) {
+            return std::make_pair(search::ClassCandidates{}, std::string(e.what()));
         }
     }));
 }

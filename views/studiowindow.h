@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <utility>
 #include <vector>
 
 class QComboBox;
@@ -210,7 +211,8 @@ private:
     bool m_syncing = false;
     bool m_pinWholeClass = true;
     CandidatesView *m_candidatesView;
-    QFutureWatcher<search::ClassCandidates> m_candidateWorker;
+    // The candidates, or why there are none.
+    QFutureWatcher<std::pair<search::ClassCandidates, std::string>> m_candidateWorker;
     int m_candidatesClass = -1;
     // Set while the planner re-derives around pins: the plan it edits.
     std::shared_ptr<const plan::Plan> m_rederiveBase;

@@ -116,9 +116,10 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
         // Every choice, tied weights alike, and the held one even where the
         // plan chose tied weights apart.
         const std::int64_t count = comboCount(part);
-        if (count > 1000 * maxCombinations)
-            throw TapestryError(Error{part.name, {}, std::to_string(part.weights.size()) +
-                                                         " weights in one block are too many choices to list"});
+        if (count > 10 * maxCombinations)
+            throw TapestryError(Error{part.name, {}, std::to_string(count) + " choices of " +
+                                                         std::to_string(part.weights.size()) +
+                                                         " weights in one block are too many to list"});
         auto consider = [&](const std::vector<ShardingSpec> &weights) {
             const SegmentCost cost = coster.evaluate(part, boundary, weights);
             ++out.enumerated;

@@ -40,7 +40,8 @@ struct ClassCandidates {
 // replicated or one dim split) and ranks them by step time. When the
 // combinations of all its weights exceed `maxCombinations`, each block of
 // the class (cut at the residual stream, as tap searches it) is enumerated
-// alone. At most `limit` candidates are returned.
+// alone; a block of more than ten times `maxCombinations` is an error. At
+// most `limit` candidates are returned.
 ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphClasses &classes,
                                 const plan::Plan &plan, std::size_t classIndex, std::size_t limit = 200,
                                 std::int64_t maxCombinations = 20000);
