@@ -141,35 +141,58 @@ bool dominates(const Partial &a, const Partial &b, bool byComm, double bytesPerP
            a.weightElements <= b.weightElements;
 }
 
-// Keeps the partials that no other dominates in time or in communication.
-std::vector<Partial> prune(std::vector<Partial> ps, double bytesPerParameter)
+// Keeps, in their order, the partials that no other dominates in time or in
+// communication. Per metric the partials are taken best first (ties in
+// their order) and one stays when none taken before it dominates it; as
+// domination is transitive, that is when no partial before it in that
+// order dominates it. Most states hold a handful of partials: those are
+// compared pairwise in place, larger lists sorted.
+void prune(std::vector<Partial> &ps, double bytesPerParameter)
 {
-    if (ps.size() < 2)
-        return ps;
-    std::vector<bool> keep(ps.size(), false);
-    for (bool byComm : {false, true}) {
-        std::vector<std::size_t> order(ps.size());
-        for (std::size_t i = 0; i < order.size(); ++i)
-            order[i] = i;
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-            return byComm ? ps[a].comm < ps[b].comm : ps[a].time < ps[b].time;
-        });
-        std::vector<std::size_t> kept;
-        for (std::size_t i : order) {
-            const bool beaten = std::any_of(kept.begin(), kept.end(), [&](std::size_t k) {
-                return dominates(ps[k], ps[i], byComm, bytesPerParameter);
+    const std::size_t n = ps.size();
+    if (n < 2)
+        return;
+    std::vector<bool> keep(n, false);
+    if (n <= 8) {
+        for (std::size_t i = 0; i < n; ++i)
+            for (bool byComm : {false, true}) {
+                const double mi = byComm ? ps[i].comm : ps[i].time;
+                bool beaten = false;
+                for (std::size_t j = 0; j < n && !beaten; ++j) {
+                    const double mj = byComm ? ps[j].comm : ps[j].time;
+                    beaten = j != i && (mj < mi || (mj == mi && j < i)) &&
+                             dominates(ps[j], ps[i], byComm, bytesPerParameter);
+                }
+                if (!beaten) {
+                    keep[i] = true;
+                    break;
+                }
+            }
+    } else {
+        std::vector<std::size_t> order(n), kept;
+        for (bool byComm : {false, true}) {
+            for (std::size_t i = 0; i < n; ++i)
+                order[i] = i;
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+                return byComm ? ps[a].comm < ps[b].comm : ps[a].time < ps[b].time;
             });
-            if (!beaten) {
-                kept.push_back(i);
-                keep[i] = true;
+            kept.clear();
+            for (std::size_t i : order) {
+                const bool beaten = std::any_of(kept.begin(), kept.end(), [&](std::size_t k) {
+                    return dominates(ps[k], ps[i], byComm, bytesPerParameter);
+                });
+                if (!beaten) {
+                    kept.push_back(i);
+                    keep[i] = true;
+                }
             }
         }
     }
-    std::vector<Partial> out;
-    for (std::size_t i = 0; i < ps.size(); ++i)
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < n; ++i)
         if (keep[i])
-            out.push_back(ps[i]);
-    return out;
+            ps[out++] = ps[i];
+    ps.resize(out);
 }
 
 const std::set<std::string> &nothingSaved()
@@ -589,7 +612,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                                             " interacting weights; pin some of them, or plan it "
                                                             "with megatron"});
         for (auto &[st, ps] : next) {
-            ps = prune(std::move(ps), bpp);
+            prune(ps, bpp);
             // The kept partials' choices join the trail.
             for (Partial &p : ps) {
                 if (p.pending < 0)
