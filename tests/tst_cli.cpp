@@ -98,6 +98,28 @@ private slots:
                                    << QByteArray() << QByteArray("--batch: expects an integer");
         QTest::newRow("no model") << QStringList{QStringLiteral("inspect")} << QByteArray() << QByteArray("expected one MODEL");
         QTest::newRow("no command") << QStringList{} << QByteArray() << QByteArray("usage:");
+        const QStringList plan{QStringLiteral("plan"), QStringLiteral("zoo:mlp"), QStringLiteral("--search"),
+                               QStringLiteral("tap"), QStringLiteral("--mesh")};
+        QTest::newRow("3D mesh without names") << plan + QStringList{QStringLiteral("2x2x2")} << QByteArray()
+                                               << QByteArray("as in 2x2x2 (dp, tp, pp)");
+        QTest::newRow("names short of the axes") << plan + QStringList{QStringLiteral("2x2x2 (a, b)")} << QByteArray()
+                                                 << QByteArray("2 axis name(s) for a mesh of 3 axes in '2x2x2 (a, b)'");
+        QTest::newRow("names twice") << plan + QStringList{QStringLiteral("2x2 (a, b)"), QStringLiteral("--axes"),
+                                                           QStringLiteral("c,d")}
+                                     << QByteArray() << QByteArray("names its axes already");
+    }
+
+    // A mesh names its axes after its sizes, as a plan's report prints it.
+    void meshWithAxisNames()
+    {
+        const Run r = cli({QStringLiteral("plan"), QStringLiteral("zoo:mlp"), QStringLiteral("--search"),
+                           QStringLiteral("megatron"), QStringLiteral("--mesh"), QStringLiteral("2x2x2 (dp, tp, sp)"),
+                           QStringLiteral("--json")});
+        QCOMPARE(r.code, 0);
+        QStringList names;
+        for (const auto &axis : QJsonDocument::fromJson(r.out).object()[QStringLiteral("mesh")][QStringLiteral("axes")].toArray())
+            names << axis.toObject()[QStringLiteral("name")].toString() + QString::number(axis.toObject()[QStringLiteral("size")].toInt());
+        QCOMPARE(names.join(QLatin1Char(',')), QStringLiteral("dp2,tp2,sp2"));
     }
     void badInputs()
     {

@@ -54,6 +54,34 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(TapestryError, sharding::defaultAxisNames(3));
     }
 
+    // A mesh written in one line, names as Mesh::toString writes them; what
+    // meshText writes reads back to the same sizes and names.
+    void meshTextRoundTrips()
+    {
+        const auto named = sharding::parseMeshText(" 2x2x2 (dp, tp,sp) ");
+        QCOMPARE(named.sizes, (std::vector<int>{2, 2, 2}));
+        QCOMPARE(named.names, (std::vector<std::string>{"dp", "tp", "sp"}));
+        QVERIFY(sharding::parseMeshText("4x2").names.empty());
+        const auto profile = sharding::findMeshProfile("dgx-h100");
+        for (const auto &[sizes, names] : std::vector<std::pair<std::vector<int>, std::vector<std::string>>>{
+                 {{8}, {"model"}}, {{4, 2}, {"data", "model"}}, {{4, 2}, {"x", "y"}}, {{2, 2, 2}, {"dp", "tp", "sp"}}}) {
+            const auto mesh = profile.mesh(sizes, names);
+            const auto back = sharding::parseMeshText(sharding::meshText(mesh));
+            QCOMPARE(back.sizes, sizes);
+            QCOMPARE(back.names.empty() ? sharding::defaultAxisNames(sizes.size()) : back.names, names);
+            QCOMPARE(sharding::parseMeshText(mesh.toString()).names, names);
+        }
+        QCOMPARE(sharding::meshText(profile.mesh({4, 2}, {"data", "model"})), std::string("4x2"));
+        for (const char *bad : {"2x2x2 (dp, tp)", "2x2 (dp, tp", "2x2x (a, b, c)", "(a)"}) {
+            try {
+                sharding::parseMeshText(bad);
+                QFAIL(bad);
+            } catch (const TapestryError &e) {
+                QVERIFY2(std::string(e.what()).find(bad) != std::string::npos, e.what());
+            }
+        }
+    }
+
     void shippedProfilesLoad_data()
     {
         QTest::addColumn<QString>("name");

@@ -141,6 +141,38 @@ void MeshView::paintEvent(QPaintEvent *)
     paintMesh(p, rect());
 }
 
+QFont MeshView::smallFont() const
+{
+    QFont small = font();
+    small.setPointSizeF(std::max(6.0, font().pointSizeF() - 1.5));
+    return small;
+}
+
+QRectF MeshView::deviceRect(int device, const QRect &area) const
+{
+    if (m_mesh.axes.empty())
+        return {};
+    const QFontMetrics fm(font());
+    const int captionH = fm.height() * 2 + 4;
+    // Rows: every axis but the last; columns: the last axis. A 1D mesh too
+    // narrow for its devices' labels wraps onto rows, in reading order.
+    const int devices = m_mesh.deviceCount();
+    const QRect grid = area.adjusted(12, captionH + 14, -12, -10);
+    const qreal gap = 14;
+    auto widthOf = [&](int columns) { return (grid.width() - gap * (columns - 1)) / columns; };
+    const qreal labelW =
+        QFontMetrics(smallFont()).horizontalAdvance(tr("dev %1 (%2)").arg(devices - 1).arg(devices - 1)) + 8;
+    int cols = m_mesh.axes.back().size;
+    if (m_mesh.rank() == 1)
+        while (cols > 1 && widthOf(cols) < labelW)
+            cols = (cols + 1) / 2;
+    const int rows = (devices + cols - 1) / cols;
+    const qreal tileW = widthOf(cols);
+    const qreal tileH = std::min<qreal>((grid.height() - gap * (rows - 1)) / rows, tileW * 0.9);
+    const int r = device / cols, c = device % cols;
+    return QRectF(grid.left() + c * (tileW + gap), grid.top() + r * (tileH + gap), tileW, tileH);
+}
+
 void MeshView::paintMesh(QPainter &p, const QRect &area)
 {
     p.setRenderHint(QPainter::Antialiasing);
@@ -150,20 +182,13 @@ void MeshView::paintMesh(QPainter &p, const QRect &area)
     p.drawText(captionBox, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, caption());
     if (m_mesh.axes.empty())
         return;
-    // Rows: every axis but the last; columns: the last axis.
-    const int cols = m_mesh.axes.back().size;
-    const int rows = m_mesh.deviceCount() / cols;
-    const QRect grid = area.adjusted(12, captionBox.height() + 14, -12, -10);
-    const qreal gap = 14;
-    const qreal tileW = (grid.width() - gap * (cols - 1)) / cols;
-    const qreal tileH = std::min<qreal>((grid.height() - gap * (rows - 1)) / rows, tileW * 0.9);
+    const QFont small = smallFont();
+    const QFontMetrics smallFm(small);
+    const int devices = m_mesh.deviceCount();
     const int rank = static_cast<int>(shownShape().size());
     const auto &spec = shownSpec();
-    auto tileRect = [&](int device) {
-        const int r = device / cols, c = device % cols;
-        return QRectF(grid.left() + c * (tileW + gap), grid.top() + r * (tileH + gap), tileW, tileH);
-    };
-    for (int device = 0; device < m_mesh.deviceCount(); ++device) {
+    auto tileRect = [&](int device) { return deviceRect(device, area); };
+    for (int device = 0; device < devices; ++device) {
         const QRectF tile = tileRect(device);
         p.setPen(QPen(QColor(0x90a4ae), 1));
         p.setBrush(QColor(0xfafafa));
@@ -172,12 +197,12 @@ void MeshView::paintMesh(QPainter &p, const QRect &area)
         QString where;
         for (int c : coord)
             where += (where.isEmpty() ? QString() : QStringLiteral(",")) + QString::number(c);
-        QFont small = font();
-        small.setPointSizeF(std::max(6.0, font().pointSizeF() - 1.5));
         p.setFont(small);
         p.setPen(QColor(0x546e7a));
+        // Narrow tiles (a wide multi-axis mesh) name the device by number only.
+        const QString label = tr("dev %1 (%2)").arg(device).arg(where);
         p.drawText(tile.adjusted(4, 2, -4, 0), Qt::AlignLeft | Qt::AlignTop,
-                   tr("dev %1 (%2)").arg(device).arg(where));
+                   smallFm.horizontalAdvance(label) + 8 <= tile.width() ? label : QString::number(device));
         if (m_tensor.isEmpty() || rank == 0)
             continue;
         // The tensor as a rectangle (its last two dims), cut into blocks; this

@@ -22,7 +22,7 @@ struct CollectiveStep {
 };
 
 // The device mesh drawn in its real shape (8 in a row, 4x2 as four rows of
-// two), each device a tile showing which block of the selected tensor it
+// two; a row too narrow for its devices' labels wraps), each device a tile showing which block of the selected tensor it
 // holds: one colour per distinct block, replicas share a colour, partial
 // sums hatched. With collective steps, Next/Prev (and Play) walk through
 // them: the blocks before, then after, with arrows along the axis.
@@ -52,6 +52,8 @@ public:
     // Notation of the block `device` holds in the current frame.
     QString deviceLabel(int device) const;
     bool exportImage(const QString &path);
+    // Where device `device`'s tile lies when the view is drawn into `area`.
+    QRectF deviceRect(int device, const QRect &area) const;
     const sharding::Mesh &mesh() const { return m_mesh; }
 
     QSize sizeHint() const override { return {520, 320}; }
@@ -64,6 +66,7 @@ protected:
 
 private:
     void paintMesh(QPainter &p, const QRect &area);
+    QFont smallFont() const;
     int activeAxis() const;
 
     sharding::Mesh m_mesh;

@@ -41,9 +41,10 @@ PlannedModel groupPlan(const LoadedModel &model, plan::Plan p)
 PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request)
 {
     try {
-        const auto sizes = sharding::parseMeshShape(request.meshShape.toStdString());
+        const auto text = sharding::parseMeshText(request.meshShape.toStdString());
         const auto profile = sharding::findMeshProfile(request.profile.toStdString());
-        const auto mesh = profile.mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+        const auto mesh =
+            profile.mesh(text.sizes, text.names.empty() ? sharding::defaultAxisNames(text.sizes.size()) : text.names);
         QElapsedTimer timer;
         timer.start();
         plan::Plan p;

@@ -26,7 +26,7 @@ struct PlannedModel {
 
 struct PlanRequest {
     QString method = QStringLiteral("tap");  // tap, megatron, dp, replicate
-    QString meshShape = QStringLiteral("8");  // "8", "2x8", "4x2"
+    QString meshShape = QStringLiteral("8");  // "8", "2x8", "4x2", "2x2x2 (dp, tp, pp)"
     QString profile = QStringLiteral("dgx-h100");
     // tap only: specs to keep, by tensor name (re-deriving around pins).
     std::map<std::string, sharding::ShardingSpec> pinned;

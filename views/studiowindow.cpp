@@ -60,6 +60,13 @@ namespace tapestry::views {
 
 namespace {
 constexpr int kMaxRecent = 10;
+
+// The mesh field's text for a plan's mesh: names only where not the defaults.
+QString shapeText(const sharding::Mesh &mesh)
+{
+    return QString::fromStdString(sharding::meshText(mesh));
+}
+
 } // namespace
 
 StudioWindow::StudioWindow(QWidget *parent)
@@ -265,9 +272,21 @@ StudioWindow::StudioWindow(QWidget *parent)
         m_progress->hide();
         const PlannedModel planned = m_planner.result();
         if (!planned.error.isEmpty()) {
-            m_costBar->clearCost();
-            m_planned = {};
+            // The plan shown (and its edits) stays, with the fields that made
+            // it; the error says what was wrong with the request.
+            m_rederiveBase = nullptr;
             showError(planned.error);
+            if (const auto &kept = m_planned.plan) {
+                m_method->setCurrentText(QString::fromStdString(kept->method));
+                m_mesh->setCurrentText(shapeText(kept->mesh));
+                if (!kept->mesh.profile.empty())
+                    m_profile->setCurrentText(QString::fromStdString(kept->mesh.profile));
+                m_status->setText(tr("Kept the %1 plan on %2 after an error")
+                                      .arg(QString::fromStdString(kept->method),
+                                           QString::fromStdString(kept->mesh.toString())));
+            } else {
+                m_costBar->clearCost();
+            }
             emit planFailed(planned.error);
             return;
         }
@@ -403,7 +422,12 @@ void StudioWindow::createActions()
     m_mesh->setEditable(true);
     m_mesh->addItems({QStringLiteral("8"), QStringLiteral("4"), QStringLiteral("2"), QStringLiteral("2x8"),
                       QStringLiteral("4x2"), QStringLiteral("8x8")});
-    m_mesh->setToolTip(tr("Device mesh shape: 8 devices on one axis, or 2x8 (data × model)"));
+    m_mesh->setToolTip(tr("Device mesh shape: 8 devices on one axis, 2x8 (data × model), or any shape with its "
+                          "axes named: 2x2x2 (dp, tp, sp)"));
+    // Wide enough for a mesh with its axis names, "2x2x2 (dp, tp, sp)".
+    connect(m_mesh, &QComboBox::editTextChanged, this, [this](const QString &text) {
+        m_mesh->setMinimumWidth(std::max(m_mesh->sizeHint().width(), fontMetrics().horizontalAdvance(text) + 40));
+    });
     m_profile = new QComboBox(planBar);
     for (const auto &name : sharding::meshProfileNames())
         m_profile->addItem(QString::fromStdString(name));
@@ -1277,19 +1301,6 @@ bool StudioWindow::showPanel(const QString &panel)
     }
     return false;
 }
-
-namespace {
-
-// "8", "4x2": the mesh's shape as the toolbar writes it.
-QString shapeText(const sharding::Mesh &mesh)
-{
-    QStringList sizes;
-    for (int size : mesh.shape())
-        sizes << QString::number(size);
-    return sizes.join(QLatin1Char('x'));
-}
-
-} // namespace
 
 void StudioWindow::pushPlanEdit(const QString &text, std::shared_ptr<const plan::Plan> after)
 {

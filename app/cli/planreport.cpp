@@ -59,8 +59,8 @@ std::string percent(double part, double whole)
 std::vector<OptionSpec> meshOptions()
 {
     return {
-        {"--mesh", "SHAPE", "device mesh: 8, 2x8, 4x2 (required)"},
-        {"--axes", "A,B", "axis names (default: 1D model; 2D data,model)"},
+        {"--mesh", "SHAPE", "device mesh: 8, 2x8, 4x2, or with axis names: '2x2x2 (dp, tp, sp)' (required)"},
+        {"--axes", "A,B", "axis names (default: 1D model; 2D data,model; 3D and 4D: required)"},
         {"--mesh-profile", "NAME|FILE", "machine profile: dgx-h100 (default), dgx-a100, pcie-8x, cpu-loopback, "
                                         "or a tapestry.mesh-profile .json"},
         {"--memory-gib", "G", "device memory in GiB, overriding the profile's"},
@@ -72,9 +72,12 @@ sharding::Mesh meshFromArgs(const Args &args)
     auto shape = args.value("--mesh");
     if (!shape)
         throw TapestryError(Error{"--mesh", {}, "is required (8, 2x8, 4x2, ...)"});
-    const auto sizes = sharding::parseMeshShape(*shape);
-    std::vector<std::string> names;
+    const auto text = sharding::parseMeshText(*shape);
+    const auto &sizes = text.sizes;
+    std::vector<std::string> names = text.names;
     if (auto axes = args.value("--axes")) {
+        if (!names.empty())
+            throw TapestryError(Error{"--axes", {}, "the mesh '" + *shape + "' names its axes already"});
         std::string cur;
         for (char c : *axes + ",") {
             if (c == ',') {
@@ -84,7 +87,7 @@ sharding::Mesh meshFromArgs(const Args &args)
                 cur += c;
             }
         }
-    } else {
+    } else if (names.empty()) {
         names = sharding::defaultAxisNames(sizes.size());
     }
     const auto profile =

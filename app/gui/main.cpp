@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     const QCommandLineOption expand(QStringLiteral("expand"),
                                     QStringLiteral("expand the first block of class CLASS (an id from the class list)"),
                                     QStringLiteral("CLASS"));
-    const QCommandLineOption mesh(QStringLiteral("mesh"), QStringLiteral("device mesh shape for the plan (8, 2x8, 4x2)"),
+    const QCommandLineOption mesh(QStringLiteral("mesh"), QStringLiteral("device mesh shape for the plan (8, 2x8, 4x2; name the axes of longer ones: \"2x2x2 (dp, tp, sp)\")"),
                                   QStringLiteral("SHAPE"));
     const QCommandLineOption method(QStringLiteral("plan"),
                                     QStringLiteral("how to make the plan: tap (default), megatron, dp, replicate"),

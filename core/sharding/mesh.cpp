@@ -76,7 +76,65 @@ std::vector<std::string> defaultAxisNames(std::size_t rank)
     if (rank == 2)
         return {"data", "model"};
     throw TapestryError(Error{"--mesh", {}, "a mesh of " + std::to_string(rank) +
-                                                " axes needs its axis names (--axes a,b,c)"});
+                                                " axes needs its axis names: after the sizes, as in 2x2x2 (dp, tp, pp), "
+                                                "or with --axes dp,tp,pp"});
+}
+
+namespace {
+
+std::string trimmed(const std::string &s)
+{
+    const auto first = s.find_first_not_of(" \t");
+    if (first == std::string::npos)
+        return {};
+    return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+} // namespace
+
+MeshText parseMeshText(const std::string &text)
+{
+    const std::string line = trimmed(text);
+    const auto open = line.find('(');
+    if (open == std::string::npos)
+        return {parseMeshShape(line), {}};
+    MeshText out;
+    try {
+        out.sizes = parseMeshShape(trimmed(line.substr(0, open)));
+    } catch (const TapestryError &) {
+        throw TapestryError(Error{"--mesh", {}, "expects sizes and axis names like 2x2x2 (dp, tp, pp), got '" + text +
+                                                    "'"});
+    }
+    if (line.back() != ')')
+        throw TapestryError(Error{"--mesh", {}, "expects axis names in parentheses, as in 2x2x2 (dp, tp, pp), got '" +
+                                                    text + "'"});
+    const std::string inside = line.substr(open + 1, line.size() - open - 2);
+    std::size_t pos = 0;
+    while (true) {
+        const auto comma = inside.find(',', pos);
+        out.names.push_back(trimmed(inside.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
+        if (comma == std::string::npos)
+            break;
+        pos = comma + 1;
+    }
+    if (out.names.size() != out.sizes.size())
+        throw TapestryError(Error{"--mesh", {}, std::to_string(out.names.size()) + " axis name(s) for a mesh of " +
+                                                    std::to_string(out.sizes.size()) + " axes in '" + text + "'"});
+    return out;
+}
+
+std::string meshText(const Mesh &mesh)
+{
+    std::string sizes, names;
+    std::vector<std::string> given;
+    for (const auto &a : mesh.axes) {
+        sizes += (sizes.empty() ? "" : "x") + std::to_string(a.size);
+        names += (names.empty() ? "" : ", ") + a.name;
+        given.push_back(a.name);
+    }
+    if (!given.empty() && given.size() <= 2 && given == defaultAxisNames(given.size()))
+        return sizes;
+    return sizes + " (" + names + ")";
 }
 
 } // namespace tapestry::sharding

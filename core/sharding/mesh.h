@@ -62,4 +62,16 @@ std::vector<int> parseMeshShape(const std::string &text);
 // Default axis names: 1D "model", 2D "data","model"; longer meshes need names.
 std::vector<std::string> defaultAxisNames(std::size_t rank);
 
+// A mesh as written in one line: its sizes, and its axis names where the
+// text gives them the way Mesh::toString writes them ("2x2x2 (dp, tp, pp)";
+// "4x2" gives none).
+struct MeshText {
+    std::vector<int> sizes;
+    std::vector<std::string> names;
+};
+MeshText parseMeshText(const std::string &text);
+// What parseMeshText reads back as `mesh`'s sizes and names: the names only
+// where they are not the defaults ("4x2", "2x2x2 (dp, tp, pp)").
+std::string meshText(const Mesh &mesh);
+
 } // namespace tapestry::sharding

@@ -324,6 +324,36 @@ private slots:
         QCOMPARE(w.classModel()->rowCount(), 1);
     }
 
+    // Eight devices in a row keep their labels readable in a narrow dock: the
+    // row wraps, in reading order; given the room it stays one row, and a 2D
+    // mesh keeps its shape.
+    void meshRowWrapsWhenNarrow()
+    {
+        tapestry::views::MeshView view;
+        tapestry::sharding::Mesh row;
+        row.axes.push_back({"model", 8, {}});
+        view.setMesh(row);
+        const QString widest = QStringLiteral("dev 7 (7)");
+        QFont small = view.font();
+        small.setPointSizeF(std::max(6.0, view.font().pointSizeF() - 1.5));
+        const QRect narrow(0, 0, 340, 400), wide(0, 0, 1400, 400);
+        for (int d = 0; d < 8; ++d)
+            QVERIFY2(view.deviceRect(d, narrow).width() >= QFontMetrics(small).horizontalAdvance(widest),
+                     qPrintable(QString::number(view.deviceRect(d, narrow).width())));
+        QVERIFY(view.deviceRect(4, narrow).top() > view.deviceRect(0, narrow).bottom());
+        QVERIFY(view.deviceRect(1, narrow).left() > view.deviceRect(0, narrow).right());
+        for (int d = 1; d < 8; ++d) {
+            QCOMPARE(view.deviceRect(d, wide).top(), view.deviceRect(0, wide).top());
+            QVERIFY(view.deviceRect(d, wide).left() > view.deviceRect(d - 1, wide).right());
+        }
+        tapestry::sharding::Mesh grid;
+        grid.axes.push_back({"data", 4, {}});
+        grid.axes.push_back({"model", 2, {}});
+        view.setMesh(grid);
+        QCOMPARE(view.deviceRect(1, narrow).top(), view.deviceRect(0, narrow).top());
+        QVERIFY(view.deviceRect(2, narrow).top() > view.deviceRect(0, narrow).bottom());
+    }
+
     void lessonTwoDimensionalMlp()
     {
         StudioWindow w;
@@ -567,6 +597,38 @@ private slots:
         QVERIFY(planned.wait(60000));
         QCOMPARE(w.planned().plan->mesh.shape(), (std::vector<int>{4, 2}));
         QCOMPARE(w.meshView()->mesh().shape(), (std::vector<int>{4, 2}));
+    }
+
+    // A mesh of three axes is typed with its axis names, the way the plan
+    // shows them; without names the error says how to give them. A
+    // re-derivation keeps the names.
+    void threeAxisMeshNamedInTheField()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QSignalSpy failed(&w, &StudioWindow::planFailed);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:mlp")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        w.setMeshShape(QStringLiteral("2x2x2"));
+        QVERIFY(failed.wait(60000));
+        QVERIFY2(w.lastError().contains(QStringLiteral("2x2x2 (dp, tp, pp)")), qPrintable(w.lastError()));
+        QCOMPARE(w.planned().plan->mesh.shape(), (std::vector<int>{4}));  // the plan shown stays
+        planned.clear();
+        w.setMeshShape(QStringLiteral("2x2x2 (dp, tp, sp)"));
+        QVERIFY(planned.wait(60000));
+        QCOMPARE(w.planned().plan->mesh.toString(), std::string("2x2x2 (dp, tp, sp)"));
+        QCOMPARE(w.meshView()->mesh().toString(), std::string("2x2x2 (dp, tp, sp)"));
+        planned.clear();
+        QVERIFY(w.pinTensor("mlp.fc1.weight",
+                            tapestry::sharding::ShardingSpec{{tapestry::sharding::Placement::replicate(),
+                                                              tapestry::sharding::Placement::replicate(),
+                                                              tapestry::sharding::Placement::shard(1)}}));
+        w.rederiveAroundPins();
+        QVERIFY(planned.wait(60000));
+        QCOMPARE(w.planned().plan->mesh.toString(), std::string("2x2x2 (dp, tp, sp)"));
     }
 
     void compareHighlightsExactlyTheDifferingTensors()
