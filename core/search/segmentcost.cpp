@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 namespace tapestry::search {
 
@@ -193,6 +194,136 @@ void prune(std::vector<Partial> &ps, double bytesPerParameter)
         if (keep[i])
             ps[out++] = ps[i];
     ps.resize(out);
+}
+
+// Keeps, in their order, a state's fastest partial and its least-
+// communication one, ties going to less memory (either way sequence
+// parallelism turns out), then to the first.
+void keepBest(std::vector<Partial> &ps, double bytesPerParameter)
+{
+    if (ps.size() < 2)
+        return;
+    auto memory = [&](const Partial &p) {
+        return p.parameterElements * bytesPerParameter + static_cast<double>(p.activations) +
+               static_cast<double>(std::max(p.korthikanti[0], p.korthikanti[1]));
+    };
+    std::size_t fastest = 0, quietest = 0;
+    for (std::size_t i = 1; i < ps.size(); ++i) {
+        const double m = memory(ps[i]);
+        if (ps[i].time < ps[fastest].time || (ps[i].time == ps[fastest].time && m < memory(ps[fastest])))
+            fastest = i;
+        if (ps[i].comm < ps[quietest].comm || (ps[i].comm == ps[quietest].comm && m < memory(ps[quietest])))
+            quietest = i;
+    }
+    const Partial a = ps[std::min(fastest, quietest)], b = ps[std::max(fastest, quietest)];
+    ps.clear();
+    ps.push_back(a);
+    if (fastest != quietest)
+        ps.push_back(b);
+}
+
+// The order the per-op search takes a segment's ops in. Its state holds
+// every tensor written or read and still to be read, each in one of up to
+// 3^rank specs, so the number of states grows with how many are live at
+// once: taking the ops as listed, a layer's query, key and value
+// projections are all live before attention reads any (27^3 states on a 3D
+// mesh). Greedily, of the ops whose producers have run, the one that leaves
+// the fewest tensors live (freeing what it reads last, adding what it
+// writes for later and what it reads first), ties to the first listed. An
+// op reading a tied weight waits for its leader to be read, and one reading
+// a derived parameter for that parameter's first consumer as listed, which
+// decides its spec.
+std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment)
+{
+    const std::size_t n = segment.ops.size();
+    std::unordered_map<std::int32_t, std::size_t> position;
+    for (std::size_t i = 0; i < n; ++i)
+        position.emplace(segment.ops[i].value, i);
+    std::unordered_map<std::int32_t, int> readers;  // ops still to read each tensor
+    std::vector<std::vector<ir::TensorId>> reads(n);
+    std::vector<std::vector<std::size_t>> after(n);  // ops that wait for each op
+    std::vector<int> waiting(n, 0);
+    std::unordered_map<std::int32_t, std::size_t> firstReader;
+    for (std::size_t i = 0; i < n; ++i) {
+        const ir::Op &op = graph.op(segment.ops[i]);
+        for (ir::TensorId t : op.inputs)
+            if (t.valid() && std::find(reads[i].begin(), reads[i].end(), t) == reads[i].end()) {
+                reads[i].push_back(t);
+                ++readers[t.value];
+                firstReader.emplace(t.value, i);
+            }
+    }
+    auto wait = [&](std::size_t before, std::size_t op) {
+        if (before != op) {
+            after[before].push_back(op);
+            ++waiting[op];
+        }
+    };
+    std::unordered_map<std::int32_t, std::int32_t> leaderOf;
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (segment.tiedTo[w] >= 0)
+            leaderOf.emplace(segment.weights[w].value,
+                             segment.weights[static_cast<std::size_t>(segment.tiedTo[w])].value);
+    const std::set<ir::TensorId> derived(segment.derived.begin(), segment.derived.end());
+    for (std::size_t i = 0; i < n; ++i)
+        for (ir::TensorId t : reads[i]) {
+            if (const ir::OpId producer = graph.tensor(t).producer; producer.valid())
+                if (auto it = position.find(producer.value); it != position.end())
+                    wait(it->second, i);
+            if (auto it = leaderOf.find(t.value); it != leaderOf.end())
+                if (auto first = firstReader.find(it->second); first != firstReader.end())
+                    wait(first->second, i);
+            if (derived.count(t))
+                wait(firstReader.at(t.value), i);
+        }
+    std::set<std::int32_t> live;
+    std::vector<ir::OpId> order;
+    order.reserve(n);
+    std::vector<std::size_t> ready;
+    for (std::size_t i = 0; i < n; ++i)
+        if (waiting[i] == 0)
+            ready.push_back(i);
+    while (!ready.empty()) {
+        std::size_t best = 0;
+        std::pair<int, std::size_t> bestKey{0, n};
+        for (std::size_t r = 0; r < ready.size(); ++r) {
+            const std::size_t i = ready[r];
+            int change = 0;
+            for (ir::TensorId t : reads[i]) {
+                const bool last = readers[t.value] == 1;
+                if (live.count(t.value))
+                    change -= last ? 1 : 0;
+                else
+                    change += last ? 0 : 1;
+            }
+            for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
+                if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
+                    ++change;
+            const std::pair<int, std::size_t> key{change, i};
+            if (bestKey.second == n || key < bestKey) {
+                bestKey = key;
+                best = r;
+            }
+        }
+        const std::size_t i = ready[best];
+        ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
+        order.push_back(segment.ops[i]);
+        for (ir::TensorId t : reads[i]) {
+            if (--readers[t.value] == 0)
+                live.erase(t.value);
+            else
+                live.insert(t.value);
+        }
+        for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
+            if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
+                live.insert(t.value);
+        for (std::size_t next : after[i])
+            if (--waiting[next] == 0)
+                ready.push_back(next);
+    }
+    if (order.size() != n)  // not a DAG as listed: keep the listed order
+        return segment.ops;
+    return order;
 }
 
 const std::set<std::string> &nothingSaved()
@@ -422,9 +553,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     const std::uint32_t stamp = ++m_stamp;
     auto readHere = [&](std::int32_t t) { return m_readStamp[static_cast<std::size_t>(t)] == stamp; };
     auto lastRead = [&](std::int32_t t) { return m_lastRead[static_cast<std::size_t>(t)]; };
-    std::vector<bool> norm(segment.ops.size(), false);
-    for (std::size_t k = 0; k < segment.ops.size(); ++k) {
-        const ir::Op &op = m_graph.op(segment.ops[k]);
+    const std::vector<ir::OpId> ops = searchOrder(m_graph, segment);
+    std::vector<bool> norm(ops.size(), false);
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+        const ir::Op &op = m_graph.op(ops[k]);
         norm[k] = op.type == "LayerNormalization" || op.type == "RMSNorm";
         const bool flows =
             std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return m_flow[t.index()]; });
@@ -464,7 +596,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // weights read here first. `linkSpec`: the interned stored spec of
     // `link` where this op writes it.
     auto advance = [&](const Front &front, std::size_t k, std::int32_t linkSpec) {
-        const ir::OpId id = segment.ops[k];
+        const ir::OpId id = ops[k];
         const ir::Op &op = m_graph.op(id);
         std::vector<std::int32_t> fixed(op.outputs.size(), -1);
         for (std::size_t o = 0; o < op.outputs.size(); ++o)
@@ -612,7 +744,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                                             " interacting weights; pin some of them, or plan it "
                                                             "with megatron"});
         for (auto &[st, ps] : next) {
-            prune(ps, bpp);
+            if (m_memoryBinds)
+                prune(ps, bpp);
+            else
+                keepBest(ps, bpp);
             // The kept partials' choices join the trail.
             for (Partial &p : ps) {
                 if (p.pending < 0)
@@ -651,7 +786,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     };
 
     auto writesLink = [&](std::size_t at) {
-        const auto &outs = m_graph.op(segment.ops[at]).outputs;
+        const auto &outs = m_graph.op(ops[at]).outputs;
         return !linkSpecs.empty() && std::find(outs.begin(), outs.end(), link) != outs.end();
     };
     // The ops before the first that writes a fixed output (a boundary
@@ -661,20 +796,20 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // those specs, so a block searched under every layout of what it
     // writes (each class output layout, each link layout) runs them once.
     std::size_t prefix = 0;
-    for (; prefix < segment.ops.size(); ++prefix) {
-        const ir::Op &op = m_graph.op(segment.ops[prefix]);
+    for (; prefix < ops.size(); ++prefix) {
+        const ir::Op &op = m_graph.op(ops[prefix]);
         const bool fixes = std::any_of(op.outputs.begin(), op.outputs.end(),
                                        [&](ir::TensorId t) { return boundary.count(t) != 0; });
         if (fixes || writesLink(prefix) || (m_attention && op.type == "Softmax"))
             break;
     }
-    std::vector<std::int64_t> key{segment.ops.empty() ? -1 : segment.ops.front().value,
-                                  static_cast<std::int64_t>(segment.ops.size()), static_cast<std::int64_t>(prefix),
+    std::vector<std::int64_t> key{ops.empty() ? -1 : ops.front().value,
+                                  static_cast<std::int64_t>(ops.size()), static_cast<std::int64_t>(prefix),
                                   weightCapacity};
     {
         std::set<ir::TensorId> written;
         for (std::size_t k = 0; k < prefix; ++k) {
-            const ir::Op &op = m_graph.op(segment.ops[k]);
+            const ir::Op &op = m_graph.op(ops[k]);
             for (ir::TensorId t : op.inputs) {
                 if (written.count(t) || weightOf(t) != kNotAWeight)
                     continue;
@@ -693,16 +828,16 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     }
     Front front = cached->second;
     std::size_t k = prefix;
-    for (; k < segment.ops.size() && !writesLink(k); ++k)
+    for (; k < ops.size() && !writesLink(k); ++k)
         front = advance(front, k, -1);
-    if (k == segment.ops.size())
+    if (k == ops.size())
         return {finish(front)};
     // Nothing here reads the link, so the ops before its writer are searched
     // once for all of its specs.
     std::vector<std::vector<WeightChoice>> results;
     for (const auto &spec : linkSpecs) {
         Front f = advance(front, k, intern(spec));
-        for (std::size_t rest = k + 1; rest < segment.ops.size(); ++rest)
+        for (std::size_t rest = k + 1; rest < ops.size(); ++rest)
             f = advance(f, rest, -1);
         results.push_back(finish(f));
     }

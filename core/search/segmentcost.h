@@ -75,6 +75,12 @@ public:
     std::vector<std::vector<WeightChoice>> searchWeights(
         const Segment &segment, const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
         std::int64_t weightCapacity, ir::TensorId link = {}, const std::vector<sharding::ShardingSpec> &linkSpecs = {});
+    // Whether memory can decide between plans (default). When the caller
+    // knows every plan fits, searchWeights keeps per state only the fastest
+    // and the least-communication partial plan (ties: less memory, then
+    // the first found), which finds the same fastest and least-communication
+    // plans from far smaller fronts.
+    void setMemoryBinds(bool binds) { m_memoryBinds = binds; }
     // Parameter bytes per device of `weights` alone: a lower bound of the
     // segment's memory, checked before costing.
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;
@@ -88,6 +94,7 @@ private:
     cost::CostOptions m_options;
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
+    bool m_memoryBinds = true;
     std::vector<sharding::ShardingSpec> m_specs;
 
     // One op's costs given its stored input specs, for searchWeights.

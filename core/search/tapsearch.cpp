@@ -571,6 +571,29 @@ SearchResult TapSearch::run(const std::string &modelSource)
         return true;
     };
     m_bound = weightsCanFit() ? m_capacity : std::numeric_limits<std::int64_t>::max();
+    // Where even the plan that shards nothing fits (activations and weights
+    // whole on every device, the most memory any plan takes), memory cannot
+    // decide between plans: the per-op search then keeps per state only its
+    // fastest and its least-communication partial plan instead of every
+    // trade-off against memory, which on 2D and 3D meshes are thousands.
+    auto shardingNothingFits = [&] {
+        if (m_capacity == std::numeric_limits<std::int64_t>::max())
+            return true;
+        const std::vector<int> replicated(static_cast<std::size_t>(m_variables), 0);  // allLayouts' first
+        std::int64_t total = 0;
+        for (const Group &g : m_groups)
+            for (std::size_t k = 0; k < g.blocks.size(); ++k) {
+                const Segment &block = g.blocks[k];
+                const auto boundary =
+                    boundaryOf(g, block, replicated, k > 0 ? 0 : -1, k < g.links.size() ? 0 : -1, k);
+                const std::vector<ShardingSpec> weights(block.weights.size(), ShardingSpec::replicated(m_mesh.rank()));
+                total += m_coster.evaluate(block, boundary, weights).memory * block.instances;
+                if (total > m_capacity)
+                    return false;
+            }
+        return true;
+    };
+    m_coster.setMemoryBinds(!shardingNothingFits());
     explore();
     if (!leastMemory.found && m_bound != std::numeric_limits<std::int64_t>::max()) {
         // Some block has no choice of weights that fits (a model too large
