@@ -621,6 +621,49 @@ private slots:
             QCOMPARE(linkComm, comm);
         }
     }
+
+    // Where memory cannot bind, a state keeps only its fastest and its
+    // least-communication partial plans: a BERT layer (query, key and value
+    // projected apart) on a 3D mesh gets the same fastest and
+    // least-communication choices as the search that keeps every trade-off
+    // against memory, each re-costing to its figures.
+    void memoryFreeSearchKeepsTheBest()
+    {
+        const std::string source = "zoo:bert-base?layers=2&batch=4&seq=32&hidden=64&heads=4&ffn=128&vocab=256";
+        const auto g = io::loadModel(source);
+        const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+        const auto &cls = classes.classes.at(0);
+        QCOMPARE(cls.instances.size(), std::size_t(2));
+        const auto m = sharding::findMeshProfile("dgx-h100").mesh({2, 2, 2}, {"a", "b", "c"});
+        const auto layout = search::allLayouts(3).at(1);
+        const auto segment = search::makeSegment(g, m, "layer", 0, 1, cls.instances[cls.representative].ops);
+        std::map<ir::TensorId, sharding::ShardingSpec> boundary;
+        for (auto t : segment.inputs)
+            boundary[t] = layout.specFor(g.tensor(t), m);
+        for (auto t : segment.outputs)
+            boundary[t] = layout.specFor(g.tensor(t), m);
+        const std::int64_t capacity = std::numeric_limits<std::int64_t>::max();
+        auto best = [](const std::vector<search::WeightChoice> &kept) {
+            std::pair<double, double> b{std::numeric_limits<double>::max(), std::numeric_limits<double>::max()};
+            for (const auto &k : kept)
+                b = {std::min(b.first, k.time), std::min(b.second, k.comm)};
+            return b;
+        };
+        search::SegmentCoster full(g, m, {});
+        const auto all = full.searchWeights(segment, boundary, capacity).at(0);
+        search::SegmentCoster quick(g, m, {});
+        quick.setMemoryBinds(false);
+        const auto kept = quick.searchWeights(segment, boundary, capacity).at(0);
+        QVERIFY(!kept.empty());
+        QVERIFY2(kept.size() < all.size(), qPrintable(QString("%1 of %2").arg(kept.size()).arg(all.size())));
+        QCOMPARE(best(kept), best(all));
+        for (const auto &k : kept) {
+            const auto c = quick.evaluate(segment, boundary, search::chosenSpecs(segment, k.choice));
+            QVERIFY(qFuzzyCompare(1 + c.time, 1 + k.time));
+            QVERIFY(qFuzzyCompare(1 + c.comm, 1 + k.comm));
+            QCOMPARE(c.memory, k.memory);
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestTapSearch)

@@ -2,7 +2,7 @@
 // pruning excluded and included, against depth and for large presets on 2D
 // meshes; exact against tap at 24 layers. Prints figures, asserts nothing.
 // Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
-// resnet, exact); all when none are given.
+// resnet, mesh3d, exact); all when none are given.
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
@@ -27,8 +27,9 @@ double since(std::chrono::steady_clock::time_point t)
 
 sharding::Mesh mesh(const std::string &shape)
 {
-    const auto sizes = sharding::parseMeshShape(shape);
-    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+    const auto text = sharding::parseMeshText(shape);
+    return sharding::findMeshProfile("dgx-h100")
+        .mesh(text.sizes, text.names.empty() ? sharding::defaultAxisNames(text.sizes.size()) : text.names);
 }
 
 struct Timing {
@@ -53,10 +54,10 @@ void printTap(const std::string &label, const std::string &source, const std::st
     } catch (const TapestryError &e) {
         // A preset whose weights cannot fit the profile's devices on this
         // mesh has no plan to time; say so and go on with the other cases.
-        std::printf("%-28s %-6s %s\n", label.c_str(), shape.c_str(), e.what());
+        std::printf("%-28s %-15s %s\n", label.c_str(), shape.c_str(), e.what());
         return;
     }
-    std::printf("%-28s %-6s %12.2f %14.2f %12zu %14.4f\n", label.c_str(), shape.c_str(), t.search * 1e3, t.total * 1e3,
+    std::printf("%-28s %-15s %12.2f %14.2f %12zu %14.4f\n", label.c_str(), shape.c_str(), t.search * 1e3, t.total * 1e3,
                 t.evaluated, t.stepTime * 1e3);
 }
 
@@ -66,14 +67,14 @@ int main(int argc, char **argv)
 {
     std::set<std::string> cases(argv + 1, argv + argc);
     auto wanted = [&](const char *name) { return cases.empty() || cases.count(name); };
-    std::printf("%-28s %-6s %12s %14s %12s %14s\n", "tap", "mesh", "search ms", "with load ms", "evaluated",
+    std::printf("%-28s %-15s %12s %14s %12s %14s\n", "tap", "mesh", "search ms", "with load ms", "evaluated",
                 "step ms");
     if (wanted("gpt")) {
         double first = 0, last = 0;
         for (int layers : {12, 48, 96, 384, 1000}) {
             const std::string source = "zoo:gpt2?layers=" + std::to_string(layers);
             const Timing t = runTap(source, "8");
-            std::printf("%-28s %-6s %12.2f %14.2f %12zu %14.4f\n", ("gpt2 " + std::to_string(layers) + " layers").c_str(),
+            std::printf("%-28s %-15s %12.2f %14.2f %12zu %14.4f\n", ("gpt2 " + std::to_string(layers) + " layers").c_str(),
                         "8", t.search * 1e3, t.total * 1e3, t.evaluated, t.stepTime * 1e3);
             (layers == 12 ? first : last) = t.search;
         }
@@ -95,6 +96,12 @@ int main(int argc, char **argv)
     }
     if (wanted("resnet"))
         printTap("resnet18 (onnx)", TAPESTRY_SOURCE_DIR "/samples/onnx/resnet18-shapes.onnx", "4x2");
+    // 27 activation layouts per boundary on a 3D mesh; query, key and value
+    // projected apart.
+    if (wanted("mesh3d")) {
+        printTap("gpt2", "zoo:gpt2", "2x2x2 (a, b, c)");
+        printTap("bert-base", "zoo:bert-base", "2x2x2 (a, b, c)");
+    }
     if (wanted("exact")) {
         const std::string source = "zoo:gpt2?layers=24";
         const auto g = io::loadModel(source);
