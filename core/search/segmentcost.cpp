@@ -353,6 +353,8 @@ constexpr std::size_t kMaxPartials = 1'000'000;
 
 struct SegmentCoster::Memo {
     std::map<std::vector<std::int64_t>, std::map<State, std::vector<Partial>>> fronts;
+    // searchOrder() by segment (its first op and size).
+    std::map<std::pair<std::int32_t, std::size_t>, std::vector<ir::OpId>> orders;
     // Partials record their weight choices as a chain through this trail,
     // so that extending one copies an index, and a block of any number of
     // weights is searched (a mixed-radix index over its choices overflows
@@ -553,7 +555,14 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     const std::uint32_t stamp = ++m_stamp;
     auto readHere = [&](std::int32_t t) { return m_readStamp[static_cast<std::size_t>(t)] == stamp; };
     auto lastRead = [&](std::int32_t t) { return m_lastRead[static_cast<std::size_t>(t)]; };
-    const std::vector<ir::OpId> ops = searchOrder(m_graph, segment);
+    if (!m_memo)
+        m_memo = std::make_shared<Memo>();
+    const std::pair<std::int32_t, std::size_t> segmentKey{segment.ops.empty() ? -1 : segment.ops.front().value,
+                                                          segment.ops.size()};
+    auto order = m_memo->orders.find(segmentKey);
+    if (order == m_memo->orders.end())
+        order = m_memo->orders.emplace(segmentKey, searchOrder(m_graph, segment)).first;
+    const std::vector<ir::OpId> &ops = order->second;
     std::vector<bool> norm(ops.size(), false);
     for (std::size_t k = 0; k < ops.size(); ++k) {
         const ir::Op &op = m_graph.op(ops[k]);
@@ -587,8 +596,6 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     auto weightOf = [&](ir::TensorId t) {
         return m_readStamp[t.index()] == stamp ? m_weightOf[t.index()] : kNotAWeight;
     };
-    if (!m_memo)
-        m_memo = std::make_shared<Memo>();
     std::vector<Memo::Step> &trail = m_memo->trail;
 
     using Front = std::map<State, std::vector<Partial>>;
