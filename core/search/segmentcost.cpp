@@ -693,14 +693,17 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     const std::int32_t stored = st.spec(at);
                     // Needs and gradients are kept sorted, so that states
                     // differing only in the order their reshards were
-                    // charged merge.
-                    if (st.add(at, 0, oc.needIds[i])) {
+                    // charged merge. A need of the stored spec itself (and
+                    // a gradient that reduces to the stored one's) costs
+                    // nothing now or later, so it is not kept to tell
+                    // states apart.
+                    if (oc.needIds[i] != stored && st.add(at, 0, oc.needIds[i])) {
                         const double r = reshardTime(t, stored, oc.needIds[i]);
                         time += r;
                         comm += r;
                     }
-                    if (oc.flows && m_flow[t.index()] && st.add(st.find(static_cast<std::int32_t>(t.index())), 1,
-                                                                  oc.gradientIds[i])) {
+                    if (oc.flows && m_flow[t.index()] && oc.gradientIds[i] != gradientId(stored) &&
+                        st.add(st.find(static_cast<std::int32_t>(t.index())), 1, oc.gradientIds[i])) {
                         const double r = reshardTime(t, oc.gradientIds[i], gradientId(stored));
                         time += r;
                         comm += r;
