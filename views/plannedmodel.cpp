@@ -38,7 +38,8 @@ PlannedModel groupPlan(const LoadedModel &model, plan::Plan p)
     return out;
 }
 
-PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request)
+PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request,
+                        std::shared_ptr<const std::atomic_bool> cancel)
 {
     try {
         const auto text = sharding::parseMeshText(request.meshShape.toStdString());
@@ -52,6 +53,8 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request)
         if (request.method == QLatin1String("tap")) {
             search::SearchOptions options;
             options.pinned = request.pinned;
+            if (cancel)
+                options.cancelled = [cancel] { return cancel->load(); };
             p = search::tapSearch(*model.graph, *model.classes, source, mesh, options).plan;
         } else {
             const auto method = search::referenceMethodFromString(request.method.toStdString());
@@ -66,6 +69,7 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request)
     } catch (const std::exception &e) {
         PlannedModel failed;
         failed.error = QString::fromUtf8(e.what());
+        failed.cancelled = cancel && cancel->load();
         return failed;
     }
 }

@@ -7,6 +7,7 @@
 #include <QMetaType>
 #include <QString>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -22,6 +23,7 @@ struct PlannedModel {
     std::map<int, cost::CostTotals> byNode;              // by coarse node id
     double searchSeconds = 0;
     QString error;  // set instead of the fields above when deriving failed
+    bool cancelled = false;  // and with it, when derivePlan's `cancel` stopped it
 };
 
 struct PlanRequest {
@@ -34,7 +36,9 @@ struct PlanRequest {
 
 // Derives (tap) or builds (reference methods) the plan for `model` and
 // groups its cost. Never throws: errors come back in `error`.
-PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request);
+// Setting `cancel` stops a tap search within about a second.
+PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request,
+                        std::shared_ptr<const std::atomic_bool> cancel = nullptr);
 
 // Groups an existing plan's cost for `model` (after a load or a recost).
 PlannedModel groupPlan(const LoadedModel &model, plan::Plan plan);

@@ -233,8 +233,9 @@ StudioWindow::StudioWindow(QWidget *parent)
     statusBar()->addPermanentWidget(m_progress);
     statusBar()->addPermanentWidget(m_cancel);
     connect(m_cancel, &QPushButton::clicked, this, [this] {
-        if (m_cancelFlag)
-            m_cancelFlag->store(true);
+        for (const auto &flag : {m_cancelFlag, m_planCancel})
+            if (flag)
+                flag->store(true);
     });
 
     connect(m_graph, &GraphPanel::viewNodeSelected, this, &StudioWindow::onViewNodeSelected);
@@ -270,18 +271,23 @@ StudioWindow::StudioWindow(QWidget *parent)
 
     connect(&m_planner, &QFutureWatcher<PlannedModel>::finished, this, [this] {
         m_progress->hide();
+        m_cancel->hide();
         const PlannedModel planned = m_planner.result();
         if (!planned.error.isEmpty()) {
             // The plan shown (and its edits) stays, with the fields that made
             // it; the error says what was wrong with the request.
             m_rederiveBase = nullptr;
-            showError(planned.error);
+            if (planned.cancelled)
+                m_status->setText(tr("Plan search cancelled"));
+            else
+                showError(planned.error);
             if (const auto &kept = m_planned.plan) {
                 m_method->setCurrentText(QString::fromStdString(kept->method));
                 m_mesh->setCurrentText(shapeText(kept->mesh));
                 if (!kept->mesh.profile.empty())
                     m_profile->setCurrentText(QString::fromStdString(kept->mesh.profile));
-                m_status->setText(tr("Kept the %1 plan on %2 after an error")
+                m_status->setText((planned.cancelled ? tr("Plan search cancelled; kept the %1 plan on %2")
+                                                     : tr("Kept the %1 plan on %2 after an error"))
                                       .arg(QString::fromStdString(kept->method),
                                            QString::fromStdString(kept->mesh.toString())));
             } else {
@@ -339,8 +345,10 @@ StudioWindow::~StudioWindow()
     if (m_cancelFlag)
         m_cancelFlag->store(true);
     m_loader.waitForFinished();
-    // A search still running works on its own copies of the model and is
-    // simply left to finish; nothing reads its result.
+    // A search still running works on its own copies of the model: it is
+    // told to stop, and nothing reads its result.
+    if (m_planCancel)
+        m_planCancel->store(true);
 }
 
 void StudioWindow::createActions()
@@ -506,13 +514,24 @@ void StudioWindow::derivePlan()
     if (!m_document.graph || !confirmDiscardEdits())
         return;
     m_rederiveBase = nullptr;
-    // A search already running is superseded, not waited for: its captured
-    // copies keep it safe, and setFuture() drops its result.
-    m_progress->show();
     m_status->setText(tr("Deriving a %1 plan on mesh %2…").arg(m_method->currentText(), m_mesh->currentText()));
+    startPlanner(planRequest());
+}
+
+void StudioWindow::startPlanner(const PlanRequest &request)
+{
+    // A search already running is superseded: told to stop, not waited
+    // for (its captured copies keep it safe, and setFuture() drops its
+    // result). Cancel stops this one.
+    if (m_planCancel)
+        m_planCancel->store(true);
+    m_planCancel = std::make_shared<std::atomic_bool>(false);
+    m_progress->show();
+    m_cancel->show();
     const LoadedModel model = m_document;
-    const PlanRequest request = planRequest();
-    m_planner.setFuture(QtConcurrent::run([model, request] { return tapestry::views::derivePlan(model, request); }));
+    std::shared_ptr<const std::atomic_bool> cancel = m_planCancel;
+    m_planner.setFuture(QtConcurrent::run(
+        [model, request, cancel] { return tapestry::views::derivePlan(model, request, cancel); }));
 }
 
 void StudioWindow::adoptPlan(const PlannedModel &planned)
@@ -1320,10 +1339,8 @@ void StudioWindow::rederiveAroundPins()
         if (tensor.source == plan::SpecSource::Override)
             request.pinned[name] = tensor.spec;
     m_rederiveBase = m_planned.plan;
-    m_progress->show();
     m_status->setText(tr("Re-deriving the plan around %n pin(s)…", nullptr, static_cast<int>(request.pinned.size())));
-    const LoadedModel model = m_document;
-    m_planner.setFuture(QtConcurrent::run([model, request] { return tapestry::views::derivePlan(model, request); }));
+    startPlanner(request);
 }
 
 void StudioWindow::showCandidates(int classId)

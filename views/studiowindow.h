@@ -153,6 +153,8 @@ protected:
     void closeEvent(QCloseEvent *event) override;
 
 private:
+    // Runs `request` in the background, superseding the search running.
+    void startPlanner(const PlanRequest &request);
     void createActions();
     void focusLesson();
     void showError(const QString &message);
@@ -203,6 +205,7 @@ private:
     QComboBox *m_colourBy = nullptr;
     Colouring m_colouring = Colouring::ByClass;
     std::shared_ptr<std::atomic_bool> m_cancelFlag;
+    std::shared_ptr<std::atomic_bool> m_planCancel;  // the running plan search's
     QString m_loadingSource;
     QString m_lastError;
     QString m_lastQuery;

@@ -38,6 +38,10 @@ struct SearchOptions {
     // Called now and then with work done and work planned (units of the
     // search's choosing), from the searching thread.
     std::function<void(std::size_t done, std::size_t total)> progress;
+    // Polled from the searching thread between steps of the search (a
+    // combination of layouts, at most about a second apart); when it turns
+    // true tap stops with a TapestryError saying it was cancelled.
+    std::function<bool()> cancelled;
 };
 
 } // namespace tapestry::search

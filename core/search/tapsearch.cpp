@@ -481,6 +481,8 @@ SearchResult TapSearch::run(const std::string &modelSource)
     auto evaluate = [&](const std::vector<int> &vars) {
         Fronts total{{Candidate{}}, {Candidate{}}};
         for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
+            if (m_options.cancelled && m_options.cancelled())
+                throw TapestryError(Error{modelSource, {}, "tap: cancelled"});
             const Group &g = m_groups[gi];
             std::vector<int> key;
             for (int v : g.variables)

@@ -6,6 +6,8 @@
 #include "inspectorview.h"
 #include "meshview.h"
 #include "candidatesview.h"
+#include <QElapsedTimer>
+#include <QPushButton>
 #include <QTableWidget>
 #include "plan/planjson.h"
 #include "io/modelloader.h"
@@ -629,6 +631,38 @@ private slots:
         w.rederiveAroundPins();
         QVERIFY(planned.wait(60000));
         QCOMPARE(w.planned().plan->mesh.toString(), std::string("2x2x2 (dp, tp, sp)"));
+    }
+
+    // A long search (BERT on a 3D mesh takes many seconds) stops at Cancel
+    // within about a second; the plan shown stays, with no error raised.
+    void cancelStopsAPlanSearch()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QSignalSpy failed(&w, &StudioWindow::planFailed);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:bert-base?layers=2")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QPushButton *cancel = nullptr;
+        for (auto *button : w.findChildren<QPushButton *>())
+            if (button->text() == QLatin1String("Cancel"))
+                cancel = button;
+        QVERIFY(cancel);
+        QVERIFY(cancel->isHidden());
+        w.setMeshShape(QStringLiteral("2x2x2 (a, b, c)"));
+        QVERIFY(!cancel->isHidden());
+        QTest::qWait(300);
+        QElapsedTimer timer;
+        timer.start();
+        cancel->click();
+        QVERIFY(failed.wait(10000));
+        QVERIFY2(timer.elapsed() < 5000, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY(failed.last().at(0).toString().contains(QStringLiteral("cancelled")));
+        QVERIFY(w.lastError().isEmpty());
+        QVERIFY(cancel->isHidden());
+        QCOMPARE(w.planned().plan->mesh.shape(), (std::vector<int>{4}));
     }
 
     void compareHighlightsExactlyTheDifferingTensors()
