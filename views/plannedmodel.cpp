@@ -38,8 +38,7 @@ PlannedModel groupPlan(const LoadedModel &model, plan::Plan p)
     return out;
 }
 
-PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request,
-                        std::shared_ptr<const std::atomic_bool> cancel)
+PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request, const PlanControl &control)
 {
     try {
         const auto text = sharding::parseMeshText(request.meshShape.toStdString());
@@ -53,8 +52,9 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request,
         if (request.method == QLatin1String("tap")) {
             search::SearchOptions options;
             options.pinned = request.pinned;
-            if (cancel)
+            if (const auto cancel = control.cancel)
                 options.cancelled = [cancel] { return cancel->load(); };
+            options.progress = control.progress;
             p = search::tapSearch(*model.graph, *model.classes, source, mesh, options).plan;
         } else {
             const auto method = search::referenceMethodFromString(request.method.toStdString());
@@ -69,7 +69,7 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request,
     } catch (const std::exception &e) {
         PlannedModel failed;
         failed.error = QString::fromUtf8(e.what());
-        failed.cancelled = cancel && cancel->load();
+        failed.cancelled = control.cancel && control.cancel->load();
         return failed;
     }
 }

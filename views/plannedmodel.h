@@ -8,6 +8,7 @@
 #include <QString>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -23,7 +24,7 @@ struct PlannedModel {
     std::map<int, cost::CostTotals> byNode;              // by coarse node id
     double searchSeconds = 0;
     QString error;  // set instead of the fields above when deriving failed
-    bool cancelled = false;  // and with it, when derivePlan's `cancel` stopped it
+    bool cancelled = false;  // and with it, when PlanControl::cancel stopped it
 };
 
 struct PlanRequest {
@@ -36,9 +37,14 @@ struct PlanRequest {
 
 // Derives (tap) or builds (reference methods) the plan for `model` and
 // groups its cost. Never throws: errors come back in `error`.
-// Setting `cancel` stops a tap search within about a second.
-PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request,
-                        std::shared_ptr<const std::atomic_bool> cancel = nullptr);
+// How a caller follows and stops a derivation running in the background.
+struct PlanControl {
+    // Set to stop a tap search within about a second.
+    std::shared_ptr<const std::atomic_bool> cancel;
+    // tap's progress (work done, work planned), called from the searching thread.
+    std::function<void(std::size_t done, std::size_t total)> progress;
+};
+PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request, const PlanControl &control = {});
 
 // Groups an existing plan's cost for `model` (after a load or a recost).
 PlannedModel groupPlan(const LoadedModel &model, plan::Plan plan);

@@ -38,6 +38,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -271,6 +272,7 @@ StudioWindow::StudioWindow(QWidget *parent)
 
     connect(&m_planner, &QFutureWatcher<PlannedModel>::finished, this, [this] {
         m_progress->hide();
+        m_progress->setRange(0, 0);  // busy again for loads and layouts
         m_cancel->hide();
         const PlannedModel planned = m_planner.result();
         if (!planned.error.isEmpty()) {
@@ -526,12 +528,29 @@ void StudioWindow::startPlanner(const PlanRequest &request)
     if (m_planCancel)
         m_planCancel->store(true);
     m_planCancel = std::make_shared<std::atomic_bool>(false);
+    m_progress->setRange(0, 0);  // busy until the search reports
     m_progress->show();
     m_cancel->show();
     const LoadedModel model = m_document;
-    std::shared_ptr<const std::atomic_bool> cancel = m_planCancel;
+    PlanControl control;
+    control.cancel = m_planCancel;
+    // The bar follows the search in steps of a thousandth; a superseded
+    // search reports no more.
+    auto shown = std::make_shared<std::atomic_int>(-1);
+    control.progress = [bar = QPointer<QProgressBar>(m_progress), cancel = control.cancel,
+                        shown](std::size_t done, std::size_t total) {
+        const int permille = total > 0 ? static_cast<int>(std::min<std::size_t>(1000, done * 1000 / total)) : 0;
+        if (cancel->load() || shown->exchange(permille) == permille)
+            return;
+        QMetaObject::invokeMethod(bar, [bar, cancel, permille] {
+            if (bar && !cancel->load()) {
+                bar->setRange(0, 1000);
+                bar->setValue(permille);
+            }
+        }, Qt::QueuedConnection);
+    };
     m_planner.setFuture(QtConcurrent::run(
-        [model, request, cancel] { return tapestry::views::derivePlan(model, request, cancel); }));
+        [model, request, control] { return tapestry::views::derivePlan(model, request, control); }));
 }
 
 void StudioWindow::adoptPlan(const PlannedModel &planned)

@@ -7,7 +7,9 @@
 #include "meshview.h"
 #include "candidatesview.h"
 #include <QElapsedTimer>
+#include <QProgressBar>
 #include <QPushButton>
+#include <QStatusBar>
 #include <QTableWidget>
 #include "plan/planjson.h"
 #include "io/modelloader.h"
@@ -633,8 +635,9 @@ private slots:
         QCOMPARE(w.planned().plan->mesh.toString(), std::string("2x2x2 (dp, tp, sp)"));
     }
 
-    // A long search (BERT on a 3D mesh takes many seconds) stops at Cancel
-    // within about a second; the plan shown stays, with no error raised.
+    // A long search (BERT on a 3D mesh takes many seconds) shows its
+    // progress and stops at Cancel within about a second; the plan shown
+    // stays, with no error raised.
     void cancelStopsAPlanSearch()
     {
         StudioWindow w;
@@ -651,9 +654,13 @@ private slots:
                 cancel = button;
         QVERIFY(cancel);
         QVERIFY(cancel->isHidden());
+        const auto bars = w.statusBar()->findChildren<QProgressBar *>();
+        QCOMPARE(bars.size(), 1);
         w.setMeshShape(QStringLiteral("2x2x2 (a, b, c)"));
         QVERIFY(!cancel->isHidden());
-        QTest::qWait(300);
+        // The bar turns from busy to the search's own progress.
+        QTRY_VERIFY_WITH_TIMEOUT(bars[0]->maximum() == 1000, 10000);
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/plan-search-progress.png")));
         QElapsedTimer timer;
         timer.start();
         cancel->click();
