@@ -2,6 +2,7 @@
 #include "io/zoo/graphbuilder.h"
 #include "io/zoo/zoo.h"
 #include "passes/coarsen.h"
+#include "repeatcases.h"
 
 #include <QtTest>
 
@@ -236,8 +237,13 @@ private slots:
         QCOMPARE(coarse.topologicalOrder().size(), coarse.nodeCount());
 
         // The flat index the coarse graph keeps for pruning mirrors the op
-        // graph: the same links and the same topological order.
+        // graph: the same links and the same topological order. A stamped
+        // coarse graph never swept the op graph and keeps none.
         const auto &index = coarse.graphIndex();
+        if (coarse.reduction()) {
+            QCOMPARE(index.opCount(), std::size_t(0));
+            return;
+        }
         QCOMPARE(index.order(), *graph.topologicalOrder());
         for (std::size_t i = 0; i < graph.opCount(); ++i) {
             const ir::OpId op(static_cast<std::int32_t>(i));
@@ -375,6 +381,46 @@ private slots:
     }
 
     // Boundary tensors: what a node reads from outside and hands on.
+    // A run of like layers is coarsened on a few of them and the rest are
+    // stamped: the coarse graph is the one walking every op gives, node for
+    // node (ops, lists, edges) and edge for edge.
+    void stampedMatchesWalk_data()
+    {
+        QTest::addColumn<Builder>("build");
+        QTest::addColumn<bool>("stamps");
+        for (const auto &c : testing::repeatCases())
+            QTest::newRow(c.name.c_str()) << Builder(c.build) << c.stamps;
+    }
+
+    void stampedMatchesWalk()
+    {
+        QFETCH(Builder, build);
+        QFETCH(bool, stamps);
+        const auto graph = build();
+        const auto walked = passes::Coarsen(passes::Repeats::Walk).run(graph);
+        const auto stamped = passes::Coarsen(passes::Repeats::Stamp).run(graph);
+        QCOMPARE(stamped.stampedOps() > 0, stamps);
+        QCOMPARE(walked.stampedOps(), std::size_t(0));
+        QCOMPARE(stamped.nodeCount(), walked.nodeCount());
+        QCOMPARE(stamped.edgeCount(), walked.edgeCount());
+        auto same = [](auto a, auto b) { return std::ranges::equal(a, b); };
+        for (std::size_t n = 0; n < walked.nodeCount(); ++n) {
+            const auto &w = walked.nodes()[n], &s = stamped.nodes()[n];
+            const QByteArray where = QByteArray::number(qulonglong(n)) + ' ' + QByteArray(w.name.data(), qsizetype(w.name.size()));
+            QVERIFY2(s.kind == w.kind && s.name == w.name && s.anchor == w.anchor, where);
+            QVERIFY2(same(s.ops, w.ops), where);
+            QVERIFY2(same(s.inputs, w.inputs) && same(s.parameters, w.parameters) && same(s.outputs, w.outputs), where);
+            QVERIFY2(same(s.inEdges, w.inEdges) && same(s.outEdges, w.outEdges), where);
+        }
+        for (std::size_t e = 0; e < walked.edgeCount(); ++e) {
+            const auto &w = walked.edges()[e], &s = stamped.edges()[e];
+            QVERIFY2(s.from == w.from && s.to == w.to && s.tensor == w.tensor && same(s.shape, w.shape),
+                     QByteArray::number(qulonglong(e)));
+        }
+        for (std::size_t i = 0; i < graph.opCount(); ++i)
+            QCOMPARE(stamped.nodeOf(ir::OpId(static_cast<std::int32_t>(i))), walked.nodeOf(ir::OpId(static_cast<std::int32_t>(i))));
+    }
+
     void boundaries()
     {
         const auto graph = gptLike(1, false);

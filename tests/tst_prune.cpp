@@ -3,6 +3,7 @@
 #include "io/zoo/zoo.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
+#include "repeatcases.h"
 
 #include <QtTest>
 
@@ -410,6 +411,51 @@ private slots:
         const auto &a = named.classes.front(), &b = opaque.classes.front();
         for (std::size_t i = 0; i < a.instances.size(); ++i)
             QCOMPARE(b.instances[i].ops, a.instances[i].ops);
+    }
+
+    // Pruning a stamped coarse graph prunes its reduced graph and stamps the
+    // classes: the same classes, instances, boundary tensors and coverage as
+    // pruning every op, at any minimum count (above the seven copies a
+    // reduced graph keeps, it walks).
+    void stampedMatchesWalk_data()
+    {
+        QTest::addColumn<Builder>("build");
+        QTest::addColumn<int>("minDuplicate");
+        for (const auto &c : testing::repeatCases())
+            for (int minDuplicate : {2, 8})
+                QTest::newRow((c.name + ", at least " + std::to_string(minDuplicate)).c_str())
+                    << Builder(c.build) << minDuplicate;
+    }
+
+    void stampedMatchesWalk()
+    {
+        QFETCH(Builder, build);
+        QFETCH(int, minDuplicate);
+        const auto graph = build();
+        const auto walked = passes::Prune(minDuplicate, passes::Repeats::Walk)
+                                .run(graph, passes::Coarsen(passes::Repeats::Walk).run(graph));
+        const auto stamped = passes::Prune(minDuplicate).run(graph, passes::Coarsen().run(graph));
+        QVERIFY(!walked.classes.empty());
+        QCOMPARE(stamped.classes.size(), walked.classes.size());
+        QCOMPARE(stamped.coverage, walked.coverage);
+        QCOMPARE(stamped.fromScopes, walked.fromScopes);
+        QCOMPARE(stamped.minDuplicate, walked.minDuplicate);
+        QVERIFY(stamped.classOfOp == walked.classOfOp);
+        for (std::size_t c = 0; c < walked.classes.size(); ++c) {
+            const auto &w = walked.classes[c], &s = stamped.classes[c];
+            QCOMPARE(s.id, w.id);
+            QCOMPARE(s.representative, w.representative);
+            QCOMPARE(s.opsPerInstance, w.opsPerInstance);
+            QCOMPARE(s.parametersPerInstance, w.parametersPerInstance);
+            QCOMPARE(s.signature, w.signature);
+            QCOMPARE(s.instances.size(), w.instances.size());
+            for (std::size_t i = 0; i < w.instances.size(); ++i) {
+                const auto &a = w.instances[i], &b = s.instances[i];
+                QCOMPARE(b.scope, a.scope);
+                QVERIFY2(b.ops == a.ops && b.nodes == a.nodes, a.scope.c_str());
+                QVERIFY2(b.inputs == a.inputs && b.outputs == a.outputs && b.parameters == a.parameters, a.scope.c_str());
+            }
+        }
     }
 
     // Instances carry what the search stitches along: boundary tensors in and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <queue>
 #include <tuple>
+#include <utility>
 
 namespace tapestry::passes {
 
@@ -31,11 +32,17 @@ std::string_view toString(NodeKind kind)
     return "other";
 }
 
+std::string_view scopeOf(std::string_view opName)
+{
+    const auto slash = opName.rfind('/');
+    return slash == std::string_view::npos || slash == 0 ? opName : opName.substr(0, slash);
+}
+
 CoarseGraph::CoarseGraph(const CoarseGraph &other)
     : m_nodes(other.m_nodes), m_extents(other.m_extents), m_names(other.m_names), m_ops(other.m_ops),
       m_tensors(other.m_tensors), m_nodeEdges(other.m_nodeEdges), m_edges(other.m_edges),
       m_edgeDimStart(other.m_edgeDimStart), m_dims(other.m_dims), m_nodeOfOp(other.m_nodeOfOp),
-      m_index(other.m_index)
+      m_index(other.m_index), m_reduction(other.m_reduction)
 {
     bind();  // the copied views still point into `other`
 }
@@ -232,6 +239,232 @@ std::vector<NodeId> CoarseGraph::topologicalOrder() const
                 ready.push(m_edges[e.index()].to.value);
     }
     return order;
+}
+
+} // namespace tapestry::passes
+
+namespace tapestry::passes {
+
+std::size_t CoarseGraph::stampedOps() const
+{
+    if (!m_reduction)
+        return 0;
+    const auto &r = m_reduction->reduced;
+    return static_cast<std::size_t>(r.stampedCopies() - 1) * static_cast<std::size_t>(r.run().period) +
+           m_reduction->coarse.stampedOps();
+}
+
+std::optional<CoarseGraph> CoarseGraph::stamped(const ir::Graph &graph, std::shared_ptr<CoarseReduction> reduction)
+{
+    const ReducedGraph &r = reduction->reduced;
+    const CoarseGraph &c = reduction->coarse;
+    const auto a = graph.arrays().view();
+    const std::int32_t N = static_cast<std::int32_t>(c.nodeCount());
+    const std::int32_t P = r.run().period;
+    const std::int32_t templateBegin = r.templateBegin(), templateEnd = r.templateEnd();
+
+    // Head nodes hold ops before the template only, template nodes ops of
+    // the template only, and tail nodes start after it. Nodes are numbered
+    // by their first op, so each part is one stretch of ids.
+    std::int32_t A = 0;
+    while (A < N && !c.m_nodes[static_cast<std::size_t>(A)].ops.empty() &&
+           c.m_nodes[static_cast<std::size_t>(A)].ops.front().value < templateBegin) {
+        if (c.m_nodes[static_cast<std::size_t>(A)].ops.back().value >= templateBegin)
+            return std::nullopt;
+        ++A;
+    }
+    std::int32_t T = 0;
+    while (A + T < N && !c.m_nodes[static_cast<std::size_t>(A + T)].ops.empty() &&
+           c.m_nodes[static_cast<std::size_t>(A + T)].ops.front().value < templateEnd) {
+        if (c.m_nodes[static_cast<std::size_t>(A + T)].ops.back().value >= templateEnd)
+            return std::nullopt;
+        ++T;
+    }
+    for (std::int32_t n = A + T; n < N; ++n)
+        if (c.m_nodes[static_cast<std::size_t>(n)].ops.empty() ||
+            c.m_nodes[static_cast<std::size_t>(n)].ops.front().value < templateEnd)
+            return std::nullopt;
+    if (T == 0)
+        return std::nullopt;
+    reduction->headNodes = A;
+    reduction->templateNodes = T;
+
+    const std::int32_t S = r.stampedCopies();
+    const std::int32_t firstCopy = ReducedGraph::kTemplate, lastCopy = firstCopy + S - 1;
+    const std::int32_t tailMove = (S - 1) * T;
+    auto templateNode = [&](std::int32_t local, std::int32_t copy) { return A + (copy - firstCopy) * T + local; };
+    // The template node a node of the copy after the template copies, or
+    // -1 when it does not copy one.
+    auto nextToTemplate = [&](NodeId n) -> std::int32_t {
+        const auto ops = c.m_nodes[n.index()].ops;
+        if (ops.front().value >= templateEnd + P)
+            return -1;
+        const NodeId t = c.nodeOf(ir::OpId(ops.front().value - P));
+        if (!t.valid() || t.value < A || t.value >= A + T)
+            return -1;
+        const auto tops = c.m_nodes[t.index()].ops;
+        if (tops.size() != ops.size())
+            return -1;
+        for (std::size_t i = 0; i < ops.size(); ++i)
+            if (tops[i].value + P != ops[i].value)
+                return -1;
+        return t.value - A;
+    };
+
+    CoarseGraph out;
+    const std::size_t nodeTotal = static_cast<std::size_t>(N + tailMove);
+    out.m_nodes.reserve(nodeTotal);
+    out.m_extents.reserve(nodeTotal);
+    out.m_ops.reserve(graph.opCount());
+    out.m_tensors.reserve(c.m_tensors.size() + static_cast<std::size_t>(S - 1) * static_cast<std::size_t>(T) * 4);
+    out.m_nodeOfOp.assign(graph.opCount(), NodeId());
+
+    // One stamped or moved node: its ops, name and tensor lists.
+    auto addNode = [&](const CoarseNode &from, std::int32_t copy, bool moved, auto &&opOf, auto &&tensorOf) {
+        const NodeId id(static_cast<std::int32_t>(out.m_nodes.size()));
+        Extent e;
+        const ir::OpId anchor = opOf(from.anchor);
+        const std::string_view name = copy < 0 ? from.name : scopeOf(a.name(anchor));
+        e.nameBegin = static_cast<std::uint32_t>(out.m_names.size());
+        out.m_names.insert(out.m_names.end(), name.begin(), name.end());
+        e.nameEnd = static_cast<std::uint32_t>(out.m_names.size());
+        e.opBegin = static_cast<std::uint32_t>(out.m_ops.size());
+        for (ir::OpId op : from.ops) {
+            const ir::OpId g = opOf(op);
+            out.m_ops.push_back(g);
+            out.m_nodeOfOp[g.index()] = id;
+        }
+        e.opEnd = static_cast<std::uint32_t>(out.m_ops.size());
+        e.tensorBegin = static_cast<std::uint32_t>(out.m_tensors.size());
+        for (ir::TensorId t : from.inputs)
+            out.m_tensors.push_back(tensorOf(t));
+        e.parametersBegin = static_cast<std::uint32_t>(out.m_tensors.size());
+        for (ir::TensorId t : from.parameters)
+            out.m_tensors.push_back(tensorOf(t));
+        e.outputsBegin = static_cast<std::uint32_t>(out.m_tensors.size());
+        for (ir::TensorId t : from.outputs)
+            out.m_tensors.push_back(tensorOf(t));
+        e.tensorEnd = static_cast<std::uint32_t>(out.m_tensors.size());
+        out.m_extents.push_back(e);
+        CoarseNode node;
+        node.id = id;
+        node.kind = from.kind;
+        node.anchor = anchor;
+        out.m_nodes.push_back(node);
+        (void)moved;
+    };
+    auto same = [&](ir::TensorId t) { return r.tensorOf(t); };
+    // The tail's first copy reads the copy before it, which in the reduced
+    // graph is the template and here the last stamped copy.
+    auto tailTensor = [&](ir::TensorId t) { return r.tailTensorOf(t, a); };
+    for (std::int32_t n = 0; n < A; ++n)
+        addNode(c.m_nodes[static_cast<std::size_t>(n)], -1, false, [](ir::OpId op) { return op; }, same);
+    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
+        for (std::int32_t n = A; n < A + T; ++n)
+            addNode(
+                c.m_nodes[static_cast<std::size_t>(n)], copy == firstCopy ? -1 : copy, false,
+                [&](ir::OpId op) { return r.opOf(op, copy); },
+                [&](ir::TensorId t) { return r.tensorOf(t, copy, a); });
+    for (std::int32_t n = A + T; n < N; ++n)
+        addNode(c.m_nodes[static_cast<std::size_t>(n)], -1, true, [&](ir::OpId op) { return r.opOf(op); }, tailTensor);
+
+    // Edges, from node by node in id order and, from each node, by tensor
+    // and reader: the order connect() gives them.
+    struct Link {
+        std::int32_t tensor, to;
+        bool operator<(const Link &o) const { return std::tie(tensor, to) < std::tie(o.tensor, o.to); }
+    };
+    std::vector<Link> links;
+    std::vector<std::pair<std::int32_t, Link>> all;  // from, link
+    all.reserve(c.m_edges.size() + static_cast<std::size_t>(S - 1) * static_cast<std::size_t>(T) * 3);
+    const std::int32_t runBegin = r.run().begin;
+    auto emit = [&](std::int32_t from) {
+        if (!std::is_sorted(links.begin(), links.end()))
+            std::sort(links.begin(), links.end());
+        for (const Link &l : links)
+            all.emplace_back(from, l);
+        links.clear();
+    };
+    for (std::int32_t n = 0; n < A; ++n) {
+        for (EdgeId e : c.m_nodes[static_cast<std::size_t>(n)].outEdges) {
+            const CoarseEdge &edge = c.m_edges[e.index()];
+            const std::int32_t to = edge.to.value, tensor = r.tensorOf(edge.tensor).value;
+            if (to < A) {
+                links.push_back({tensor, to});
+            } else if (to < A + T) {
+                const ir::OpId producer = r.graph().tensor(edge.tensor).producer;
+                if (producer.value < runBegin) {  // made before the run: every copy reads it
+                    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
+                        links.push_back({tensor, templateNode(to - A, copy)});
+                } else if (producer.value >= templateBegin - P) {  // the copy before reads it first
+                    links.push_back({tensor, to});
+                } else {
+                    return std::nullopt;
+                }
+            } else {
+                links.push_back({tensor, to + tailMove});
+            }
+        }
+        emit(n);
+    }
+    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
+        for (std::int32_t n = A; n < A + T; ++n) {
+            for (EdgeId e : c.m_nodes[static_cast<std::size_t>(n)].outEdges) {
+                const CoarseEdge &edge = c.m_edges[e.index()];
+                const std::int32_t tensor = r.tensorOf(edge.tensor, copy, a).value;
+                if (edge.to.value < A) {
+                    return std::nullopt;
+                } else if (edge.to.value < A + T) {
+                    links.push_back({tensor, templateNode(edge.to.value - A, copy)});
+                } else {
+                    const std::int32_t local = nextToTemplate(edge.to);
+                    if (local < 0)
+                        return std::nullopt;
+                    links.push_back({tensor, copy == lastCopy ? edge.to.value + tailMove : templateNode(local, copy + 1)});
+                }
+            }
+            emit(templateNode(n - A, copy));
+        }
+    for (std::int32_t n = A + T; n < N; ++n) {
+        for (EdgeId e : c.m_nodes[static_cast<std::size_t>(n)].outEdges) {
+            const CoarseEdge &edge = c.m_edges[e.index()];
+            if (edge.to.value < A + T)
+                return std::nullopt;
+            links.push_back({r.tailTensorOf(edge.tensor, a).value, edge.to.value + tailMove});
+        }
+        emit(n + tailMove);
+    }
+
+    const std::size_t nodes = out.m_nodes.size();
+    std::vector<std::uint32_t> inCount(nodes, 0), outCount(nodes, 0);
+    for (const auto &[from, l] : all) {
+        ++outCount[static_cast<std::size_t>(from)];
+        ++inCount[static_cast<std::size_t>(l.to)];
+    }
+    std::vector<std::uint32_t> inNext(nodes), outNext(nodes);
+    std::uint32_t at = 0;
+    for (std::size_t n = 0; n < nodes; ++n) {
+        Extent &extent = out.m_extents[n];
+        extent.edgeBegin = inNext[n] = at;
+        extent.outEdgesBegin = outNext[n] = at + inCount[n];
+        extent.edgeEnd = at = extent.outEdgesBegin + outCount[n];
+    }
+    out.m_nodeEdges.assign(at, EdgeId());
+    out.m_edges.reserve(all.size());
+    out.m_edgeDimStart.assign(1, 0);
+    out.m_edgeDimStart.reserve(all.size() + 1);
+    for (const auto &[from, l] : all) {
+        const EdgeId id(static_cast<std::int32_t>(out.m_edges.size()));
+        const auto shape = a.shape(ir::TensorId(l.tensor));
+        out.m_dims.insert(out.m_dims.end(), shape.begin(), shape.end());
+        out.m_edgeDimStart.push_back(static_cast<std::int32_t>(out.m_dims.size()));
+        out.m_edges.push_back(CoarseEdge{id, NodeId(from), NodeId(l.to), ir::TensorId(l.tensor), {}});
+        out.m_nodeEdges[outNext[static_cast<std::size_t>(from)]++] = id;
+        out.m_nodeEdges[inNext[static_cast<std::size_t>(l.to)]++] = id;
+    }
+    out.m_reduction = std::move(reduction);
+    out.bind();
+    return out;
 }
 
 } // namespace tapestry::passes

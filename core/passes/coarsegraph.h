@@ -3,8 +3,11 @@
 #include "ir/graph.h"
 #include "ir/ids.h"
 #include "passes/graphindex.h"
+#include "passes/repeats.h"
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -30,6 +33,12 @@ enum class NodeKind {
 };
 
 std::string_view toString(NodeKind kind);
+
+// The scope a node takes from its anchor op's name: the name up to its last
+// '/' ("transformer/h.3/attn/c_attn" of ".../c_attn/MatMul").
+std::string_view scopeOf(std::string_view opName);
+
+struct CoarseReduction;
 
 // A node's lists are views of arrays its CoarseGraph holds (one array for
 // all nodes' ops, one for their tensors, one for their edges), so a graph of
@@ -96,7 +105,21 @@ public:
     // The flat index of the op graph connect() ran on, with the topological
     // order it ranked ops by, kept so later passes (prune) need not sweep the
     // op graph again.
+    // Empty for a stamped coarse graph, which never swept the op graph.
     const GraphIndex &graphIndex() const { return m_index; }
+
+    // A coarse graph of a graph with a run of like copies (repeats.h) can
+    // be made from the coarse graph of the reduced graph: its head and tail
+    // nodes are moved into place and the template copy's nodes are stamped
+    // onto every copy between. None when the reduced coarse graph does not
+    // split that way (a node holding ops of the template and of another
+    // copy, an edge reaching past the next copy).
+    static std::optional<CoarseGraph> stamped(const ir::Graph &graph, std::shared_ptr<CoarseReduction> reduction);
+    // The reduced graph and its coarse graph, for a stamped coarse graph;
+    // null for one formed op by op.
+    const CoarseReduction *reduction() const { return m_reduction.get(); }
+    // Ops whose nodes were stamped from the template rather than formed.
+    std::size_t stampedOps() const;
 
 private:
     // Where each node's lists lie in the shared arrays; the views in
@@ -120,6 +143,19 @@ private:
     std::vector<std::int64_t> m_dims;
     std::vector<NodeId> m_nodeOfOp;
     GraphIndex m_index;
+    std::shared_ptr<const CoarseReduction> m_reduction;
+};
+
+// What a stamped coarse graph was stamped from.
+struct CoarseReduction {
+    CoarseReduction(const ir::Graph &graph, const RepeatRun &run) : source(&graph), reduced(graph, run) {}
+
+    const ir::Graph *source;  // the graph the stamped coarse graph is of; compared, never read
+    ReducedGraph reduced;
+    CoarseGraph coarse;  // of reduced.graph()
+    // The reduced coarse graph's nodes: those of the head, then the
+    // template's, then the tail's (set by CoarseGraph::stamped).
+    std::int32_t headNodes = 0, templateNodes = 0;
 };
 
 } // namespace tapestry::passes

@@ -484,12 +484,6 @@ private:
         return coarse;
     }
 
-    static std::string_view scopeOf(std::string_view opName)
-    {
-        const auto slash = opName.rfind('/');
-        return slash == std::string_view::npos || slash == 0 ? opName : opName.substr(0, slash);
-    }
-
     const ir::Graph &m_graph;
     GraphIndex m_index;
     const std::vector<OpId> &m_order;
@@ -506,6 +500,14 @@ private:
 
 CoarseGraph Coarsen::run(const ir::Graph &graph) const
 {
+    if (m_repeats == Repeats::Stamp) {
+        if (const auto run = findRepeatRun(graph)) {
+            auto reduction = std::make_shared<CoarseReduction>(graph, *run);
+            reduction->coarse = this->run(reduction->reduced.graph());  // which may stamp another run
+            if (auto stamped = CoarseGraph::stamped(graph, std::move(reduction)))
+                return std::move(*stamped);
+        }
+    }
     return Coarsener(graph).run();
 }
 

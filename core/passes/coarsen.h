@@ -2,6 +2,7 @@
 
 #include "ir/graph.h"
 #include "passes/coarsegraph.h"
+#include "passes/repeats.h"
 
 #include <string_view>
 
@@ -18,10 +19,20 @@ namespace tapestry::passes {
 //
 // An analysis pass: the op graph is left as it is and the coarse graph is the
 // result, so run() returns it rather than a changed flag.
+//
+// A run of like layers (repeats.h) is coarsened on its first four and last
+// three copies, and the nodes of its fourth copy are stamped onto the copies
+// between, so the work follows the unique layers and not their number. The
+// result is the one walking every op gives (Repeats::Walk), node for node
+// and edge for edge.
 class Coarsen {
 public:
+    explicit Coarsen(Repeats repeats = Repeats::Stamp) : m_repeats(repeats) {}
     static constexpr std::string_view name() { return "coarsen"; }
     CoarseGraph run(const ir::Graph &graph) const;
+
+private:
+    Repeats m_repeats;
 };
 
 } // namespace tapestry::passes

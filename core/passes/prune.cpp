@@ -8,6 +8,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -527,10 +528,128 @@ private:
     std::vector<Candidate> m_candidates;
 };
 
+// Scope components of a member's scope string: "transformer/h.3" has 3.
+std::size_t componentCount(std::string_view scope)
+{
+    std::size_t count = 0;
+    bool inPart = false;
+    for (char c : scope) {
+        const bool sep = c == '/' || c == '.';
+        if (!sep && !inPart)
+            ++count;
+        inPart = !sep;
+    }
+    return count;
+}
+
+// The classes of a graph from those of its reduced graph (repeats.h): head
+// and tail instances move into place, and each template instance is stamped
+// onto every copy between. None when an instance holds ops of the template
+// and of another part, which the stamping cannot place.
+std::optional<SubgraphClasses> stampClasses(const ir::Graph &graph, const CoarseReduction &reduction,
+                                            SubgraphClasses inner)
+{
+    const ReducedGraph &r = reduction.reduced;
+    const auto a = graph.arrays().view();
+    const std::int32_t A = reduction.headNodes, T = reduction.templateNodes;
+    const std::int32_t S = r.stampedCopies(), firstCopy = ReducedGraph::kTemplate, lastCopy = firstCopy + S - 1;
+    const std::int32_t tailMove = (S - 1) * T;
+    SubgraphClasses result;
+    result.minDuplicate = inner.minDuplicate;
+    result.fromScopes = inner.fromScopes;
+    result.classOfOp.assign(graph.opCount(), ClassId());
+    std::size_t covered = 0;
+    for (SubgraphClass &c : inner.classes) {
+        SubgraphClass cls;
+        cls.id = c.id;
+        cls.opsPerInstance = c.opsPerInstance;
+        cls.parametersPerInstance = c.parametersPerInstance;
+        cls.signature = c.signature;
+        cls.instances.reserve(c.instances.size() + static_cast<std::size_t>(S - 1));
+        for (std::size_t i = 0; i < c.instances.size(); ++i) {
+            SubgraphInstance &in = c.instances[i];
+            if (i == c.representative)
+                cls.representative = cls.instances.size();
+            const auto part = r.partOf(in.ops.front());
+            if (r.partOf(in.ops.back()) != part)
+                return std::nullopt;
+            if (part == ReducedGraph::Part::Head) {
+                for (TensorId &t : in.inputs)
+                    t = r.tensorOf(t);
+                for (TensorId &t : in.outputs)
+                    t = r.tensorOf(t);
+                for (TensorId &t : in.parameters)
+                    t = r.tensorOf(t);
+                cls.instances.push_back(std::move(in));
+                continue;
+            }
+            if (part == ReducedGraph::Part::Tail) {
+                for (OpId &op : in.ops)
+                    op = r.opOf(op);
+                for (NodeId &n : in.nodes)
+                    n = NodeId(n.value + tailMove);
+                for (TensorId &t : in.inputs)
+                    t = r.tailTensorOf(t, a);
+                for (TensorId &t : in.outputs)
+                    t = r.tailTensorOf(t, a);
+                for (TensorId &t : in.parameters)
+                    t = r.tailTensorOf(t, a);
+                cls.instances.push_back(std::move(in));
+                continue;
+            }
+            const std::size_t depth = componentCount(in.scope);
+            for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy) {
+                SubgraphInstance out;
+                const std::int32_t shift = (copy - firstCopy) * r.run().period;
+                out.ops.reserve(in.ops.size());
+                for (OpId op : in.ops)
+                    out.ops.emplace_back(op.value + shift);
+                out.scope = copy == firstCopy ? in.scope : namePrefix(a.name(out.ops.front()), depth);
+                out.nodes.reserve(in.nodes.size());
+                for (NodeId n : in.nodes)
+                    out.nodes.emplace_back(n.value + (copy - firstCopy) * T);
+                auto map = [&](const std::vector<TensorId> &from, std::vector<TensorId> &to) {
+                    to.reserve(from.size());
+                    for (TensorId t : from)
+                        to.push_back(r.tensorOf(t, copy, a));
+                };
+                map(in.inputs, out.inputs);
+                map(in.outputs, out.outputs);
+                map(in.parameters, out.parameters);
+                cls.instances.push_back(std::move(out));
+            }
+        }
+        const bool repeated = cls.instances.size() >= static_cast<std::size_t>(std::max(2, result.minDuplicate));
+        for (const SubgraphInstance &in : cls.instances) {
+            for (OpId op : in.ops)
+                result.classOfOp[op.index()] = cls.id;
+            if (repeated)
+                covered += in.ops.size();
+        }
+        result.classes.push_back(std::move(cls));
+    }
+    (void)A;
+    result.coverage = graph.opCount() == 0 ? 0.0
+                                           : static_cast<double>(covered) / static_cast<double>(graph.opCount());
+    return result;
+}
+
 } // namespace
 
 SubgraphClasses Prune::run(const ir::Graph &graph, const CoarseGraph &coarse) const
 {
+    // A stamped coarse graph carries the reduced graph it was stamped from:
+    // prune that, and stamp its classes. Only while the kept copies alone
+    // are enough to count as repeated, and where copies are scopes, which
+    // is what pruning reads.
+    const CoarseReduction *reduction = m_repeats == Repeats::Stamp ? coarse.reduction() : nullptr;
+    if (reduction && reduction->source == &graph && reduction->reduced.run().scopesAligned &&
+        std::max(2, m_minDuplicate) <= ReducedGraph::kKept) {
+        auto inner = Prune(m_minDuplicate, m_repeats).run(reduction->reduced.graph(), reduction->coarse);
+        if (inner.fromScopes)
+            if (auto stamped = stampClasses(graph, *reduction, std::move(inner)))
+                return std::move(*stamped);
+    }
     return Pruner(graph, coarse, m_minDuplicate).run();
 }
 

@@ -29,7 +29,7 @@ namespace tapestry::passes {
 // coarsening builds in one sweep over the graph's tensors and ops.
 class Prune {
 public:
-    explicit Prune(int minDuplicate = 2) : m_minDuplicate(minDuplicate) {}
+    explicit Prune(int minDuplicate = 2, Repeats repeats = Repeats::Stamp) : m_minDuplicate(minDuplicate), m_repeats(repeats) {}
     static constexpr std::string_view name() { return "prune"; }
     // An analysis pass: the graphs are left as they are and the classes are
     // the result.
@@ -37,6 +37,7 @@ public:
 
 private:
     int m_minDuplicate;
+    Repeats m_repeats;
 };
 
 } // namespace tapestry::passes

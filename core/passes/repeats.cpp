@@ -1,0 +1,533 @@
+#include "passes/repeats.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace tapestry::passes {
+
+namespace {
+
+using ir::OpId;
+using ir::TensorId;
+using View = ir::GraphArrays::View;
+
+OpId op(std::int32_t i) { return OpId(i); }
+
+// Same type, domain and attributes, and as many inputs and outputs: what a
+// copy of an op must have before its tensors are compared.
+bool sameKind(const View &a, std::int32_t o, std::int32_t q)
+{
+    return a.type(op(o)) == a.type(op(q)) && a.attributeHash(op(o)) == a.attributeHash(op(q)) &&
+           a.inputs(op(o)).size() == a.inputs(op(q)).size() && a.outputs(op(o)).size() == a.outputs(op(q)).size();
+}
+
+bool sameForm(const View &a, TensorId t, TensorId u)
+{
+    if (a.role(t) != a.role(u) || a.dtype(t) != a.dtype(u))
+        return false;
+    const auto x = a.shape(t), y = a.shape(u);
+    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
+}
+
+bool isSeparator(char c) { return c == '/' || c == '.'; }
+
+// Plain loops: string_view's find_first_of looks each character up in the
+// set with a call of its own.
+std::size_t firstSeparator(std::string_view s, std::size_t from)
+{
+    for (std::size_t i = from; i < s.size(); ++i)
+        if (isSeparator(s[i]))
+            return i;
+    return std::string_view::npos;
+}
+std::size_t lastSeparator(std::string_view s)
+{
+    for (std::size_t i = s.size(); i-- > 0;)
+        if (isSeparator(s[i]))
+            return i;
+    return std::string_view::npos;
+}
+
+// The scope components of an op name (every component but the last, the
+// op's own), as offsets into the name; empty components are skipped, as the
+// scope index skips them.
+struct Component {
+    std::uint32_t begin, end;
+};
+std::size_t scopeComponents(std::string_view name, std::array<Component, 16> &out)
+{
+    std::size_t count = 0, begin = 0;
+    Component last{0, 0};
+    bool any = false;
+    for (std::size_t j = 0; j <= name.size(); ++j) {
+        if (j < name.size() && !isSeparator(name[j]))
+            continue;
+        if (j > begin) {
+            if (any && count < out.size())
+                out[count++] = last;
+            else if (any)
+                return out.size() + 1;  // too deep to compare here
+            last = {static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(j)};
+            any = true;
+        }
+        begin = j + 1;
+    }
+    return count;
+}
+
+// "layer12" -> 12, "7" -> 7; -1 without trailing digits.
+long long trailingNumber(std::string_view s)
+{
+    std::size_t i = s.size();
+    while (i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1])))
+        --i;
+    if (i == s.size() || s.size() - i > 12)
+        return -1;
+    return std::stoll(std::string(s.substr(i)));
+}
+
+std::string_view stem(std::string_view s)
+{
+    std::size_t i = s.size();
+    while (i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1])))
+        --i;
+    return s.substr(0, i);
+}
+
+class RunFinder {
+public:
+    explicit RunFinder(const ir::Graph &graph) : m_graph(graph), m_a(graph.arrays().view()) {}
+
+    std::optional<RepeatRun> find()
+    {
+        const auto n = static_cast<std::int32_t>(m_a.opCount());
+        if (!m_graph.arrays().idOrderIsTopological() || n < ReducedGraph::kMinCopies)
+            return std::nullopt;
+        std::optional<RepeatRun> best;
+        for (const std::int32_t probe : {n / 2, n / 3, 2 * n / 3, n / 4, 3 * n / 4}) {
+            if (best && probe >= best->begin && probe < best->end())
+                continue;
+            const std::int32_t period = periodAt(probe);
+            if (period == 0)
+                continue;
+            // Of the period and its first multiples, the first whose copies
+            // are scopes of their own: a layer of two like halves repeats
+            // every half, but its scopes every layer.
+            std::optional<RepeatRun> found;
+            for (std::int32_t m = 1; m <= 4 && period * m * ReducedGraph::kMinCopies <= n; ++m) {
+                auto run = runAt(probe, period * m);
+                if (run && (!found || (run->scopesAligned && !found->scopesAligned)))
+                    found = run;
+                if (found && found->scopesAligned)
+                    break;
+            }
+            if (found && (!best || found->period * found->copies > best->period * best->copies))
+                best = found;
+        }
+        return best;
+    }
+
+private:
+    // The least period of the op kinds around `probe`: the least g for which
+    // the g ops from probe match the g after them, kind for kind.
+    std::int32_t periodAt(std::int32_t probe) const
+    {
+        const auto n = static_cast<std::int32_t>(m_a.opCount());
+        const std::int32_t limit = n / ReducedGraph::kMinCopies;
+        for (std::int32_t g = 1; g <= limit && probe + 2 * g <= n; ++g) {
+            if (!sameKind(m_a, probe + g, probe))
+                continue;
+            std::int32_t j = 1;
+            while (j < g && sameKind(m_a, probe + g + j, probe + j))
+                ++j;
+            if (j == g)
+                return g;
+        }
+        return 0;
+    }
+
+    std::optional<RepeatRun> runAt(std::int32_t probe, std::int32_t period)
+    {
+        const auto n = static_cast<std::int32_t>(m_a.opCount());
+        // The stretch where every op is of the kind of the op one period on.
+        std::int32_t lo = probe, hi = probe;
+        while (lo > 0 && sameKind(m_a, lo - 1 + period, lo - 1))
+            --lo;
+        while (hi + period < n && sameKind(m_a, hi + period, hi))
+            ++hi;
+        const std::int32_t stretchEnd = hi + period;  // ops [lo, stretchEnd) repeat
+        if (stretchEnd - lo < period * ReducedGraph::kMinCopies)
+            return std::nullopt;
+        RepeatRun run;
+        run.period = period;
+        for (;;) {
+            run.begin = alignToScope(lo, period, stretchEnd);
+            run.copies = (stretchEnd - run.begin) / period;
+            if (run.copies < ReducedGraph::kMinCopies)
+                return std::nullopt;
+            const auto [copies, failedAt] = verifiedCopies(run);
+            run.copies = copies;
+            if (copies > 1)
+                break;
+            // Copy 0 differs from copy 1 at failedAt: the op before the run
+            // that looked like the last of a layer (an embedding's Add and a
+            // residual Add), or a first layer unlike the rest. Start after it.
+            lo = failedAt + 1;
+        }
+        if (run.copies < ReducedGraph::kMinCopies || !afterReadsOnlyKept(run))
+            return std::nullopt;
+        run.scopesAligned = scopesAligned(run);
+        return run;
+    }
+
+    // Where in its first period the run should start: where a copy's first
+    // and last ops share the deepest scope, so copies are layers and not a
+    // layer's second half with the next one's first.
+    std::int32_t alignToScope(std::int32_t lo, std::int32_t period, std::int32_t stretchEnd) const
+    {
+        std::int32_t bestStart = lo;
+        std::size_t bestDepth = 0;
+        std::array<Component, 16> x{}, y{};
+        for (std::int32_t r = 0; r < period && lo + r + period <= stretchEnd; ++r) {
+            const auto first = m_a.name(op(lo + r)), last = m_a.name(op(lo + r + period - 1));
+            const std::size_t nx = scopeComponents(first, x), ny = scopeComponents(last, y);
+            std::size_t depth = 0;
+            while (depth < nx && depth < ny && depth < x.size() &&
+                   first.substr(x[depth].begin, x[depth].end - x[depth].begin) ==
+                       last.substr(y[depth].begin, y[depth].end - y[depth].begin))
+                ++depth;
+            if (depth > bestDepth) {
+                bestDepth = depth;
+                bestStart = lo + r;
+            }
+        }
+        return bestStart;
+    }
+
+    // How many copies from run.begin hold up op by op (see RepeatRun): the
+    // first copy that does not ends the run. With it, the op of copy 0 the
+    // first failing op was compared with.
+    std::pair<std::int32_t, std::int32_t> verifiedCopies(const RepeatRun &run)
+    {
+        auto fail = [&run](std::int32_t k, std::int32_t i) {
+            return std::pair{k, run.begin + (k - 1) * run.period + i};
+        };
+        const std::size_t tensors = m_a.tensorCount();
+        // Per tensor: 0 unseen, -1 shared by all copies, c + 1 a parameter
+        // (or graph input) of copy c; and a per-copy parameter's image in the
+        // next copy and its preimage in the one before.
+        m_owner.assign(tensors, 0);
+        m_image.assign(tensors, -1);
+        m_preimage.assign(tensors, -1);
+        const std::int32_t P = run.period, begin = run.begin;
+        const std::int32_t end = run.begin + run.period * run.copies;
+        auto inRun = [&](OpId p) { return p.valid() && p.value >= begin && p.value < end; };
+        for (std::int32_t k = 1; k < run.copies; ++k) {
+            for (std::int32_t i = 0; i < P; ++i) {
+                const std::int32_t o = begin + k * P + i, q = o - P;
+                if (!sameKind(m_a, o, q))
+                    return fail(k, i);
+                const auto outT = m_a.outputs(op(o)), outU = m_a.outputs(op(q));
+                for (std::size_t s = 0; s < outT.size(); ++s) {
+                    const TensorId t = outT[s], u = outU[s];
+                    if (t.valid() != u.valid())
+                        return fail(k, i);
+                    if (t.valid() && (m_a.producer(t) != op(o) || m_a.producer(u) != op(q) || !sameForm(m_a, t, u)))
+                        return fail(k, i);
+                }
+                const auto inT = m_a.inputs(op(o)), inU = m_a.inputs(op(q));
+                for (std::size_t s = 0; s < inT.size(); ++s) {
+                    const TensorId t = inT[s], u = inU[s];
+                    if (t.valid() != u.valid())
+                        return fail(k, i);
+                    if (!t.valid())
+                        continue;
+                    const OpId pu = m_a.producer(u), pt = m_a.producer(t);
+                    if (inRun(pu)) {
+                        // Made in the run: t must be u's counterpart one copy
+                        // on, made at most one copy back.
+                        if (pu.value < begin + (k - 2) * P)
+                            return fail(k, i);
+                        const auto outs = m_a.outputs(pu);
+                        const auto slot = std::find(outs.begin(), outs.end(), u) - outs.begin();
+                        if (pt != op(pu.value + P) || m_a.outputs(pt)[static_cast<std::size_t>(slot)] != t)
+                            return fail(k, i);
+                    } else if (t == u) {
+                        if (m_owner[t.index()] > 0)
+                            return fail(k, i);
+                        m_owner[t.index()] = -1;
+                    } else if (k == 1 && inRun(pt) && pt.value < begin + P) {
+                        // Copy 0 reads what comes before the run where copy 1
+                        // reads copy 0: the run's entry.
+                        if (!sameForm(m_a, t, u))
+                            return fail(k, i);
+                    } else if (!pu.valid() && !pt.valid()) {
+                        if (!copyParameter(t, u, k))
+                            return fail(k, i);
+                    } else {
+                        return fail(k, i);
+                    }
+                }
+            }
+        }
+        return {run.copies, run.end()};
+    }
+
+    // u is a parameter (or graph input) of copy k-1, t its counterpart in
+    // copy k: each belongs to one copy, and the pairing is one to one.
+    bool copyParameter(TensorId t, TensorId u, std::int32_t k)
+    {
+        auto &ownerU = m_owner[u.index()], &ownerT = m_owner[t.index()];
+        if (ownerU == 0 && k == 1)
+            ownerU = 1;
+        if (ownerU != k || ownerT < 0 || !sameForm(m_a, t, u))
+            return false;
+        if (ownerT == 0) {
+            ownerT = k + 1;
+        } else if (ownerT != k + 1) {
+            return false;
+        }
+        auto &image = m_image[u.index()], &preimage = m_preimage[t.index()];
+        if ((image >= 0 && image != t.value) || (preimage >= 0 && preimage != u.value))
+            return false;
+        image = t.value;
+        preimage = u.value;
+        return true;
+    }
+
+    // Ops after the run may read its last kTail copies only: those are kept.
+    bool afterReadsOnlyKept(const RepeatRun &run) const
+    {
+        const std::int32_t kept = run.begin + (run.copies - ReducedGraph::kTail) * run.period;
+        const auto n = static_cast<std::int32_t>(m_a.opCount());
+        for (std::int32_t o = run.end(); o < n; ++o)
+            for (TensorId t : m_a.inputs(op(o))) {
+                if (!t.valid())
+                    continue;
+                const OpId p = m_a.producer(t);
+                if (p.valid() && p.value >= run.begin && p.value < kept)
+                    return false;
+            }
+        return true;
+    }
+
+    // See RepeatRun::scopesAligned. The copies' scopes differ in one
+    // component (h.3, h.4: the d-th), numbered upwards; every op of copy k
+    // sits under the same ancestors and in copy k's scope there, below it
+    // exactly as its counterpart one copy back; and no op outside the run
+    // is in the scope of a stamped copy.
+    bool scopesAligned(const RepeatRun &run) const
+    {
+        std::array<Component, 16> x{}, y{};
+        const auto first = m_a.name(op(run.begin)), second = m_a.name(op(run.begin + run.period));
+        const std::size_t nx = scopeComponents(first, x), ny = scopeComponents(second, y);
+        if (nx > x.size() || nx != ny)
+            return false;
+        std::size_t d = 0;
+        auto part = [](std::string_view name, const Component &c) { return name.substr(c.begin, c.end - c.begin); };
+        while (d < nx && part(first, x[d]) == part(second, y[d]))
+            ++d;
+        if (d == nx || x[d].begin != y[d].begin)
+            return false;
+        const std::size_t offset = x[d].begin;  // where the copy's component starts, after the same ancestors
+        const std::string_view ancestors = first.substr(0, offset), copyStem = stem(part(first, x[d]));
+        long long previous = -1;
+        std::vector<long long> numbers(static_cast<std::size_t>(run.copies));
+        for (std::int32_t k = 0; k < run.copies; ++k) {
+            const auto name = m_a.name(op(run.begin + k * run.period));
+            const std::size_t n = scopeComponents(name, y);
+            if (n != nx || y[d].begin != offset || name.substr(0, offset) != ancestors)
+                return false;
+            const auto component = part(name, y[d]);
+            const long long number = trailingNumber(component);
+            if (stem(component) != copyStem || number <= previous)
+                return false;
+            previous = numbers[static_cast<std::size_t>(k)] = number;
+        }
+        // Every op: the same ancestors, its copy's component, and below it
+        // the scope of its counterpart one copy back.
+        for (std::int32_t k = 0; k < run.copies; ++k) {
+            const auto head = m_a.name(op(run.begin + k * run.period));
+            const std::size_t componentEnd = offset + (scopeComponents(head, y), y[d].end - y[d].begin);
+            const std::string_view copyScope = head.substr(0, componentEnd);
+            for (std::int32_t i = 0; i < run.period; ++i) {
+                const std::int32_t o = run.begin + k * run.period + i;
+                const auto name = m_a.name(op(o));
+                if (name.size() <= componentEnd || name.substr(0, componentEnd) != copyScope ||
+                    !isSeparator(name[componentEnd]))
+                    return false;
+                const auto below = name.substr(componentEnd);
+                const auto belowScope = below.substr(0, lastSeparator(below));
+                if (k == 0) {
+                    continue;
+                }
+                const auto prior = m_a.name(op(o - run.period));
+                const std::size_t priorEnd = firstSeparator(prior, offset);
+                const auto priorBelow = prior.substr(priorEnd);
+                if (priorBelow.substr(0, lastSeparator(priorBelow)) != belowScope)
+                    return false;
+            }
+        }
+        // Ops outside the run in the scope of a copy that is not kept.
+        const long long low = numbers[ReducedGraph::kHead], high = numbers[static_cast<std::size_t>(run.copies - ReducedGraph::kTail - 1)];
+        const auto n = static_cast<std::int32_t>(m_a.opCount());
+        for (std::int32_t o = 0; o < n; ++o) {
+            if (o == run.begin) {
+                o = run.end() - 1;
+                continue;
+            }
+            const auto name = m_a.name(op(o));
+            if (name.size() <= offset || name.substr(0, offset) != ancestors)
+                continue;
+            const std::size_t end = firstSeparator(name, offset);
+            if (end == std::string_view::npos)
+                continue;  // the op's own name, not a scope
+            const auto component = name.substr(offset, end - offset);
+            const long long number = trailingNumber(component);
+            if (stem(component) == copyStem && number >= low && number <= high)
+                return false;
+        }
+        return true;
+    }
+
+    const ir::Graph &m_graph;
+    View m_a;
+    std::vector<std::int32_t> m_owner, m_image, m_preimage;
+};
+
+} // namespace
+
+std::optional<RepeatRun> findRepeatRun(const ir::Graph &graph)
+{
+    return RunFinder(graph).find();
+}
+
+ReducedGraph::ReducedGraph(const ir::Graph &graph, const RepeatRun &run) : m_run(run)
+{
+    const View a = graph.arrays().view();
+    const auto n = static_cast<std::int32_t>(a.opCount());
+    const std::int32_t P = run.period;
+    const std::int32_t headEnd = templateEnd();
+    const std::int32_t tailBegin = run.begin + (run.copies - kTail) * P;
+    // Copy K-3 reads copy K-4, which is not kept: it reads copy 3 instead.
+    const std::int32_t gapBegin = tailBegin - P;
+    const std::int32_t bridge = tailBegin - headEnd;  // from copy K-4 to copy 3
+    auto source = [&](TensorId t) {
+        const OpId p = t.valid() ? a.producer(t) : OpId();
+        if (!p.valid() || p.value < gapBegin || p.value >= tailBegin)
+            return t;
+        const auto outs = a.outputs(p);
+        const auto slot = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
+        return a.outputs(OpId(p.value - bridge))[slot];
+    };
+    auto kept = [&](std::int32_t o) { return o < headEnd || o >= tailBegin; };
+
+    // The tensors the kept ops read and write, numbered in id order.
+    std::vector<std::int32_t> tensors;
+    for (std::int32_t o = 0; o < n; o = o + 1 == headEnd ? tailBegin : o + 1) {
+        if (!kept(o))
+            continue;
+        for (TensorId t : a.inputs(OpId(o)))
+            if (t.valid())
+                tensors.push_back(source(t).value);
+        for (TensorId t : a.outputs(OpId(o)))
+            if (t.valid())
+                tensors.push_back(t.value);
+    }
+    std::sort(tensors.begin(), tensors.end());
+    tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
+    auto reducedTensor = [&](TensorId t) {
+        if (!t.valid())
+            return TensorId();
+        const auto it = std::lower_bound(tensors.begin(), tensors.end(), source(t).value);
+        return TensorId(static_cast<std::int32_t>(it - tensors.begin()));
+    };
+    m_graph.name = graph.name;
+    m_tensorOf.reserve(tensors.size());
+    for (std::int32_t t : tensors) {
+        const ir::Tensor &tensor = graph.tensor(TensorId(t));
+        m_graph.addTensor(tensor.name, tensor.shape, tensor.dtype, tensor.role);
+        m_tensorOf.emplace_back(t);
+    }
+    for (std::int32_t o = 0; o < n; o = o + 1 == headEnd ? tailBegin : o + 1) {
+        const ir::Op &record = graph.op(OpId(o));
+        std::vector<TensorId> inputs, outputs;
+        inputs.reserve(record.inputs.size());
+        for (TensorId t : record.inputs)
+            inputs.push_back(reducedTensor(t));
+        for (TensorId t : record.outputs)
+            outputs.push_back(reducedTensor(t));
+        const OpId added = m_graph.addOp(record.type, record.name, std::move(inputs), std::move(outputs), record.attributes);
+        if (!record.domain.empty())
+            m_graph.setDomain(added, record.domain);
+    }
+
+    // Locators of the template's own tensors: made in the template or in
+    // the copy before it (what the template reads of it), or a parameter
+    // only the template reads.
+    m_locator.assign(m_graph.tensorCount(), Locator{});
+    const std::int32_t previousBegin = templateBegin() - P;
+    for (std::size_t i = 0; i < m_graph.tensorCount(); ++i) {
+        const TensorId t(static_cast<std::int32_t>(i));
+        const ir::Tensor &tensor = m_graph.tensor(t);
+        if (tensor.producer.valid()) {
+            const std::int32_t p = tensor.producer.value;
+            if (p < previousBegin || p >= templateEnd())
+                continue;
+            const auto &outs = m_graph.op(tensor.producer).outputs;
+            m_locator[i] = {p, static_cast<std::int32_t>(std::find(outs.begin(), outs.end(), t) - outs.begin()), true};
+            continue;
+        }
+        if (tensor.consumers.empty())
+            continue;
+        const bool own = std::all_of(tensor.consumers.begin(), tensor.consumers.end(), [&](OpId c) {
+            return c.value >= templateBegin() && c.value < templateEnd();
+        });
+        if (!own)
+            continue;
+        const OpId reader = tensor.consumers.front();
+        const auto &ins = m_graph.op(reader).inputs;
+        m_locator[i] = {reader.value, static_cast<std::int32_t>(std::find(ins.begin(), ins.end(), t) - ins.begin()), false};
+    }
+}
+
+ReducedGraph::Part ReducedGraph::partOf(ir::OpId reduced) const
+{
+    if (reduced.value < templateBegin())
+        return Part::Head;
+    return reduced.value < templateEnd() ? Part::Template : Part::Tail;
+}
+
+ir::OpId ReducedGraph::opOf(ir::OpId reduced) const
+{
+    return reduced.value < templateEnd() ? reduced : ir::OpId(reduced.value + tailShift());
+}
+
+ir::OpId ReducedGraph::opOf(ir::OpId reduced, std::int32_t copy) const
+{
+    return ir::OpId(reduced.value + (copy - kTemplate) * m_run.period);
+}
+
+ir::TensorId ReducedGraph::tensorOf(ir::TensorId reduced, std::int32_t copy, const ir::GraphArrays::View &arrays) const
+{
+    const Locator &l = m_locator[reduced.index()];
+    if (l.op < 0 || copy == kTemplate)
+        return m_tensorOf[reduced.index()];
+    const ir::OpId o(l.op + (copy - kTemplate) * m_run.period);
+    return l.output ? arrays.outputs(o)[static_cast<std::size_t>(l.slot)]
+                    : arrays.inputs(o)[static_cast<std::size_t>(l.slot)];
+}
+
+ir::TensorId ReducedGraph::tailTensorOf(ir::TensorId reduced, const ir::GraphArrays::View &arrays) const
+{
+    const Locator &l = m_locator[reduced.index()];
+    if (l.op >= templateBegin() && l.output)
+        return tensorOf(reduced, m_run.copies - kTail - 1, arrays);
+    return m_tensorOf[reduced.index()];
+}
+
+} // namespace tapestry::passes

@@ -1,0 +1,110 @@
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/ids.h"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace tapestry::passes {
+
+// How a pass treats a run of like copies: analyse a few of them and stamp
+// the result onto the rest, or walk every op (the reference the stamped
+// result equals).
+enum class Repeats { Stamp, Walk };
+
+// A run of identical copies of a block laid end to end in the op ids: the
+// layers of a transformer stack. Copy k holds ops [begin + k·period,
+// begin + (k+1)·period), and each op of copy k+1 is the op `period` ids
+// before it, moved by one copy: the same type, attributes and tensor forms,
+// reading the same slot of the moved producer (or the very same tensor, for
+// what every copy shares: a mask, a graph input, tied weights), and its own
+// copy of each parameter. Nothing reads a copy's tensors from more than one
+// copy later, and what follows the run reads only its last three copies.
+//
+// Such a run is analysed on its first four and last three copies alone
+// (ReducedGraph), and what the analysis finds on copy 3 is stamped onto
+// every copy between: TAP's point that the work follows the unique blocks,
+// not their repeats.
+struct RepeatRun {
+    std::int32_t begin = 0;
+    std::int32_t period = 0;
+    std::int32_t copies = 0;
+    // Each copy is exactly one scope of the op names ("transformer/h.7"), a
+    // numbered sibling of the others, and no op outside the run sits in the
+    // scope of a copy between the kept ones: then pruning, which reads
+    // scopes, may run on the reduced graph too.
+    bool scopesAligned = false;
+
+    std::int32_t end() const { return begin + period * copies; }
+};
+
+// The longest run in `graph` with at least ReducedGraph::kMinCopies copies,
+// checked op by op as above; none when the graph has none, or when its ids
+// are not in a topological order.
+std::optional<RepeatRun> findRepeatRun(const ir::Graph &graph);
+
+// The graph with a run's middle copies taken out: ops before the run, copies
+// 0..3, copies K-3..K-1 (copy K-3 reading copy 3 where it read copy K-4),
+// and ops after the run. Ops keep their ids up to the end of copy 3 (the
+// template) and move down by (K-7)·period after it; tensors are renumbered
+// in the order of their ids.
+class ReducedGraph {
+public:
+    static constexpr std::int32_t kHead = 4;  // copies kept at the start; the last of them is the template
+    static constexpr std::int32_t kTail = 3;  // copies kept at the end
+    static constexpr std::int32_t kKept = kHead + kTail;
+    static constexpr std::int32_t kTemplate = kHead - 1;
+    // Fewer copies are walked: reducing the graph and stamping cost about
+    // what walking the copies it saves does until a run is some four times
+    // the copies kept (bench_prune, 12 to 96 layers).
+    static constexpr std::int32_t kMinCopies = 4 * kKept;
+
+    ReducedGraph(const ir::Graph &graph, const RepeatRun &run);
+
+    const ir::Graph &graph() const { return m_graph; }
+    const RepeatRun &run() const { return m_run; }
+
+    // Where a reduced op lies: before or in copies 0..2 (kept as they are),
+    // in the template copy, or in the last copies or after the run (moved).
+    enum class Part { Head, Template, Tail };
+    Part partOf(ir::OpId reduced) const;
+    std::int32_t templateBegin() const { return m_run.begin + kTemplate * m_run.period; }
+    std::int32_t templateEnd() const { return templateBegin() + m_run.period; }
+    // Copies stamped from the template, the template's own included:
+    // kTemplate .. copies - kTail - 1.
+    std::int32_t stampedCopies() const { return m_run.copies - kKept + 1; }
+    // Op ids move by this between the reduced graph's tail and the graph's.
+    std::int32_t tailShift() const { return (m_run.copies - kKept) * m_run.period; }
+
+    // The graph's op for a reduced op outside the template; for a template
+    // op, its copy `copy` (kTemplate .. copies - kTail - 1).
+    ir::OpId opOf(ir::OpId reduced) const;
+    ir::OpId opOf(ir::OpId reduced, std::int32_t copy) const;
+    // The graph's tensor for a reduced tensor; for one the template owns
+    // (made there or in the copy before, or a parameter of its own), its
+    // counterpart in copy `copy`. `arrays` is the graph's.
+    ir::TensorId tensorOf(ir::TensorId reduced) const { return m_tensorOf[reduced.index()]; }
+    ir::TensorId tensorOf(ir::TensorId reduced, std::int32_t copy, const ir::GraphArrays::View &arrays) const;
+    // The graph's tensor for a reduced tensor as the tail reads it: what
+    // the template makes is, for the tail, made by the last stamped copy.
+    ir::TensorId tailTensorOf(ir::TensorId reduced, const ir::GraphArrays::View &arrays) const;
+
+private:
+    // Where a template-owned tensor is found in every copy: the slot of the
+    // op (a template op, or one of the copy before) that writes or reads it.
+    struct Locator {
+        std::int32_t op = -1;  // graph op id in copy kTemplate (or kTemplate - 1); -1: shared by all copies
+        std::int32_t slot = 0;
+        bool output = false;
+    };
+
+    RepeatRun m_run;
+    ir::Graph m_graph;
+    std::vector<ir::TensorId> m_tensorOf;
+    std::vector<Locator> m_locator;  // by reduced tensor
+};
+
+} // namespace tapestry::passes
