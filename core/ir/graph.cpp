@@ -111,6 +111,54 @@ std::vector<std::string> Op::scope() const
     return parts;
 }
 
+GraphArrays::GraphArrays(std::vector<std::string> typeNames) : m_typeNames(std::move(typeNames))
+{
+    for (std::size_t i = 0; i < m_typeNames.size(); ++i)
+        m_typeNumber.emplace(m_typeNames[i], static_cast<std::uint32_t>(i));
+}
+
+void GraphArrays::reserve(std::size_t ops, std::size_t tensors)
+{
+    m_type.reserve(ops);
+    m_attributeHash.reserve(ops);
+    m_inputStart.reserve(ops + 1);
+    m_outputStart.reserve(ops + 1);
+    m_name.reserve(ops);
+    m_producer.reserve(tensors);
+    m_role.reserve(tensors);
+    m_dtype.reserve(tensors);
+    m_dimStart.reserve(tensors + 1);
+}
+
+TensorId GraphArrays::addTensor(std::span<const std::int64_t> shape, DType dtype, Role role)
+{
+    const TensorId id(static_cast<std::int32_t>(m_producer.size()));
+    m_producer.emplace_back();
+    m_role.push_back(role);
+    m_dtype.push_back(dtype);
+    m_dims.insert(m_dims.end(), shape.begin(), shape.end());
+    m_dimStart.push_back(static_cast<std::int32_t>(m_dims.size()));
+    return id;
+}
+
+OpId GraphArrays::addOp(std::uint32_t type, std::uint64_t attributeHash, std::span<const TensorId> inputs,
+                        std::span<const TensorId> outputs, std::string_view name)
+{
+    const OpId id(static_cast<std::int32_t>(m_type.size()));
+    for (TensorId t : outputs)
+        if (t.valid() && t.index() < m_producer.size() && !m_producer[t.index()].valid())
+            m_producer[t.index()] = id;
+    m_type.push_back(type);
+    m_attributeHash.push_back(attributeHash);
+    m_inputs.insert(m_inputs.end(), inputs.begin(), inputs.end());
+    m_inputStart.push_back(static_cast<std::int32_t>(m_inputs.size()));
+    m_outputs.insert(m_outputs.end(), outputs.begin(), outputs.end());
+    m_outputStart.push_back(static_cast<std::int32_t>(m_outputs.size()));
+    m_name.emplace_back(static_cast<std::uint32_t>(m_names.size()), static_cast<std::uint32_t>(name.size()));
+    m_names.insert(m_names.end(), name.begin(), name.end());
+    return id;
+}
+
 TensorId Graph::addTensor(std::string tensorName, Shape shape, DType dtype, Role role)
 {
     TensorId id(static_cast<std::int32_t>(m_tensors.size()));

@@ -136,6 +136,18 @@ public:
 
     std::size_t opCount() const { return m_type.size(); }
     std::size_t tensorCount() const { return m_producer.size(); }
+
+    // Arrays built without a Graph and its records: a reduced graph
+    // (passes/repeats.h), which the passes read as they read a graph's.
+    // Types are numbered as in `typeNames`; ops are added after the
+    // producers of what they read, so id order stays topological.
+    GraphArrays() = default;
+    explicit GraphArrays(std::vector<std::string> typeNames);
+    TensorId addTensor(std::span<const std::int64_t> shape, DType dtype, Role role);
+    OpId addOp(std::uint32_t type, std::uint64_t attributeHash, std::span<const TensorId> inputs,
+               std::span<const TensorId> outputs, std::string_view name);
+    void reserve(std::size_t ops, std::size_t tensors);
+
     // The type names by number.
     const std::vector<std::string> &typeNames() const { return m_typeNames; }
     // True while every op was added after the producers of what it reads:

@@ -96,18 +96,18 @@ NodeId CoarseGraph::nodeOf(ir::OpId op) const
 
 void CoarseGraph::connect(const ir::Graph &graph)
 {
-    connect(graph, GraphIndex(graph));
+    connect(GraphIndex(graph));
 }
 
-void CoarseGraph::connect(const ir::Graph &graph, GraphIndex graphIndex)
+void CoarseGraph::connect(GraphIndex graphIndex)
 {
     m_index = std::move(graphIndex);
     const GraphIndex &index = m_index;
     // Rank ops by the graph's topological order so member lists and edges
     // come out the same way for every copy of a block.
     auto byRank = [&](ir::OpId a, ir::OpId b) { return index.rank(a) < index.rank(b); };
-    if (m_nodeOfOp.size() < graph.opCount())
-        m_nodeOfOp.resize(graph.opCount());
+    if (m_nodeOfOp.size() < index.opCount())
+        m_nodeOfOp.resize(index.opCount());
 
     // Marks which tensors a node's lists already hold: one flat array for the
     // whole graph instead of a search per tensor, so a node costs its size.
@@ -254,11 +254,11 @@ std::size_t CoarseGraph::stampedOps() const
            m_reduction->coarse.stampedOps();
 }
 
-std::optional<CoarseGraph> CoarseGraph::stamped(const ir::Graph &graph, std::shared_ptr<CoarseReduction> reduction)
+std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, std::shared_ptr<CoarseReduction> reduction)
 {
     const ReducedGraph &r = reduction->reduced;
     const CoarseGraph &c = reduction->coarse;
-    const auto a = graph.arrays().view();
+    const auto a = graph.view();
     const std::int32_t N = static_cast<std::int32_t>(c.nodeCount());
     const std::int32_t P = r.run().period;
     const std::int32_t templateBegin = r.templateBegin(), templateEnd = r.templateEnd();
@@ -392,7 +392,7 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::Graph &graph, std::sha
             if (to < A) {
                 links.push_back({tensor, to});
             } else if (to < A + T) {
-                const ir::OpId producer = r.graph().tensor(edge.tensor).producer;
+                const ir::OpId producer = r.arrays().view().producer(edge.tensor);
                 if (producer.value < runBegin) {  // made before the run: every copy reads it
                     for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
                         links.push_back({tensor, templateNode(to - A, copy)});

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tapestry::passes {
@@ -87,9 +88,10 @@ public:
     // Orders each node's ops topologically and derives boundary tensors and
     // edges from the op graph. Call once, after the last addNode.
     void connect(const ir::Graph &graph);
-    // The same over the graph's flat index, which the coarsen pass has built
-    // anyway; the coarse graph keeps it for later passes.
-    void connect(const ir::Graph &graph, GraphIndex index);
+    // The same over the graph's flat index (of a graph, or of a reduced
+    // graph's arrays), which the coarsen pass has built anyway; the coarse
+    // graph keeps it for later passes.
+    void connect(GraphIndex index);
 
     std::size_t nodeCount() const { return m_nodes.size(); }
     std::size_t edgeCount() const { return m_edges.size(); }
@@ -114,7 +116,7 @@ public:
     // onto every copy between. None when the reduced coarse graph does not
     // split that way (a node holding ops of the template and of another
     // copy, an edge reaching past the next copy).
-    static std::optional<CoarseGraph> stamped(const ir::Graph &graph, std::shared_ptr<CoarseReduction> reduction);
+    static std::optional<CoarseGraph> stamped(const ir::GraphArrays &graph, std::shared_ptr<CoarseReduction> reduction);
     // The reduced graph and its coarse graph, for a stamped coarse graph;
     // null for one formed op by op.
     const CoarseReduction *reduction() const { return m_reduction.get(); }
@@ -148,11 +150,11 @@ private:
 
 // What a stamped coarse graph was stamped from.
 struct CoarseReduction {
-    CoarseReduction(const ir::Graph &graph, const RepeatRun &run) : source(&graph), reduced(graph, run) {}
+    CoarseReduction(const ir::GraphArrays &graph, const RepeatRun &run) : source(&graph), reduced(graph, run) {}
 
-    const ir::Graph *source;  // the graph the stamped coarse graph is of; compared, never read
+    const ir::GraphArrays *source;  // the graph the stamped coarse graph is of; compared, never read
     ReducedGraph reduced;
-    CoarseGraph coarse;  // of reduced.graph()
+    CoarseGraph coarse;  // of reduced.arrays()
     // The reduced coarse graph's nodes: those of the head, then the
     // template's, then the tail's (set by CoarseGraph::stamped).
     std::int32_t headNodes = 0, templateNodes = 0;

@@ -94,9 +94,9 @@ struct Live {
 
 class Coarsener {
 public:
-    explicit Coarsener(const ir::Graph &graph) : m_graph(graph), m_index(graph), m_order(m_index.order())
+    explicit Coarsener(const ir::GraphArrays &graph) : m_index(graph), m_order(m_index.order())
     {
-        const std::size_t n = graph.opCount();
+        const std::size_t n = m_index.opCount();
         const auto &table = categories();
         for (std::string_view type : m_index.typeNames()) {
             auto it = table.find(type);
@@ -149,7 +149,7 @@ private:
     // graph input: it reads only parameters, other constants, or shapes.
     void markConstants()
     {
-        m_constant.assign(m_graph.opCount(), false);
+        m_constant.assign(m_index.opCount(), false);
         for (OpId op : m_order) {
             bool constant = true;
             if (!is(op, kShapeOnly))
@@ -231,7 +231,7 @@ private:
             root = pl.first;
         }
         if (m_opMark.empty()) {
-            m_opMark.assign(m_graph.opCount(), 0);
+            m_opMark.assign(m_index.opCount(), 0);
             m_tensorMark.assign(m_index.tensorCount(), 0);
         }
         ++m_stamp;
@@ -480,11 +480,10 @@ private:
             coarse.addNode(m_groups[g].kind, scopeOf(m_index.name(anchor)), anchor,
                            std::span<const OpId>(members.data() + begin, end - begin));
         }
-        coarse.connect(m_graph, std::move(m_index));  // the last use of the index here
+        coarse.connect(std::move(m_index));  // the last use of the index here
         return coarse;
     }
 
-    const ir::Graph &m_graph;
     GraphIndex m_index;
     const std::vector<OpId> &m_order;
     std::vector<std::uint32_t> m_typeCategory;  // by GraphIndex type number
@@ -498,12 +497,12 @@ private:
 
 } // namespace
 
-CoarseGraph Coarsen::run(const ir::Graph &graph) const
+CoarseGraph Coarsen::run(const ir::GraphArrays &graph) const
 {
     if (m_repeats == Repeats::Stamp) {
         if (const auto run = findRepeatRun(graph)) {
             auto reduction = std::make_shared<CoarseReduction>(graph, *run);
-            reduction->coarse = this->run(reduction->reduced.graph());  // which may stamp another run
+            reduction->coarse = this->run(reduction->reduced.arrays());  // which may stamp another run
             if (auto stamped = CoarseGraph::stamped(graph, std::move(reduction)))
                 return std::move(*stamped);
         }

@@ -29,7 +29,9 @@ class Coarsen {
 public:
     explicit Coarsen(Repeats repeats = Repeats::Stamp) : m_repeats(repeats) {}
     static constexpr std::string_view name() { return "coarsen"; }
-    CoarseGraph run(const ir::Graph &graph) const;
+    CoarseGraph run(const ir::Graph &graph) const { return run(graph.arrays()); }
+    // The same on a graph's arrays alone (a reduced graph has no records).
+    CoarseGraph run(const ir::GraphArrays &graph) const;
 
 private:
     Repeats m_repeats;

@@ -15,12 +15,12 @@ GraphIndex::GraphIndex()
     m_graph = empty.view();
 }
 
-GraphIndex::GraphIndex(const ir::Graph &graph)
+GraphIndex::GraphIndex(const ir::GraphArrays &arrays)
 {
     // Everything is read from the graph's flat arrays, and links, types,
     // names and shapes are viewed there rather than copied: on a deep model
     // the graph's per-op records are scattered over tens of megabytes.
-    m_graph = graph.arrays().view();
+    m_graph = arrays.view();
     const ir::GraphArrays::View &a = m_graph;
     const std::size_t ops = a.opCount(), tensors = a.tensorCount();
     m_form.resize(tensors);
@@ -38,7 +38,7 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
     m_consumerStart.assign(tensors + 1, 0);
     m_label.reserve(ops);
     m_scopes = ScopeIndex(ops);
-    const auto &typeNames = graph.arrays().typeNames();
+    const auto &typeNames = arrays.typeNames();
     m_typeNames.assign(typeNames.begin(), typeNames.end());
     std::vector<std::uint64_t> typeHash;  // by type number
     typeHash.reserve(m_typeNames.size());
@@ -78,7 +78,7 @@ GraphIndex::GraphIndex(const ir::Graph &graph)
     // flat arrays; when the graph was built in order (as loaders build it)
     // that order is the id order.
     m_order.reserve(ops);
-    if (!graph.arrays().idOrderIsTopological())
+    if (!arrays.idOrderIsTopological())
         kahnOrder();
     if (m_order.size() != ops) {  // in id order, or a cycle left some ops out
         m_order.clear();

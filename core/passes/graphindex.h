@@ -20,7 +20,8 @@ namespace tapestry::passes {
 class GraphIndex {
 public:
     GraphIndex();  // of an empty graph
-    explicit GraphIndex(const ir::Graph &graph);
+    explicit GraphIndex(const ir::Graph &graph) : GraphIndex(graph.arrays()) {}
+    explicit GraphIndex(const ir::GraphArrays &arrays);
 
     std::size_t opCount() const { return m_graph.opCount(); }
     std::size_t tensorCount() const { return m_graph.tensorCount(); }

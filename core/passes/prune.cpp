@@ -22,6 +22,14 @@ using ir::TensorId;
 
 using ir::hashMix;
 
+std::int64_t elementCount(std::span<const std::int64_t> shape)
+{
+    std::int64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    return n;
+}
+
 bool isNumber(std::string_view s)
 {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
@@ -59,7 +67,7 @@ std::string namePrefix(std::string_view name, std::size_t components)
 
 class Pruner {
 public:
-    Pruner(const ir::Graph &graph, const CoarseGraph &coarse, int minDuplicate)
+    Pruner(const ir::GraphArrays &graph, const CoarseGraph &coarse, int minDuplicate)
         : m_graph(graph), m_coarse(coarse), m_minDuplicate(std::max(1, minDuplicate))
     {
         // The coarse graph carries the flat index coarsening built: links,
@@ -454,7 +462,7 @@ private:
                 cls.instances.push_back(instanceOf(std::move(m)));
             }
             for (TensorId t : cls.instances.front().parameters)
-                cls.parametersPerInstance += m_graph.tensor(t).elementCount();
+                cls.parametersPerInstance += elementCount(m_graph.view().shape(t));
             result.classes.push_back(std::move(cls));
         }
         result.coverage = m_graph.opCount() == 0
@@ -511,7 +519,7 @@ private:
         return inst;
     }
 
-    const ir::Graph &m_graph;
+    const ir::GraphArrays &m_graph;
     const CoarseGraph &m_coarse;
     int m_minDuplicate;
     const GraphIndex *m_index = nullptr;
@@ -546,11 +554,11 @@ std::size_t componentCount(std::string_view scope)
 // and tail instances move into place, and each template instance is stamped
 // onto every copy between. None when an instance holds ops of the template
 // and of another part, which the stamping cannot place.
-std::optional<SubgraphClasses> stampClasses(const ir::Graph &graph, const CoarseReduction &reduction,
+std::optional<SubgraphClasses> stampClasses(const ir::GraphArrays &graph, const CoarseReduction &reduction,
                                             SubgraphClasses inner)
 {
     const ReducedGraph &r = reduction.reduced;
-    const auto a = graph.arrays().view();
+    const auto a = graph.view();
     const std::int32_t A = reduction.headNodes, T = reduction.templateNodes;
     const std::int32_t S = r.stampedCopies(), firstCopy = ReducedGraph::kTemplate, lastCopy = firstCopy + S - 1;
     const std::int32_t tailMove = (S - 1) * T;
@@ -636,7 +644,7 @@ std::optional<SubgraphClasses> stampClasses(const ir::Graph &graph, const Coarse
 
 } // namespace
 
-SubgraphClasses Prune::run(const ir::Graph &graph, const CoarseGraph &coarse) const
+SubgraphClasses Prune::run(const ir::GraphArrays &graph, const CoarseGraph &coarse) const
 {
     // A stamped coarse graph carries the reduced graph it was stamped from:
     // prune that, and stamp its classes. Only while the kept copies alone
@@ -645,7 +653,7 @@ SubgraphClasses Prune::run(const ir::Graph &graph, const CoarseGraph &coarse) co
     const CoarseReduction *reduction = m_repeats == Repeats::Stamp ? coarse.reduction() : nullptr;
     if (reduction && reduction->source == &graph && reduction->reduced.run().scopesAligned &&
         std::max(2, m_minDuplicate) <= ReducedGraph::kKept) {
-        auto inner = Prune(m_minDuplicate, m_repeats).run(reduction->reduced.graph(), reduction->coarse);
+        auto inner = Prune(m_minDuplicate, m_repeats).run(reduction->reduced.arrays(), reduction->coarse);
         if (inner.fromScopes)
             if (auto stamped = stampClasses(graph, *reduction, std::move(inner)))
                 return std::move(*stamped);

@@ -33,7 +33,9 @@ public:
     static constexpr std::string_view name() { return "prune"; }
     // An analysis pass: the graphs are left as they are and the classes are
     // the result.
-    SubgraphClasses run(const ir::Graph &graph, const CoarseGraph &coarse) const;
+    SubgraphClasses run(const ir::Graph &graph, const CoarseGraph &coarse) const { return run(graph.arrays(), coarse); }
+    // The same on a graph's arrays alone (a reduced graph has no records).
+    SubgraphClasses run(const ir::GraphArrays &graph, const CoarseGraph &coarse) const;
 
 private:
     int m_minDuplicate;

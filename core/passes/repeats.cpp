@@ -87,7 +87,10 @@ long long trailingNumber(std::string_view s)
         --i;
     if (i == s.size() || s.size() - i > 12)
         return -1;
-    return std::stoll(std::string(s.substr(i)));
+    long long number = 0;
+    for (; i < s.size(); ++i)
+        number = number * 10 + (s[i] - '0');
+    return number;
 }
 
 std::string_view stem(std::string_view s)
@@ -100,12 +103,12 @@ std::string_view stem(std::string_view s)
 
 class RunFinder {
 public:
-    explicit RunFinder(const ir::Graph &graph) : m_graph(graph), m_a(graph.arrays().view()) {}
+    explicit RunFinder(const ir::GraphArrays &graph) : m_graph(graph), m_a(graph.view()) {}
 
     std::optional<RepeatRun> find()
     {
         const auto n = static_cast<std::int32_t>(m_a.opCount());
-        if (!m_graph.arrays().idOrderIsTopological() || n < ReducedGraph::kMinCopies)
+        if (!m_graph.idOrderIsTopological() || n < ReducedGraph::kMinCopies)
             return std::nullopt;
         std::optional<RepeatRun> best;
         for (const std::int32_t probe : {n / 2, n / 3, 2 * n / 3, n / 4, 3 * n / 4}) {
@@ -217,20 +220,15 @@ private:
             return std::pair{k, run.begin + (k - 1) * run.period + i};
         };
         const std::size_t tensors = m_a.tensorCount();
-        // Per tensor: 0 unseen, -1 shared by all copies, c + 1 a parameter
-        // (or graph input) of copy c; and a per-copy parameter's image in the
-        // next copy and its preimage in the one before.
-        m_owner.assign(tensors, 0);
-        m_image.assign(tensors, -1);
-        m_preimage.assign(tensors, -1);
+        m_seen.assign(tensors, Seen{});
         const std::int32_t P = run.period, begin = run.begin;
         const std::int32_t end = run.begin + run.period * run.copies;
         auto inRun = [&](OpId p) { return p.valid() && p.value >= begin && p.value < end; };
         for (std::int32_t k = 1; k < run.copies; ++k) {
             for (std::int32_t i = 0; i < P; ++i) {
+                // Kinds match one period apart all through the stretch the
+                // run was cut from (runAt).
                 const std::int32_t o = begin + k * P + i, q = o - P;
-                if (!sameKind(m_a, o, q))
-                    return fail(k, i);
                 const auto outT = m_a.outputs(op(o)), outU = m_a.outputs(op(q));
                 for (std::size_t s = 0; s < outT.size(); ++s) {
                     const TensorId t = outT[s], u = outU[s];
@@ -257,9 +255,9 @@ private:
                         if (pt != op(pu.value + P) || m_a.outputs(pt)[static_cast<std::size_t>(slot)] != t)
                             return fail(k, i);
                     } else if (t == u) {
-                        if (m_owner[t.index()] > 0)
+                        if (m_seen[t.index()].owner > 0)
                             return fail(k, i);
-                        m_owner[t.index()] = -1;
+                        m_seen[t.index()].owner = -1;
                     } else if (k == 1 && inRun(pt) && pt.value < begin + P) {
                         // Copy 0 reads what comes before the run where copy 1
                         // reads copy 0: the run's entry.
@@ -281,7 +279,8 @@ private:
     // copy k: each belongs to one copy, and the pairing is one to one.
     bool copyParameter(TensorId t, TensorId u, std::int32_t k)
     {
-        auto &ownerU = m_owner[u.index()], &ownerT = m_owner[t.index()];
+        Seen &seenU = m_seen[u.index()], &seenT = m_seen[t.index()];
+        auto &ownerU = seenU.owner, &ownerT = seenT.owner;
         if (ownerU == 0 && k == 1)
             ownerU = 1;
         if (ownerU != k || ownerT < 0 || !sameForm(m_a, t, u))
@@ -291,7 +290,7 @@ private:
         } else if (ownerT != k + 1) {
             return false;
         }
-        auto &image = m_image[u.index()], &preimage = m_preimage[t.index()];
+        auto &image = seenU.image, &preimage = seenT.preimage;
         if ((image >= 0 && image != t.value) || (preimage >= 0 && preimage != u.value))
             return false;
         image = t.value;
@@ -337,38 +336,43 @@ private:
         const std::string_view ancestors = first.substr(0, offset), copyStem = stem(part(first, x[d]));
         long long previous = -1;
         std::vector<long long> numbers(static_cast<std::size_t>(run.copies));
+        std::vector<std::uint32_t> componentEnd(static_cast<std::size_t>(run.copies));
         for (std::int32_t k = 0; k < run.copies; ++k) {
             const auto name = m_a.name(op(run.begin + k * run.period));
-            const std::size_t n = scopeComponents(name, y);
-            if (n != nx || y[d].begin != offset || name.substr(0, offset) != ancestors)
+            const std::size_t end = firstSeparator(name, offset);
+            if (end == std::string_view::npos || name.compare(0, offset, ancestors) != 0)
                 return false;
-            const auto component = part(name, y[d]);
+            const auto component = name.substr(offset, end - offset);
             const long long number = trailingNumber(component);
             if (stem(component) != copyStem || number <= previous)
                 return false;
             previous = numbers[static_cast<std::size_t>(k)] = number;
+            componentEnd[static_cast<std::size_t>(k)] = static_cast<std::uint32_t>(end);
         }
         // Every op: the same ancestors, its copy's component, and below it
-        // the scope of its counterpart one copy back.
+        // the scope of its counterpart one copy back. Copies mostly repeat
+        // their ops' names below the copy's component outright, so the
+        // names are compared whole first.
         for (std::int32_t k = 0; k < run.copies; ++k) {
-            const auto head = m_a.name(op(run.begin + k * run.period));
-            const std::size_t componentEnd = offset + (scopeComponents(head, y), y[d].end - y[d].begin);
-            const std::string_view copyScope = head.substr(0, componentEnd);
+            const std::size_t end = componentEnd[static_cast<std::size_t>(k)];
+            const std::string_view copyScope = m_a.name(op(run.begin + k * run.period)).substr(0, end);
             for (std::int32_t i = 0; i < run.period; ++i) {
                 const std::int32_t o = run.begin + k * run.period + i;
                 const auto name = m_a.name(op(o));
-                if (name.size() <= componentEnd || name.substr(0, componentEnd) != copyScope ||
-                    !isSeparator(name[componentEnd]))
+                if (name.size() <= end + 1 || name.compare(0, end, copyScope) != 0 || !isSeparator(name[end]))
                     return false;
-                const auto below = name.substr(componentEnd);
-                const auto belowScope = below.substr(0, lastSeparator(below));
+                const auto below = name.substr(end);
                 if (k == 0) {
+                    // Below the copy's component there is a scope or the op's own name.
+                    if (isSeparator(below.back()))
+                        return false;
                     continue;
                 }
                 const auto prior = m_a.name(op(o - run.period));
-                const std::size_t priorEnd = firstSeparator(prior, offset);
-                const auto priorBelow = prior.substr(priorEnd);
-                if (priorBelow.substr(0, lastSeparator(priorBelow)) != belowScope)
+                const auto priorBelow = prior.substr(componentEnd[static_cast<std::size_t>(k - 1)]);
+                if (below == priorBelow)
+                    continue;
+                if (priorBelow.substr(0, lastSeparator(priorBelow)) != below.substr(0, lastSeparator(below)))
                     return false;
             }
         }
@@ -394,21 +398,28 @@ private:
         return true;
     }
 
-    const ir::Graph &m_graph;
+    const ir::GraphArrays &m_graph;
     View m_a;
-    std::vector<std::int32_t> m_owner, m_image, m_preimage;
+    // Per tensor, while copies are compared: 0 unseen, -1 shared by all
+    // copies, c + 1 a parameter (or graph input) of copy c; and a per-copy
+    // parameter's image in the next copy and its preimage in the one before.
+    struct Seen {
+        std::int32_t owner = 0, image = -1, preimage = -1;
+    };
+    std::vector<Seen> m_seen;
 };
 
 } // namespace
 
-std::optional<RepeatRun> findRepeatRun(const ir::Graph &graph)
+std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph)
 {
     return RunFinder(graph).find();
 }
 
-ReducedGraph::ReducedGraph(const ir::Graph &graph, const RepeatRun &run) : m_run(run)
+ReducedGraph::ReducedGraph(const ir::GraphArrays &graph, const RepeatRun &run)
+    : m_run(run), m_arrays(graph.typeNames())
 {
-    const View a = graph.arrays().view();
+    const View a = graph.view();
     const auto n = static_cast<std::int32_t>(a.opCount());
     const std::int32_t P = run.period;
     const std::int32_t headEnd = templateEnd();
@@ -424,13 +435,11 @@ ReducedGraph::ReducedGraph(const ir::Graph &graph, const RepeatRun &run) : m_run
         const auto slot = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
         return a.outputs(OpId(p.value - bridge))[slot];
     };
-    auto kept = [&](std::int32_t o) { return o < headEnd || o >= tailBegin; };
+    auto next = [&](std::int32_t o) { return o + 1 == headEnd ? tailBegin : o + 1; };
 
     // The tensors the kept ops read and write, numbered in id order.
     std::vector<std::int32_t> tensors;
-    for (std::int32_t o = 0; o < n; o = o + 1 == headEnd ? tailBegin : o + 1) {
-        if (!kept(o))
-            continue;
+    for (std::int32_t o = 0; o < n; o = next(o)) {
         for (TensorId t : a.inputs(OpId(o)))
             if (t.valid())
                 tensors.push_back(source(t).value);
@@ -446,52 +455,55 @@ ReducedGraph::ReducedGraph(const ir::Graph &graph, const RepeatRun &run) : m_run
         const auto it = std::lower_bound(tensors.begin(), tensors.end(), source(t).value);
         return TensorId(static_cast<std::int32_t>(it - tensors.begin()));
     };
-    m_graph.name = graph.name;
+    m_arrays.reserve(static_cast<std::size_t>(n - (tailBegin - headEnd)), tensors.size());
     m_tensorOf.reserve(tensors.size());
     for (std::int32_t t : tensors) {
-        const ir::Tensor &tensor = graph.tensor(TensorId(t));
-        m_graph.addTensor(tensor.name, tensor.shape, tensor.dtype, tensor.role);
-        m_tensorOf.emplace_back(t);
+        const TensorId id(t);
+        m_arrays.addTensor(a.shape(id), a.dtype(id), a.role(id));
+        m_tensorOf.push_back(id);
     }
-    for (std::int32_t o = 0; o < n; o = o + 1 == headEnd ? tailBegin : o + 1) {
-        const ir::Op &record = graph.op(OpId(o));
-        std::vector<TensorId> inputs, outputs;
-        inputs.reserve(record.inputs.size());
-        for (TensorId t : record.inputs)
+    // Per reduced tensor, the first and last reduced op that reads it.
+    std::vector<std::pair<std::int32_t, std::int32_t>> readers(tensors.size(), {-1, -1});
+    std::vector<TensorId> inputs, outputs;
+    for (std::int32_t o = 0; o < n; o = next(o)) {
+        inputs.clear();
+        outputs.clear();
+        const OpId g(o);
+        for (TensorId t : a.inputs(g))
             inputs.push_back(reducedTensor(t));
-        for (TensorId t : record.outputs)
+        for (TensorId t : a.outputs(g))
             outputs.push_back(reducedTensor(t));
-        const OpId added = m_graph.addOp(record.type, record.name, std::move(inputs), std::move(outputs), record.attributes);
-        if (!record.domain.empty())
-            m_graph.setDomain(added, record.domain);
+        const OpId added = m_arrays.addOp(a.type(g), a.attributeHash(g), inputs, outputs, a.name(g));
+        for (TensorId t : inputs)
+            if (t.valid()) {
+                auto &[first, last] = readers[t.index()];
+                if (first < 0)
+                    first = added.value;
+                last = added.value;
+            }
     }
 
     // Locators of the template's own tensors: made in the template or in
     // the copy before it (what the template reads of it), or a parameter
     // only the template reads.
-    m_locator.assign(m_graph.tensorCount(), Locator{});
+    const View r = m_arrays.view();
+    m_locator.assign(tensors.size(), Locator{});
     const std::int32_t previousBegin = templateBegin() - P;
-    for (std::size_t i = 0; i < m_graph.tensorCount(); ++i) {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
         const TensorId t(static_cast<std::int32_t>(i));
-        const ir::Tensor &tensor = m_graph.tensor(t);
-        if (tensor.producer.valid()) {
-            const std::int32_t p = tensor.producer.value;
-            if (p < previousBegin || p >= templateEnd())
+        const OpId producer = r.producer(t);
+        if (producer.valid()) {
+            if (producer.value < previousBegin || producer.value >= templateEnd())
                 continue;
-            const auto &outs = m_graph.op(tensor.producer).outputs;
-            m_locator[i] = {p, static_cast<std::int32_t>(std::find(outs.begin(), outs.end(), t) - outs.begin()), true};
+            const auto outs = r.outputs(producer);
+            m_locator[i] = {producer.value, static_cast<std::int32_t>(std::find(outs.begin(), outs.end(), t) - outs.begin()), true};
             continue;
         }
-        if (tensor.consumers.empty())
+        const auto [first, last] = readers[i];
+        if (first < templateBegin() || last >= templateEnd())
             continue;
-        const bool own = std::all_of(tensor.consumers.begin(), tensor.consumers.end(), [&](OpId c) {
-            return c.value >= templateBegin() && c.value < templateEnd();
-        });
-        if (!own)
-            continue;
-        const OpId reader = tensor.consumers.front();
-        const auto &ins = m_graph.op(reader).inputs;
-        m_locator[i] = {reader.value, static_cast<std::int32_t>(std::find(ins.begin(), ins.end(), t) - ins.begin()), false};
+        const auto ins = r.inputs(OpId(first));
+        m_locator[i] = {first, static_cast<std::int32_t>(std::find(ins.begin(), ins.end(), t) - ins.begin()), false};
     }
 }
 

@@ -44,13 +44,15 @@ struct RepeatRun {
 // The longest run in `graph` with at least ReducedGraph::kMinCopies copies,
 // checked op by op as above; none when the graph has none, or when its ids
 // are not in a topological order.
-std::optional<RepeatRun> findRepeatRun(const ir::Graph &graph);
+std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph);
+inline std::optional<RepeatRun> findRepeatRun(const ir::Graph &graph) { return findRepeatRun(graph.arrays()); }
 
 // The graph with a run's middle copies taken out: ops before the run, copies
 // 0..3, copies K-3..K-1 (copy K-3 reading copy 3 where it read copy K-4),
 // and ops after the run. Ops keep their ids up to the end of copy 3 (the
 // template) and move down by (K-7)·period after it; tensors are renumbered
-// in the order of their ids.
+// in the order of their ids. Only the arrays the passes read are built
+// (ir::GraphArrays), with no per-op records.
 class ReducedGraph {
 public:
     static constexpr std::int32_t kHead = 4;  // copies kept at the start; the last of them is the template
@@ -62,9 +64,9 @@ public:
     // the copies kept (bench_prune, 12 to 96 layers).
     static constexpr std::int32_t kMinCopies = 4 * kKept;
 
-    ReducedGraph(const ir::Graph &graph, const RepeatRun &run);
+    ReducedGraph(const ir::GraphArrays &graph, const RepeatRun &run);
 
-    const ir::Graph &graph() const { return m_graph; }
+    const ir::GraphArrays &arrays() const { return m_arrays; }
     const RepeatRun &run() const { return m_run; }
 
     // Where a reduced op lies: before or in copies 0..2 (kept as they are),
@@ -102,7 +104,7 @@ private:
     };
 
     RepeatRun m_run;
-    ir::Graph m_graph;
+    ir::GraphArrays m_arrays;
     std::vector<ir::TensorId> m_tensorOf;
     std::vector<Locator> m_locator;  // by reduced tensor
 };
