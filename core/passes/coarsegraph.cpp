@@ -259,31 +259,26 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
     const ReducedGraph &r = reduction->reduced;
     const CoarseGraph &c = reduction->coarse;
     const auto a = graph.view();
-    const std::int32_t N = static_cast<std::int32_t>(c.nodeCount());
+    const auto N = static_cast<std::int32_t>(c.nodeCount());
     const std::int32_t P = r.run().period;
     const std::int32_t templateBegin = r.templateBegin(), templateEnd = r.templateEnd();
+    auto nodeOps = [&c](std::int32_t n) { return c.m_nodes[static_cast<std::size_t>(n)].ops; };
 
     // Head nodes hold ops before the template only, template nodes ops of
     // the template only, and tail nodes start after it. Nodes are numbered
     // by their first op, so each part is one stretch of ids.
     std::int32_t A = 0;
-    while (A < N && !c.m_nodes[static_cast<std::size_t>(A)].ops.empty() &&
-           c.m_nodes[static_cast<std::size_t>(A)].ops.front().value < templateBegin) {
-        if (c.m_nodes[static_cast<std::size_t>(A)].ops.back().value >= templateBegin)
+    while (A < N && nodeOps(A).front().value < templateBegin) {
+        if (nodeOps(A).back().value >= templateBegin)
             return std::nullopt;
         ++A;
     }
     std::int32_t T = 0;
-    while (A + T < N && !c.m_nodes[static_cast<std::size_t>(A + T)].ops.empty() &&
-           c.m_nodes[static_cast<std::size_t>(A + T)].ops.front().value < templateEnd) {
-        if (c.m_nodes[static_cast<std::size_t>(A + T)].ops.back().value >= templateEnd)
+    while (A + T < N && nodeOps(A + T).front().value < templateEnd) {
+        if (nodeOps(A + T).back().value >= templateEnd)
             return std::nullopt;
         ++T;
     }
-    for (std::int32_t n = A + T; n < N; ++n)
-        if (c.m_nodes[static_cast<std::size_t>(n)].ops.empty() ||
-            c.m_nodes[static_cast<std::size_t>(n)].ops.front().value < templateEnd)
-            return std::nullopt;
     if (T == 0)
         return std::nullopt;
     reduction->headNodes = A;
@@ -293,38 +288,69 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
     const std::int32_t firstCopy = ReducedGraph::kTemplate, lastCopy = firstCopy + S - 1;
     const std::int32_t tailMove = (S - 1) * T;
     auto templateNode = [&](std::int32_t local, std::int32_t copy) { return A + (copy - firstCopy) * T + local; };
-    // The template node a node of the copy after the template copies, or
-    // -1 when it does not copy one.
-    auto nextToTemplate = [&](NodeId n) -> std::int32_t {
-        const auto ops = c.m_nodes[n.index()].ops;
-        if (ops.front().value >= templateEnd + P)
-            return -1;
-        const NodeId t = c.nodeOf(ir::OpId(ops.front().value - P));
-        if (!t.valid() || t.value < A || t.value >= A + T)
-            return -1;
-        const auto tops = c.m_nodes[t.index()].ops;
-        if (tops.size() != ops.size())
-            return -1;
-        for (std::size_t i = 0; i < ops.size(); ++i)
-            if (tops[i].value + P != ops[i].value)
-                return -1;
-        return t.value - A;
+
+    // The template's out-edges as a pattern: the reader in the same copy,
+    // or in the next (a copy of a template node, or the tail's first copy
+    // after the last stamped one).
+    struct EdgePattern {
+        std::int32_t from;  // template node, local
+        ir::TensorId tensor;  // reduced
+        std::int32_t to;    // local template node of the same or the next copy
+        std::int32_t tail;  // the reader in the tail after the last copy; -1 within the copy
+        std::int32_t edge;  // the reduced edge, for its shape
     };
+    std::vector<EdgePattern> pattern;
+    for (std::int32_t l = 0; l < T; ++l)
+        for (EdgeId e : c.m_nodes[static_cast<std::size_t>(A + l)].outEdges) {
+            const CoarseEdge &edge = c.m_edges[e.index()];
+            const std::int32_t to = edge.to.value;
+            if (to < A)
+                return std::nullopt;
+            if (to < A + T) {
+                pattern.push_back({l, edge.tensor, to - A, -1, e.value});
+                continue;
+            }
+            // A node of the copy after the template must copy a template
+            // node op for op, one period on.
+            const auto ops = nodeOps(to);
+            if (ops.front().value >= templateEnd + P)
+                return std::nullopt;
+            const NodeId t = c.nodeOf(ir::OpId(ops.front().value - P));
+            if (!t.valid() || t.value < A || t.value >= A + T || nodeOps(t.value).size() != ops.size())
+                return std::nullopt;
+            for (std::size_t i = 0; i < ops.size(); ++i)
+                if (nodeOps(t.value)[i].value + P != ops[i].value)
+                    return std::nullopt;
+            pattern.push_back({l, edge.tensor, t.value - A, to + tailMove, e.value});
+        }
 
     CoarseGraph out;
     const std::size_t nodeTotal = static_cast<std::size_t>(N + tailMove);
-    out.m_nodes.reserve(nodeTotal);
+    const std::size_t templateTensors = c.m_extents[static_cast<std::size_t>(A + T - 1)].tensorEnd -
+                                        c.m_extents[static_cast<std::size_t>(A)].tensorBegin;
+    const std::size_t templateDims = [&] {
+        std::size_t dims = 0;
+        for (const EdgePattern &p : pattern)
+            dims += c.m_edges[static_cast<std::size_t>(p.edge)].shape.size();
+        return dims;
+    }();
+    const auto extra = static_cast<std::size_t>(S - 1);
+    out.m_nodes.resize(nodeTotal);
     out.m_extents.reserve(nodeTotal);
     out.m_ops.reserve(graph.opCount());
-    out.m_tensors.reserve(c.m_tensors.size() + static_cast<std::size_t>(S - 1) * static_cast<std::size_t>(T) * 4);
-    out.m_nodeOfOp.assign(graph.opCount(), NodeId());
+    out.m_tensors.reserve(c.m_tensors.size() + extra * templateTensors);
+    out.m_names.reserve(c.m_names.size() * (nodeTotal / std::max<std::size_t>(1, c.nodeCount()) + 1));
+    out.m_edges.reserve(c.m_edges.size() + extra * pattern.size());
+    out.m_dims.reserve(c.m_dims.size() + extra * templateDims);
+    out.m_edgeDimStart.reserve(c.m_edges.size() + extra * pattern.size() + 1);
+    out.m_nodeOfOp.resize(graph.opCount());
 
-    // One stamped or moved node: its ops, name and tensor lists.
-    auto addNode = [&](const CoarseNode &from, std::int32_t copy, bool moved, auto &&opOf, auto &&tensorOf) {
-        const NodeId id(static_cast<std::int32_t>(out.m_nodes.size()));
+    // Nodes: kind, anchor, name, ops and tensor lists.
+    auto addNode = [&](std::int32_t n, std::int32_t id, auto &&opOf, auto &&tensorOf, bool rename) {
+        const CoarseNode &from = c.m_nodes[static_cast<std::size_t>(n)];
         Extent e;
         const ir::OpId anchor = opOf(from.anchor);
-        const std::string_view name = copy < 0 ? from.name : scopeOf(a.name(anchor));
+        const std::string_view name = rename ? scopeOf(a.name(anchor)) : from.name;
         e.nameBegin = static_cast<std::uint32_t>(out.m_names.size());
         out.m_names.insert(out.m_names.end(), name.begin(), name.end());
         e.nameEnd = static_cast<std::uint32_t>(out.m_names.size());
@@ -332,135 +358,151 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
         for (ir::OpId op : from.ops) {
             const ir::OpId g = opOf(op);
             out.m_ops.push_back(g);
-            out.m_nodeOfOp[g.index()] = id;
+            out.m_nodeOfOp[g.index()] = NodeId(id);
         }
         e.opEnd = static_cast<std::uint32_t>(out.m_ops.size());
+        const Extent &x = c.m_extents[static_cast<std::size_t>(n)];
         e.tensorBegin = static_cast<std::uint32_t>(out.m_tensors.size());
-        for (ir::TensorId t : from.inputs)
-            out.m_tensors.push_back(tensorOf(t));
-        e.parametersBegin = static_cast<std::uint32_t>(out.m_tensors.size());
-        for (ir::TensorId t : from.parameters)
-            out.m_tensors.push_back(tensorOf(t));
-        e.outputsBegin = static_cast<std::uint32_t>(out.m_tensors.size());
-        for (ir::TensorId t : from.outputs)
-            out.m_tensors.push_back(tensorOf(t));
+        e.parametersBegin = e.tensorBegin + (x.parametersBegin - x.tensorBegin);
+        e.outputsBegin = e.tensorBegin + (x.outputsBegin - x.tensorBegin);
+        for (std::uint32_t i = x.tensorBegin; i < x.tensorEnd; ++i)
+            out.m_tensors.push_back(tensorOf(c.m_tensors[i]));
         e.tensorEnd = static_cast<std::uint32_t>(out.m_tensors.size());
         out.m_extents.push_back(e);
-        CoarseNode node;
-        node.id = id;
+        CoarseNode &node = out.m_nodes[static_cast<std::size_t>(id)];
+        node.id = NodeId(id);
         node.kind = from.kind;
         node.anchor = anchor;
-        out.m_nodes.push_back(node);
-        (void)moved;
     };
-    auto same = [&](ir::TensorId t) { return r.tensorOf(t); };
+    auto same = [](ir::OpId op) { return op; };
+    auto headTensor = [&](ir::TensorId t) { return r.tensorOf(t); };
     // The tail's first copy reads the copy before it, which in the reduced
     // graph is the template and here the last stamped copy.
     auto tailTensor = [&](ir::TensorId t) { return r.tailTensorOf(t, a); };
     for (std::int32_t n = 0; n < A; ++n)
-        addNode(c.m_nodes[static_cast<std::size_t>(n)], -1, false, [](ir::OpId op) { return op; }, same);
-    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
-        for (std::int32_t n = A; n < A + T; ++n)
+        addNode(n, n, same, headTensor, false);
+    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy) {
+        const std::int32_t shift = (copy - firstCopy) * P;
+        for (std::int32_t l = 0; l < T; ++l)
             addNode(
-                c.m_nodes[static_cast<std::size_t>(n)], copy == firstCopy ? -1 : copy, false,
-                [&](ir::OpId op) { return r.opOf(op, copy); },
-                [&](ir::TensorId t) { return r.tensorOf(t, copy, a); });
+                A + l, templateNode(l, copy), [shift](ir::OpId op) { return ir::OpId(op.value + shift); },
+                [&](ir::TensorId t) { return r.tensorOf(t, copy, a); }, copy != firstCopy);
+    }
     for (std::int32_t n = A + T; n < N; ++n)
-        addNode(c.m_nodes[static_cast<std::size_t>(n)], -1, true, [&](ir::OpId op) { return r.opOf(op); }, tailTensor);
+        addNode(n, n + tailMove, [&](ir::OpId op) { return r.opOf(op); }, tailTensor, false);
 
     // Edges, from node by node in id order and, from each node, by tensor
     // and reader: the order connect() gives them.
-    struct Link {
-        std::int32_t tensor, to;
-        bool operator<(const Link &o) const { return std::tie(tensor, to) < std::tie(o.tensor, o.to); }
+    auto addEdge = [&](std::int32_t from, ir::TensorId tensor, std::int32_t to, std::span<const std::int64_t> shape) {
+        out.m_edges.push_back(CoarseEdge{EdgeId(static_cast<std::int32_t>(out.m_edges.size())), NodeId(from),
+                                         NodeId(to), tensor, {}});
+        out.m_dims.insert(out.m_dims.end(), shape.begin(), shape.end());
+        out.m_edgeDimStart.push_back(static_cast<std::int32_t>(out.m_dims.size()));
     };
-    std::vector<Link> links;
-    std::vector<std::pair<std::int32_t, Link>> all;  // from, link
-    all.reserve(c.m_edges.size() + static_cast<std::size_t>(S - 1) * static_cast<std::size_t>(T) * 3);
+    out.m_edgeDimStart.push_back(0);
+    // Sorts the edges from one node added since `begin` by tensor and
+    // reader, where the stamped ids came out of that order.
+    auto settle = [&](std::size_t begin) {
+        auto key = [&](std::size_t i) { return std::pair(out.m_edges[i].tensor.value, out.m_edges[i].to.value); };
+        bool sorted = true;
+        for (std::size_t i = begin + 1; i < out.m_edges.size() && sorted; ++i)
+            sorted = key(i - 1) < key(i);
+        if (sorted)
+            return;
+        std::vector<std::size_t> order(out.m_edges.size() - begin);
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = begin + i;
+        std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return key(x) < key(y); });
+        std::vector<CoarseEdge> edges;
+        std::vector<std::int64_t> dims;
+        std::vector<std::int32_t> starts;
+        for (std::size_t i : order) {
+            edges.push_back(out.m_edges[i]);
+            const auto from = out.m_edgeDimStart[i], to = out.m_edgeDimStart[i + 1];
+            dims.insert(dims.end(), out.m_dims.begin() + from, out.m_dims.begin() + to);
+            starts.push_back(to - from);
+        }
+        std::size_t dimAt = static_cast<std::size_t>(out.m_edgeDimStart[begin]);
+        for (std::size_t i = 0; i < edges.size(); ++i) {
+            edges[i].id = EdgeId(static_cast<std::int32_t>(begin + i));
+            out.m_edges[begin + i] = edges[i];
+            out.m_edgeDimStart[begin + i + 1] = out.m_edgeDimStart[begin + i] + starts[i];
+        }
+        std::copy(dims.begin(), dims.end(), out.m_dims.begin() + static_cast<std::ptrdiff_t>(dimAt));
+    };
     const std::int32_t runBegin = r.run().begin;
-    auto emit = [&](std::int32_t from) {
-        if (!std::is_sorted(links.begin(), links.end()))
-            std::sort(links.begin(), links.end());
-        for (const Link &l : links)
-            all.emplace_back(from, l);
-        links.clear();
-    };
+    const auto reduced = r.arrays().view();
     for (std::int32_t n = 0; n < A; ++n) {
+        const std::size_t begin = out.m_edges.size();
         for (EdgeId e : c.m_nodes[static_cast<std::size_t>(n)].outEdges) {
             const CoarseEdge &edge = c.m_edges[e.index()];
-            const std::int32_t to = edge.to.value, tensor = r.tensorOf(edge.tensor).value;
+            const std::int32_t to = edge.to.value;
+            const ir::TensorId tensor = r.tensorOf(edge.tensor);
             if (to < A) {
-                links.push_back({tensor, to});
+                addEdge(n, tensor, to, edge.shape);
             } else if (to < A + T) {
-                const ir::OpId producer = r.arrays().view().producer(edge.tensor);
+                const ir::OpId producer = reduced.producer(edge.tensor);
                 if (producer.value < runBegin) {  // made before the run: every copy reads it
                     for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
-                        links.push_back({tensor, templateNode(to - A, copy)});
+                        addEdge(n, tensor, templateNode(to - A, copy), edge.shape);
                 } else if (producer.value >= templateBegin - P) {  // the copy before reads it first
-                    links.push_back({tensor, to});
+                    addEdge(n, tensor, to, edge.shape);
                 } else {
                     return std::nullopt;
                 }
             } else {
-                links.push_back({tensor, to + tailMove});
+                addEdge(n, tensor, to + tailMove, edge.shape);
             }
         }
-        emit(n);
+        settle(begin);
     }
-    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy)
-        for (std::int32_t n = A; n < A + T; ++n) {
-            for (EdgeId e : c.m_nodes[static_cast<std::size_t>(n)].outEdges) {
-                const CoarseEdge &edge = c.m_edges[e.index()];
-                const std::int32_t tensor = r.tensorOf(edge.tensor, copy, a).value;
-                if (edge.to.value < A) {
-                    return std::nullopt;
-                } else if (edge.to.value < A + T) {
-                    links.push_back({tensor, templateNode(edge.to.value - A, copy)});
-                } else {
-                    const std::int32_t local = nextToTemplate(edge.to);
-                    if (local < 0)
-                        return std::nullopt;
-                    links.push_back({tensor, copy == lastCopy ? edge.to.value + tailMove : templateNode(local, copy + 1)});
-                }
+    for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy) {
+        std::size_t begin = out.m_edges.size();
+        std::int32_t from = -1;
+        for (const EdgePattern &p : pattern) {
+            if (p.from != from) {
+                settle(begin);
+                begin = out.m_edges.size();
+                from = p.from;
             }
-            emit(templateNode(n - A, copy));
+            const std::int32_t to = p.tail < 0 ? templateNode(p.to, copy)
+                                    : copy == lastCopy ? p.tail
+                                                       : templateNode(p.to, copy + 1);
+            addEdge(templateNode(p.from, copy), r.tensorOf(p.tensor, copy, a), to,
+                    c.m_edges[static_cast<std::size_t>(p.edge)].shape);
         }
+        settle(begin);
+    }
     for (std::int32_t n = A + T; n < N; ++n) {
+        const std::size_t begin = out.m_edges.size();
         for (EdgeId e : c.m_nodes[static_cast<std::size_t>(n)].outEdges) {
             const CoarseEdge &edge = c.m_edges[e.index()];
             if (edge.to.value < A + T)
                 return std::nullopt;
-            links.push_back({r.tailTensorOf(edge.tensor, a).value, edge.to.value + tailMove});
+            addEdge(n + tailMove, r.tailTensorOf(edge.tensor, a), edge.to.value + tailMove, edge.shape);
         }
-        emit(n + tailMove);
+        settle(begin);
     }
 
+    // Each node's edges, in then out, each in edge-id order.
     const std::size_t nodes = out.m_nodes.size();
-    std::vector<std::uint32_t> inCount(nodes, 0), outCount(nodes, 0);
-    for (const auto &[from, l] : all) {
-        ++outCount[static_cast<std::size_t>(from)];
-        ++inCount[static_cast<std::size_t>(l.to)];
+    std::vector<std::uint32_t> inNext(nodes + 1, 0), outNext(nodes + 1, 0);
+    for (const CoarseEdge &e : out.m_edges) {
+        ++outNext[e.from.index()];
+        ++inNext[e.to.index()];
     }
-    std::vector<std::uint32_t> inNext(nodes), outNext(nodes);
     std::uint32_t at = 0;
     for (std::size_t n = 0; n < nodes; ++n) {
         Extent &extent = out.m_extents[n];
+        const std::uint32_t in = inNext[n], outs = outNext[n];
         extent.edgeBegin = inNext[n] = at;
-        extent.outEdgesBegin = outNext[n] = at + inCount[n];
-        extent.edgeEnd = at = extent.outEdgesBegin + outCount[n];
+        extent.outEdgesBegin = outNext[n] = at + in;
+        extent.edgeEnd = at = extent.outEdgesBegin + outs;
     }
-    out.m_nodeEdges.assign(at, EdgeId());
-    out.m_edges.reserve(all.size());
-    out.m_edgeDimStart.assign(1, 0);
-    out.m_edgeDimStart.reserve(all.size() + 1);
-    for (const auto &[from, l] : all) {
-        const EdgeId id(static_cast<std::int32_t>(out.m_edges.size()));
-        const auto shape = a.shape(ir::TensorId(l.tensor));
-        out.m_dims.insert(out.m_dims.end(), shape.begin(), shape.end());
-        out.m_edgeDimStart.push_back(static_cast<std::int32_t>(out.m_dims.size()));
-        out.m_edges.push_back(CoarseEdge{id, NodeId(from), NodeId(l.to), ir::TensorId(l.tensor), {}});
-        out.m_nodeEdges[outNext[static_cast<std::size_t>(from)]++] = id;
-        out.m_nodeEdges[inNext[static_cast<std::size_t>(l.to)]++] = id;
+    out.m_nodeEdges.resize(at);
+    for (const CoarseEdge &e : out.m_edges) {
+        out.m_nodeEdges[outNext[e.from.index()]++] = e.id;
+        out.m_nodeEdges[inNext[e.to.index()]++] = e.id;
     }
     out.m_reduction = std::move(reduction);
     out.bind();
