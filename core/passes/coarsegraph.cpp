@@ -335,7 +335,7 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
         return dims;
     }();
     const auto extra = static_cast<std::size_t>(S - 1);
-    out.m_nodes.resize(nodeTotal);
+    out.m_nodes.reserve(nodeTotal);
     out.m_extents.reserve(nodeTotal);
     out.m_ops.reserve(graph.opCount());
     out.m_tensors.reserve(c.m_tensors.size() + extra * templateTensors);
@@ -369,7 +369,7 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
             out.m_tensors.push_back(tensorOf(c.m_tensors[i]));
         e.tensorEnd = static_cast<std::uint32_t>(out.m_tensors.size());
         out.m_extents.push_back(e);
-        CoarseNode &node = out.m_nodes[static_cast<std::size_t>(id)];
+        CoarseNode &node = out.m_nodes.emplace_back();  // nodes come in id order
         node.id = NodeId(id);
         node.kind = from.kind;
         node.anchor = anchor;

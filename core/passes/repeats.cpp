@@ -156,15 +156,12 @@ private:
     std::optional<RepeatRun> runAt(std::int32_t probe, std::int32_t period)
     {
         const auto n = static_cast<std::int32_t>(m_a.opCount());
-        // The stretch where every op is of the kind of the op one period on.
-        std::int32_t lo = probe, hi = probe;
+        // Back from the probe over ops of the kind of the op one period on:
+        // where the run may start. How far it goes on, the copies tell.
+        std::int32_t lo = probe;
         while (lo > 0 && sameKind(m_a, lo - 1 + period, lo - 1))
             --lo;
-        while (hi + period < n && sameKind(m_a, hi + period, hi))
-            ++hi;
-        const std::int32_t stretchEnd = hi + period;  // ops [lo, stretchEnd) repeat
-        if (stretchEnd - lo < period * ReducedGraph::kMinCopies)
-            return std::nullopt;
+        const std::int32_t stretchEnd = n;
         RepeatRun run;
         run.period = period;
         for (;;) {
@@ -178,8 +175,11 @@ private:
                 break;
             // Copy 0 differs from copy 1 at failedAt: the op before the run
             // that looked like the last of a layer (an embedding's Add and a
-            // residual Add), or a first layer unlike the rest. Start after it.
+            // residual Add), or a first layer unlike the rest. Start after
+            // it, while the run still holds the probe.
             lo = failedAt + 1;
+            if (lo > probe)
+                return std::nullopt;
         }
         if (run.copies < ReducedGraph::kMinCopies || !afterReadsOnlyKept(run))
             return std::nullopt;
@@ -226,15 +226,17 @@ private:
         auto inRun = [&](OpId p) { return p.valid() && p.value >= begin && p.value < end; };
         for (std::int32_t k = 1; k < run.copies; ++k) {
             for (std::int32_t i = 0; i < P; ++i) {
-                // Kinds match one period apart all through the stretch the
-                // run was cut from (runAt).
                 const std::int32_t o = begin + k * P + i, q = o - P;
+                if (!sameKind(m_a, o, q))
+                    return fail(k, i);
                 const auto outT = m_a.outputs(op(o)), outU = m_a.outputs(op(q));
                 for (std::size_t s = 0; s < outT.size(); ++s) {
                     const TensorId t = outT[s], u = outU[s];
                     if (t.valid() != u.valid())
                         return fail(k, i);
-                    if (t.valid() && (m_a.producer(t) != op(o) || m_a.producer(u) != op(q) || !sameForm(m_a, t, u)))
+                    // (u's producer was checked as t's one copy back.)
+                    if (t.valid() && (m_a.producer(t) != op(o) || (k == 1 && m_a.producer(u) != op(q)) ||
+                                      !sameForm(m_a, t, u)))
                         return fail(k, i);
                 }
                 const auto inT = m_a.inputs(op(o)), inU = m_a.inputs(op(q));
@@ -250,10 +252,14 @@ private:
                         // on, made at most one copy back.
                         if (pu.value < begin + (k - 2) * P)
                             return fail(k, i);
-                        const auto outs = m_a.outputs(pu);
-                        const auto slot = std::find(outs.begin(), outs.end(), u) - outs.begin();
-                        if (pt != op(pu.value + P) || m_a.outputs(pt)[static_cast<std::size_t>(slot)] != t)
+                        if (pt != op(pu.value + P))
                             return fail(k, i);
+                        const auto outs = m_a.outputs(pu);
+                        if (outs.size() != 1) {
+                            const auto slot = std::find(outs.begin(), outs.end(), u) - outs.begin();
+                            if (m_a.outputs(pt)[static_cast<std::size_t>(slot)] != t)
+                                return fail(k, i);
+                        }
                     } else if (t == u) {
                         if (m_seen[t.index()].owner > 0)
                             return fail(k, i);
