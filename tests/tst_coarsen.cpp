@@ -421,6 +421,18 @@ private slots:
             QCOMPARE(stamped.nodeOf(ir::OpId(static_cast<std::int32_t>(i))), walked.nodeOf(ir::OpId(static_cast<std::int32_t>(i))));
     }
 
+    // A run is only found on a graph whose ops name its own tensors: the
+    // loaders refuse any other (ir::validate), and the finder reads no id
+    // past the graph's.
+    void noRunThroughUnknownTensors()
+    {
+        auto graph = io::zoo::build("gpt2?layers=40");
+        QVERIFY(passes::findRepeatRun(graph).has_value());
+        const ir::TensorId out = graph.addTensor("stray:0", {1}, ir::DType::F32, ir::Role::Output);
+        graph.addOp("Identity", "stray/Identity", {ir::TensorId(1 << 30)}, {out});
+        QVERIFY(!passes::findRepeatRun(graph).has_value());
+    }
+
     void boundaries()
     {
         const auto graph = gptLike(1, false);

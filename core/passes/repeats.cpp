@@ -232,7 +232,7 @@ private:
                 const auto outT = m_a.outputs(op(o)), outU = m_a.outputs(op(q));
                 for (std::size_t s = 0; s < outT.size(); ++s) {
                     const TensorId t = outT[s], u = outU[s];
-                    if (t.valid() != u.valid())
+                    if (t.valid() != u.valid() || !known(t) || !known(u))
                         return fail(k, i);
                     // (u's producer was checked as t's one copy back.)
                     if (t.valid() && (m_a.producer(t) != op(o) || (k == 1 && m_a.producer(u) != op(q)) ||
@@ -242,7 +242,7 @@ private:
                 const auto inT = m_a.inputs(op(o)), inU = m_a.inputs(op(q));
                 for (std::size_t s = 0; s < inT.size(); ++s) {
                     const TensorId t = inT[s], u = inU[s];
-                    if (t.valid() != u.valid())
+                    if (t.valid() != u.valid() || !known(t) || !known(u))
                         return fail(k, i);
                     if (!t.valid())
                         continue;
@@ -304,15 +304,30 @@ private:
         return true;
     }
 
+    // An invalid id is an empty slot; one past the graph's tensors is an
+    // error the loaders report (ir::validate), which a run is not built on.
+    bool known(TensorId t) const { return !t.valid() || t.index() < m_a.tensorCount(); }
+
     // Ops after the run may read its last kTail copies only: those are kept.
+    // And every op outside the run names tensors of the graph.
     bool afterReadsOnlyKept(const RepeatRun &run) const
     {
         const std::int32_t kept = run.begin + (run.copies - ReducedGraph::kTail) * run.period;
         const auto n = static_cast<std::int32_t>(m_a.opCount());
+        for (std::int32_t o = 0; o < n; o = o + 1 == run.begin ? run.end() : o + 1)
+            for (TensorId t : m_a.outputs(op(o)))
+                if (!known(t))
+                    return false;
+        for (std::int32_t o = 0; o < run.begin; ++o)
+            for (TensorId t : m_a.inputs(op(o)))
+                if (!known(t))
+                    return false;
         for (std::int32_t o = run.end(); o < n; ++o)
             for (TensorId t : m_a.inputs(op(o))) {
                 if (!t.valid())
                     continue;
+                if (!known(t))
+                    return false;
                 const OpId p = m_a.producer(t);
                 if (p.valid() && p.value >= run.begin && p.value < kept)
                     return false;
