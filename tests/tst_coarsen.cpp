@@ -388,17 +388,19 @@ private slots:
     {
         QTest::addColumn<Builder>("build");
         QTest::addColumn<bool>("stamps");
+        QTest::addColumn<int>("minCopies");
         for (const auto &c : testing::repeatCases())
-            QTest::newRow(c.name.c_str()) << Builder(c.build) << c.stamps;
+            QTest::newRow(c.name.c_str()) << Builder(c.build) << c.stamps << c.minCopies;
     }
 
     void stampedMatchesWalk()
     {
         QFETCH(Builder, build);
         QFETCH(bool, stamps);
+        QFETCH(int, minCopies);
         const auto graph = build();
         const auto walked = passes::Coarsen(passes::Repeats::Walk).run(graph);
-        const auto stamped = passes::Coarsen(passes::Repeats::Stamp).run(graph);
+        const auto stamped = passes::Coarsen(passes::Repeats::Stamp, minCopies).run(graph);
         QCOMPARE(stamped.stampedOps() > 0, stamps);
         QCOMPARE(walked.stampedOps(), std::size_t(0));
         QCOMPARE(stamped.nodeCount(), walked.nodeCount());

@@ -421,21 +421,29 @@ private slots:
     {
         QTest::addColumn<Builder>("build");
         QTest::addColumn<int>("minDuplicate");
+        QTest::addColumn<int>("minCopies");
+        QTest::addColumn<bool>("stamps");
         for (const auto &c : testing::repeatCases())
             for (int minDuplicate : {2, 8})
                 QTest::newRow((c.name + ", at least " + std::to_string(minDuplicate)).c_str())
-                    << Builder(c.build) << minDuplicate;
+                    << Builder(c.build) << minDuplicate << c.minCopies
+                    << (c.stamps && c.scoped && minDuplicate <= passes::ReducedGraph::kKept);
     }
 
     void stampedMatchesWalk()
     {
         QFETCH(Builder, build);
         QFETCH(int, minDuplicate);
+        QFETCH(int, minCopies);
+        QFETCH(bool, stamps);
         const auto graph = build();
         const auto walked = passes::Prune(minDuplicate, passes::Repeats::Walk)
                                 .run(graph, passes::Coarsen(passes::Repeats::Walk).run(graph));
-        const auto stamped = passes::Prune(minDuplicate).run(graph, passes::Coarsen().run(graph));
+        const auto stamped =
+            passes::Prune(minDuplicate).run(graph, passes::Coarsen(passes::Repeats::Stamp, minCopies).run(graph));
         QVERIFY(!walked.classes.empty());
+        QCOMPARE(walked.stampedInstances, std::size_t(0));
+        QCOMPARE(stamped.stampedInstances > 0, stamps);
         QCOMPARE(stamped.classes.size(), walked.classes.size());
         QCOMPARE(stamped.coverage, walked.coverage);
         QCOMPARE(stamped.fromScopes, walked.fromScopes);

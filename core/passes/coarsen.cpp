@@ -500,7 +500,7 @@ private:
 CoarseGraph Coarsen::run(const ir::GraphArrays &graph) const
 {
     if (m_repeats == Repeats::Stamp) {
-        if (const auto run = findRepeatRun(graph)) {
+        if (const auto run = findRepeatRun(graph, m_minCopies)) {
             auto reduction = std::make_shared<CoarseReduction>(graph, *run);
             reduction->coarse = this->run(reduction->reduced.arrays());  // which may stamp another run
             if (auto stamped = CoarseGraph::stamped(graph, std::move(reduction)))

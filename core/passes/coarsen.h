@@ -27,7 +27,10 @@ namespace tapestry::passes {
 // and edge for edge.
 class Coarsen {
 public:
-    explicit Coarsen(Repeats repeats = Repeats::Stamp) : m_repeats(repeats) {}
+    explicit Coarsen(Repeats repeats = Repeats::Stamp, std::int32_t minCopies = ReducedGraph::kMinCopies)
+        : m_repeats(repeats), m_minCopies(minCopies)
+    {
+    }
     static constexpr std::string_view name() { return "coarsen"; }
     CoarseGraph run(const ir::Graph &graph) const { return run(graph.arrays()); }
     // The same on a graph's arrays alone (a reduced graph has no records).
@@ -35,6 +38,7 @@ public:
 
 private:
     Repeats m_repeats;
+    std::int32_t m_minCopies;  // the fewest copies a run is stamped from (tests go lower)
 };
 
 } // namespace tapestry::passes

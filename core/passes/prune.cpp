@@ -565,6 +565,7 @@ std::optional<SubgraphClasses> stampClasses(const ir::GraphArrays &graph, const 
     SubgraphClasses result;
     result.minDuplicate = inner.minDuplicate;
     result.fromScopes = inner.fromScopes;
+    result.stampedInstances = inner.stampedInstances;
     result.classOfOp.assign(graph.opCount(), ClassId());
     std::size_t covered = 0;
     for (SubgraphClass &c : inner.classes) {
@@ -606,6 +607,7 @@ std::optional<SubgraphClasses> stampClasses(const ir::GraphArrays &graph, const 
                 continue;
             }
             const std::size_t depth = componentCount(in.scope);
+            result.stampedInstances += static_cast<std::size_t>(S - 1);
             for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy) {
                 SubgraphInstance out;
                 const std::int32_t shift = (copy - firstCopy) * r.run().period;

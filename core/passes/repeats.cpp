@@ -103,12 +103,15 @@ std::string_view stem(std::string_view s)
 
 class RunFinder {
 public:
-    explicit RunFinder(const ir::GraphArrays &graph) : m_graph(graph), m_a(graph.view()) {}
+    RunFinder(const ir::GraphArrays &graph, std::int32_t minCopies)
+        : m_graph(graph), m_a(graph.view()), m_minCopies(std::max(minCopies, ReducedGraph::kKept + 1))
+    {
+    }
 
     std::optional<RepeatRun> find()
     {
         const auto n = static_cast<std::int32_t>(m_a.opCount());
-        if (!m_graph.idOrderIsTopological() || n < ReducedGraph::kMinCopies)
+        if (!m_graph.idOrderIsTopological() || n < m_minCopies)
             return std::nullopt;
         std::optional<RepeatRun> best;
         for (const std::int32_t probe : {n / 2, n / 3, 2 * n / 3, n / 4, 3 * n / 4}) {
@@ -121,7 +124,7 @@ public:
             // are scopes of their own: a layer of two like halves repeats
             // every half, but its scopes every layer.
             std::optional<RepeatRun> found;
-            for (std::int32_t m = 1; m <= 4 && period * m * ReducedGraph::kMinCopies <= n; ++m) {
+            for (std::int32_t m = 1; m <= 4 && period * m * m_minCopies <= n; ++m) {
                 auto run = runAt(probe, period * m);
                 if (run && (!found || (run->scopesAligned && !found->scopesAligned)))
                     found = run;
@@ -140,7 +143,7 @@ private:
     std::int32_t periodAt(std::int32_t probe) const
     {
         const auto n = static_cast<std::int32_t>(m_a.opCount());
-        const std::int32_t limit = n / ReducedGraph::kMinCopies;
+        const std::int32_t limit = n / m_minCopies;
         for (std::int32_t g = 1; g <= limit && probe + 2 * g <= n; ++g) {
             if (!sameKind(m_a, probe + g, probe))
                 continue;
@@ -167,7 +170,7 @@ private:
         for (;;) {
             run.begin = alignToScope(lo, period, stretchEnd);
             run.copies = (stretchEnd - run.begin) / period;
-            if (run.copies < ReducedGraph::kMinCopies)
+            if (run.copies < m_minCopies)
                 return std::nullopt;
             const auto [copies, failedAt] = verifiedCopies(run);
             run.copies = copies;
@@ -181,7 +184,7 @@ private:
             if (lo > probe)
                 return std::nullopt;
         }
-        if (run.copies < ReducedGraph::kMinCopies || !afterReadsOnlyKept(run))
+        if (run.copies < m_minCopies || !afterReadsOnlyKept(run))
             return std::nullopt;
         run.scopesAligned = scopesAligned(run);
         return run;
@@ -421,6 +424,7 @@ private:
 
     const ir::GraphArrays &m_graph;
     View m_a;
+    std::int32_t m_minCopies;
     // Per tensor, while copies are compared: 0 unseen, -1 shared by all
     // copies, c + 1 a parameter (or graph input) of copy c; and a per-copy
     // parameter's image in the next copy and its preimage in the one before.
@@ -432,9 +436,14 @@ private:
 
 } // namespace
 
+std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph, std::int32_t minCopies)
+{
+    return RunFinder(graph, minCopies).find();
+}
+
 std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph)
 {
-    return RunFinder(graph).find();
+    return findRepeatRun(graph, ReducedGraph::kMinCopies);
 }
 
 ReducedGraph::ReducedGraph(const ir::GraphArrays &graph, const RepeatRun &run)

@@ -41,10 +41,11 @@ struct RepeatRun {
     std::int32_t end() const { return begin + period * copies; }
 };
 
-// The longest run in `graph` with at least ReducedGraph::kMinCopies copies,
-// checked op by op as above; none when the graph has none, or when its ids
-// are not in a topological order.
-std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph);
+// The longest run in `graph` with at least `minCopies` copies (no fewer
+// than ReducedGraph::kKept + 1), checked op by op as above; none when the
+// graph has none, or when its ids are not in a topological order.
+std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph, std::int32_t minCopies);
+std::optional<RepeatRun> findRepeatRun(const ir::GraphArrays &graph);  // ReducedGraph::kMinCopies
 inline std::optional<RepeatRun> findRepeatRun(const ir::Graph &graph) { return findRepeatRun(graph.arrays()); }
 
 // The graph with a run's middle copies taken out: ops before the run, copies

@@ -44,6 +44,9 @@ struct SubgraphClasses {
     int minDuplicate = 2;
     bool fromScopes = true;  // found from scope names; false: from structure alone
     std::vector<ClassId> classOfOp;  // invalid for an op outside every class
+    // Instances stamped from a run's template copy rather than compared
+    // op by op (passes/repeats.h).
+    std::size_t stampedInstances = 0;
 };
 
 } // namespace tapestry::passes
