@@ -559,7 +559,7 @@ std::optional<SubgraphClasses> stampClasses(const ir::GraphArrays &graph, const 
 {
     const ReducedGraph &r = reduction.reduced;
     const auto a = graph.view();
-    const std::int32_t A = reduction.headNodes, T = reduction.templateNodes;
+    const std::int32_t T = reduction.templateNodes;
     const std::int32_t S = r.stampedCopies(), firstCopy = ReducedGraph::kTemplate, lastCopy = firstCopy + S - 1;
     const std::int32_t tailMove = (S - 1) * T;
     SubgraphClasses result;
@@ -638,7 +638,6 @@ std::optional<SubgraphClasses> stampClasses(const ir::GraphArrays &graph, const 
         }
         result.classes.push_back(std::move(cls));
     }
-    (void)A;
     result.coverage = graph.opCount() == 0 ? 0.0
                                            : static_cast<double>(covered) / static_cast<double>(graph.opCount());
     return result;
