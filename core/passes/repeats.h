@@ -28,6 +28,18 @@ enum class Repeats { Stamp, Walk };
 // (ReducedGraph), and what the analysis finds on copy 3 is stamped onto
 // every copy between: TAP's point that the work follows the unique blocks,
 // not their repeats.
+//
+// Why that is what walking every op finds: coarsening decides an op's node
+// from its own kind and what is within a few ops of it (its producers'
+// nodes, its readers, a norm's or an attention core's closure), and each
+// copy reads only itself and the copy before. In the reduced graph copy 3
+// has interior copies on both sides, as every stamped copy has, so it is
+// decided as they are. A node reaching from the template into another copy
+// would break that, and the stamping then refuses and the graph is walked.
+// Pruning compares scopes structurally, and copies are structurally equal by
+// construction; only how many of them there are differs, which is why it is
+// stamped only while seven copies already count as repeated. Tests compare
+// the stamped and walked results node for node and instance for instance.
 struct RepeatRun {
     std::int32_t begin = 0;
     std::int32_t period = 0;
