@@ -403,6 +403,8 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
     // Sorts the edges from one node added since `begin` by tensor and
     // reader, where the stamped ids came out of that order.
     auto settle = [&](std::size_t begin) {
+        if (out.m_edges.size() - begin < 2)
+            return;
         auto key = [&](std::size_t i) { return std::pair(out.m_edges[i].tensor.value, out.m_edges[i].to.value); };
         bool sorted = true;
         for (std::size_t i = begin + 1; i < out.m_edges.size() && sorted; ++i)

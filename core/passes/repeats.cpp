@@ -553,22 +553,4 @@ ir::OpId ReducedGraph::opOf(ir::OpId reduced, std::int32_t copy) const
     return ir::OpId(reduced.value + (copy - kTemplate) * m_run.period);
 }
 
-ir::TensorId ReducedGraph::tensorOf(ir::TensorId reduced, std::int32_t copy, const ir::GraphArrays::View &arrays) const
-{
-    const Locator &l = m_locator[reduced.index()];
-    if (l.op < 0 || copy == kTemplate)
-        return m_tensorOf[reduced.index()];
-    const ir::OpId o(l.op + (copy - kTemplate) * m_run.period);
-    return l.output ? arrays.outputs(o)[static_cast<std::size_t>(l.slot)]
-                    : arrays.inputs(o)[static_cast<std::size_t>(l.slot)];
-}
-
-ir::TensorId ReducedGraph::tailTensorOf(ir::TensorId reduced, const ir::GraphArrays::View &arrays) const
-{
-    const Locator &l = m_locator[reduced.index()];
-    if (l.op >= templateBegin() && l.output)
-        return tensorOf(reduced, m_run.copies - kTail - 1, arrays);
-    return m_tensorOf[reduced.index()];
-}
-
 } // namespace tapestry::passes

@@ -102,10 +102,24 @@ public:
     // (made there or in the copy before, or a parameter of its own), its
     // counterpart in copy `copy`. `arrays` is the graph's.
     ir::TensorId tensorOf(ir::TensorId reduced) const { return m_tensorOf[reduced.index()]; }
-    ir::TensorId tensorOf(ir::TensorId reduced, std::int32_t copy, const ir::GraphArrays::View &arrays) const;
+    ir::TensorId tensorOf(ir::TensorId reduced, std::int32_t copy, const ir::GraphArrays::View &arrays) const
+    {
+        const Locator &l = m_locator[reduced.index()];
+        if (l.op < 0 || copy == kTemplate)
+            return m_tensorOf[reduced.index()];
+        const ir::OpId o(l.op + (copy - kTemplate) * m_run.period);
+        return l.output ? arrays.outputs(o)[static_cast<std::size_t>(l.slot)]
+                        : arrays.inputs(o)[static_cast<std::size_t>(l.slot)];
+    }
     // The graph's tensor for a reduced tensor as the tail reads it: what
     // the template makes is, for the tail, made by the last stamped copy.
-    ir::TensorId tailTensorOf(ir::TensorId reduced, const ir::GraphArrays::View &arrays) const;
+    ir::TensorId tailTensorOf(ir::TensorId reduced, const ir::GraphArrays::View &arrays) const
+    {
+        const Locator &l = m_locator[reduced.index()];
+        if (l.op >= templateBegin() && l.output)
+            return tensorOf(reduced, m_run.copies - kTail - 1, arrays);
+        return m_tensorOf[reduced.index()];
+    }
 
 private:
     // Where a template-owned tensor is found in every copy: the slot of the
