@@ -163,12 +163,11 @@ private:
         std::int32_t lo = probe;
         while (lo > 0 && sameKind(m_a, lo - 1 + period, lo - 1))
             --lo;
-        const std::int32_t stretchEnd = n;
         RepeatRun run;
         run.period = period;
         for (;;) {
-            run.begin = alignToScope(lo, period, stretchEnd);
-            run.copies = (stretchEnd - run.begin) / period;
+            run.begin = alignToScope(lo, period);
+            run.copies = (n - run.begin) / period;
             if (run.copies < m_minCopies)
                 return std::nullopt;
             const auto [copies, failedAt] = verifiedCopies(run);
@@ -192,12 +191,13 @@ private:
     // Where in its first period the run should start: where a copy's first
     // and last ops share the deepest scope, so copies are layers and not a
     // layer's second half with the next one's first.
-    std::int32_t alignToScope(std::int32_t lo, std::int32_t period, std::int32_t stretchEnd) const
+    std::int32_t alignToScope(std::int32_t lo, std::int32_t period) const
     {
+        const auto n = static_cast<std::int32_t>(m_a.opCount());
         std::int32_t bestStart = lo;
         std::size_t bestDepth = 0;
         std::array<Component, 16> x{}, y{};
-        for (std::int32_t r = 0; r < period && lo + r + period <= stretchEnd; ++r) {
+        for (std::int32_t r = 0; r < period && lo + r + period <= n; ++r) {
             const auto first = m_a.name(op(lo + r)), last = m_a.name(op(lo + r + period - 1));
             const std::size_t nx = scopeComponents(first, x), ny = scopeComponents(last, y);
             std::size_t depth = 0;
