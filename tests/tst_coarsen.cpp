@@ -1,6 +1,7 @@
 #include "io/modelloader.h"
 #include "io/zoo/graphbuilder.h"
 #include "io/zoo/zoo.h"
+#include "ir/error.h"
 #include "passes/coarsen.h"
 #include "repeatcases.h"
 
@@ -433,6 +434,16 @@ private slots:
         const ir::TensorId out = graph.addTensor("stray:0", {1}, ir::DType::F32, ir::Role::Output);
         graph.addOp("Identity", "stray/Identity", {ir::TensorId(1 << 30)}, {out});
         QVERIFY(!passes::findRepeatRun(graph).has_value());
+        // Walking it, coarsening refuses in one line naming the op.
+        try {
+            passes::Coarsen().run(graph);
+            QFAIL("coarsened a graph naming a tensor it does not have");
+        } catch (const TapestryError &e) {
+            QCOMPARE(QString::fromStdString(e.what()),
+                     QStringLiteral("op 'stray/Identity': names tensor 1073741824, which the graph does not have "
+                                    "(%1 tensors)")
+                         .arg(graph.tensorCount()));
+        }
     }
 
     void boundaries()

@@ -103,6 +103,7 @@ void CoarseGraph::connect(GraphIndex graphIndex)
 {
     m_index = std::move(graphIndex);
     const GraphIndex &index = m_index;
+    index.requireKnownTensors();
     // Rank ops by the graph's topological order so member lists and edges
     // come out the same way for every copy of a block.
     auto byRank = [&](ir::OpId a, ir::OpId b) { return index.rank(a) < index.rank(b); };

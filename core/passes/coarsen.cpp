@@ -96,6 +96,7 @@ class Coarsener {
 public:
     explicit Coarsener(const ir::GraphArrays &graph) : m_index(graph), m_order(m_index.order())
     {
+        m_index.requireKnownTensors();
         const std::size_t n = m_index.opCount();
         const auto &table = categories();
         for (std::string_view type : m_index.typeNames()) {

@@ -1,6 +1,11 @@
 #include "passes/graphindex.h"
 
+#include "ir/error.h"
 #include "ir/hash.h"
+
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include <functional>
 #include <queue>
@@ -55,11 +60,16 @@ GraphIndex::GraphIndex(const ir::GraphArrays &arrays)
             h = hashMix(h, known(t) ? m_form[t.index()] : 0);
             if (known(t))
                 ++m_consumerStart[t.index() + 1];
+            else if (t.valid() && !m_strayOp.valid())
+                std::tie(m_strayOp, m_strayTensor) = std::pair(op, t);
         }
         h = hashMix(h, outputs.size());
-        for (ir::TensorId t : outputs)
+        for (ir::TensorId t : outputs) {
             if (known(t))
                 h = hashMix(h, m_form[t.index()]);
+            else if (t.valid() && !m_strayOp.valid())
+                std::tie(m_strayOp, m_strayTensor) = std::pair(op, t);
+        }
         m_label.push_back(h);
         m_scopes.add(a.name(op));
     }
@@ -89,6 +99,14 @@ GraphIndex::GraphIndex(const ir::GraphArrays &arrays)
     for (std::size_t i = 0; i < ops; ++i)
         m_rank[m_order[i].index()] = static_cast<int>(i);
     m_scopes.finish(m_order);
+}
+
+void GraphIndex::requireKnownTensors() const
+{
+    if (m_strayOp.valid())
+        throw TapestryError(Error{{}, "op '" + std::string(name(m_strayOp)) + "'",
+                                  "names tensor " + std::to_string(m_strayTensor.value) + ", which the graph does not have (" +
+                                      std::to_string(tensorCount()) + " tensors)"});
 }
 
 void GraphIndex::kahnOrder()

@@ -55,6 +55,12 @@ public:
     // order() (scopeindex.h).
     const ScopeIndex &scopes() const { return m_scopes; }
 
+    // Throws a TapestryError naming the first op that reads or writes a
+    // tensor id past the graph's. The loaders refuse such a graph
+    // (ir::validate); a graph built in code may still carry one, and the
+    // passes read no further than this.
+    void requireKnownTensors() const;
+
     // Graph::topologicalOrder's order (Kahn's algorithm, ties by id); every
     // op in id order when the graph has a cycle.
     const std::vector<ir::OpId> &order() const { return m_order; }
@@ -75,6 +81,8 @@ private:
     ScopeIndex m_scopes;
     std::vector<ir::OpId> m_order;
     std::vector<int> m_rank;
+    ir::OpId m_strayOp;          // the first op naming a tensor id past the graph's
+    ir::TensorId m_strayTensor;  // and that id
 };
 
 } // namespace tapestry::passes

@@ -78,6 +78,7 @@ public:
             m_index = &coarse.graphIndex();
         } else {
             m_ownIndex = GraphIndex(graph);
+            m_ownIndex.requireKnownTensors();
             m_index = &m_ownIndex;
         }
         m_localIndex.assign(graph.opCount(), {-1, 0});
