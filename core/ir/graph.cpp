@@ -77,12 +77,17 @@ std::optional<Role> roleFromString(std::string_view s)
     return std::nullopt;
 }
 
-std::int64_t Tensor::elementCount() const
+std::int64_t elementCount(std::span<const std::int64_t> shape)
 {
     std::int64_t n = 1;
     for (auto d : shape)
         n *= d;
     return n;
+}
+
+std::int64_t Tensor::elementCount() const
+{
+    return ir::elementCount(shape);
 }
 
 std::vector<std::string> splitName(std::string_view name)

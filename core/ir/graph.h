@@ -25,6 +25,9 @@ std::int64_t byteSize(DType dtype);
 std::string_view toString(Role role);
 std::optional<Role> roleFromString(std::string_view s);
 
+// Elements of a tensor of this shape.
+std::int64_t elementCount(std::span<const std::int64_t> shape);
+
 struct Tensor {
     std::string name;
     Shape shape;

@@ -3,6 +3,7 @@
 #include "ir/hash.h"
 #include "passes/graphindex.h"
 #include "passes/scopeindex.h"
+#include "passes/scopenames.h"
 
 #include <algorithm>
 #include <cctype>
@@ -22,27 +23,11 @@ using ir::TensorId;
 
 using ir::hashMix;
 
-std::int64_t elementCount(std::span<const std::int64_t> shape)
-{
-    std::int64_t n = 1;
-    for (auto d : shape)
-        n *= d;
-    return n;
-}
-
 bool isNumber(std::string_view s)
 {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// "layer3" -> "layer", "3" -> "": siblings sharing a stem share a name prefix.
-std::string_view stemOf(std::string_view s)
-{
-    std::size_t end = s.size();
-    while (end > 0 && std::isdigit(static_cast<unsigned char>(s[end - 1])))
-        --end;
-    return s.substr(0, end);
-}
 
 // The first `components` parts of an op name, with its own separators:
 // ("/transformer/h.3/attn/MatMul", 2) -> "transformer/h.3".
@@ -51,7 +36,7 @@ std::string namePrefix(std::string_view name, std::size_t components)
     std::size_t begin = std::string_view::npos, seen = 0;
     bool inPart = false;
     for (std::size_t i = 0; i <= name.size(); ++i) {
-        const bool sep = i == name.size() || name[i] == '/' || name[i] == '.';
+        const bool sep = i == name.size() || isScopeSeparator(name[i]);
         if (!sep && !inPart) {
             inPart = true;
             if (begin == std::string_view::npos)
@@ -463,7 +448,7 @@ private:
                 cls.instances.push_back(instanceOf(std::move(m)));
             }
             for (TensorId t : cls.instances.front().parameters)
-                cls.parametersPerInstance += elementCount(m_graph.view().shape(t));
+                cls.parametersPerInstance += ir::elementCount(m_graph.view().shape(t));
             result.classes.push_back(std::move(cls));
         }
         result.coverage = m_graph.opCount() == 0
@@ -543,7 +528,7 @@ std::size_t componentCount(std::string_view scope)
     std::size_t count = 0;
     bool inPart = false;
     for (char c : scope) {
-        const bool sep = c == '/' || c == '.';
+        const bool sep = isScopeSeparator(c);
         if (!sep && !inPart)
             ++count;
         inPart = !sep;

@@ -1,5 +1,7 @@
 #include "passes/repeats.h"
 
+#include "passes/scopenames.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -32,21 +34,20 @@ bool sameForm(const View &a, TensorId t, TensorId u)
     return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
 }
 
-bool isSeparator(char c) { return c == '/' || c == '.'; }
 
 // Plain loops: string_view's find_first_of looks each character up in the
 // set with a call of its own.
 std::size_t firstSeparator(std::string_view s, std::size_t from)
 {
     for (std::size_t i = from; i < s.size(); ++i)
-        if (isSeparator(s[i]))
+        if (isScopeSeparator(s[i]))
             return i;
     return std::string_view::npos;
 }
 std::size_t lastSeparator(std::string_view s)
 {
     for (std::size_t i = s.size(); i-- > 0;)
-        if (isSeparator(s[i]))
+        if (isScopeSeparator(s[i]))
             return i;
     return std::string_view::npos;
 }
@@ -63,7 +64,7 @@ std::size_t scopeComponents(std::string_view name, std::array<Component, 16> &ou
     Component last{0, 0};
     bool any = false;
     for (std::size_t j = 0; j <= name.size(); ++j) {
-        if (j < name.size() && !isSeparator(name[j]))
+        if (j < name.size() && !isScopeSeparator(name[j]))
             continue;
         if (j > begin) {
             if (any && count < out.size())
@@ -92,13 +93,6 @@ long long trailingNumber(std::string_view s)
     return number;
 }
 
-std::string_view stem(std::string_view s)
-{
-    std::size_t i = s.size();
-    while (i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1])))
-        --i;
-    return s.substr(0, i);
-}
 
 class RunFinder {
 public:
@@ -356,7 +350,7 @@ private:
         if (d == nx || x[d].begin != y[d].begin)
             return false;
         const std::size_t offset = x[d].begin;  // where the copy's component starts, after the same ancestors
-        const std::string_view ancestors = first.substr(0, offset), copyStem = stem(part(first, x[d]));
+        const std::string_view ancestors = first.substr(0, offset), copyStem = stemOf(part(first, x[d]));
         long long previous = -1;
         std::vector<long long> numbers(static_cast<std::size_t>(run.copies));
         std::vector<std::uint32_t> componentEnd(static_cast<std::size_t>(run.copies));
@@ -367,7 +361,7 @@ private:
                 return false;
             const auto component = name.substr(offset, end - offset);
             const long long number = trailingNumber(component);
-            if (stem(component) != copyStem || number <= previous)
+            if (stemOf(component) != copyStem || number <= previous)
                 return false;
             previous = numbers[static_cast<std::size_t>(k)] = number;
             componentEnd[static_cast<std::size_t>(k)] = static_cast<std::uint32_t>(end);
@@ -382,12 +376,12 @@ private:
             for (std::int32_t i = 0; i < run.period; ++i) {
                 const std::int32_t o = run.begin + k * run.period + i;
                 const auto name = m_a.name(op(o));
-                if (name.size() <= end + 1 || name.compare(0, end, copyScope) != 0 || !isSeparator(name[end]))
+                if (name.size() <= end + 1 || name.compare(0, end, copyScope) != 0 || !isScopeSeparator(name[end]))
                     return false;
                 const auto below = name.substr(end);
                 if (k == 0) {
                     // Below the copy's component there is a scope or the op's own name.
-                    if (isSeparator(below.back()))
+                    if (isScopeSeparator(below.back()))
                         return false;
                     continue;
                 }
@@ -415,7 +409,7 @@ private:
                 continue;  // the op's own name, not a scope
             const auto component = name.substr(offset, end - offset);
             const long long number = trailingNumber(component);
-            if (stem(component) == copyStem && number >= low && number <= high)
+            if (stemOf(component) == copyStem && number >= low && number <= high)
                 return false;
         }
         return true;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ir/ids.h"
+#include "passes/scopenames.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -50,7 +51,7 @@ public:
         std::string_view pending;
         std::size_t pendingEnd = 0;
         for (std::size_t j = begin; j <= name.size(); ++j) {
-            if (j < name.size() && name[j] != '/' && name[j] != '.')
+            if (j < name.size() && !isScopeSeparator(name[j]))
                 continue;
             if (j > begin) {
                 if (!pending.empty()) {
