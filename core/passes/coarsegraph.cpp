@@ -282,7 +282,6 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
     }
     if (T == 0)
         return std::nullopt;
-    reduction->headNodes = A;
     reduction->templateNodes = T;
 
     const std::int32_t S = r.stampedCopies();
@@ -383,10 +382,9 @@ std::optional<CoarseGraph> CoarseGraph::stamped(const ir::GraphArrays &graph, st
     for (std::int32_t n = 0; n < A; ++n)
         addNode(n, n, same, headTensor, false);
     for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy) {
-        const std::int32_t shift = (copy - firstCopy) * P;
         for (std::int32_t l = 0; l < T; ++l)
             addNode(
-                A + l, templateNode(l, copy), [shift](ir::OpId op) { return ir::OpId(op.value + shift); },
+                A + l, templateNode(l, copy), [&](ir::OpId op) { return r.opOf(op, copy); },
                 [&](ir::TensorId t) { return r.tensorOf(t, copy, a); }, copy != firstCopy);
     }
     for (std::int32_t n = A + T; n < N; ++n)

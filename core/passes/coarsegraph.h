@@ -155,9 +155,10 @@ struct CoarseReduction {
     const ir::GraphArrays *source;  // the graph the stamped coarse graph is of; compared, never read
     ReducedGraph reduced;
     CoarseGraph coarse;  // of reduced.arrays()
-    // The reduced coarse graph's nodes: those of the head, then the
-    // template's, then the tail's (set by CoarseGraph::stamped).
-    std::int32_t headNodes = 0, templateNodes = 0;
+    // How many of the reduced coarse graph's nodes are the template's: its
+    // nodes are those of the head, then the template's, then the tail's
+    // (set by CoarseGraph::stamped).
+    std::int32_t templateNodes = 0;
 };
 
 } // namespace tapestry::passes

@@ -596,10 +596,9 @@ std::optional<SubgraphClasses> stampClasses(const ir::GraphArrays &graph, const 
             result.stampedInstances += static_cast<std::size_t>(S - 1);
             for (std::int32_t copy = firstCopy; copy <= lastCopy; ++copy) {
                 SubgraphInstance out;
-                const std::int32_t shift = (copy - firstCopy) * r.run().period;
                 out.ops.reserve(in.ops.size());
                 for (OpId op : in.ops)
-                    out.ops.emplace_back(op.value + shift);
+                    out.ops.push_back(r.opOf(op, copy));
                 out.scope = copy == firstCopy ? in.scope : namePrefix(a.name(out.ops.front()), depth);
                 out.nodes.reserve(in.nodes.size());
                 for (NodeId n : in.nodes)

@@ -542,9 +542,5 @@ ir::OpId ReducedGraph::opOf(ir::OpId reduced) const
     return reduced.value < templateEnd() ? reduced : ir::OpId(reduced.value + tailShift());
 }
 
-ir::OpId ReducedGraph::opOf(ir::OpId reduced, std::int32_t copy) const
-{
-    return ir::OpId(reduced.value + (copy - kTemplate) * m_run.period);
-}
 
 } // namespace tapestry::passes

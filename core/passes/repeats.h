@@ -99,7 +99,10 @@ public:
     // The graph's op for a reduced op outside the template; for a template
     // op, its copy `copy` (kTemplate .. copies - kTail - 1).
     ir::OpId opOf(ir::OpId reduced) const;
-    ir::OpId opOf(ir::OpId reduced, std::int32_t copy) const;
+    ir::OpId opOf(ir::OpId reduced, std::int32_t copy) const
+    {
+        return ir::OpId(reduced.value + (copy - kTemplate) * m_run.period);
+    }
     // The graph's tensor for a reduced tensor; for one the template owns
     // (made there or in the copy before, or a parameter of its own), its
     // counterpart in copy `copy`. `arrays` is the graph's.
