@@ -2,7 +2,7 @@
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
-#include "search/explain.h"
+#include "analysis/explain.h"
 #include "search/referenceplan.h"
 #include "sharding/meshprofile.h"
 
@@ -27,7 +27,7 @@ plan::Plan megatron(const ir::Graph &g, const std::string &source, const std::st
     return search::referencePlan(g, source, m, search::ReferenceMethod::Megatron);
 }
 
-const search::Alternative *find(const search::Explanation &e, const std::string &placements)
+const analysis::Alternative *find(const analysis::Explanation &e, const std::string &placements)
 {
     for (const auto &a : e.alternatives)
         if (a.spec.toPlacements() == placements)
@@ -60,7 +60,7 @@ private slots:
     {
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
-        search::Explainer explainer(g, p);
+        analysis::Explainer explainer(g, p);
         const auto e = explainer.explainTensor("transformer.h.1.mlp.fc_out.weight");
         QCOMPARE(e.chosen.toPlacements(), std::string("[Shard(0)]"));
         QVERIFY(e.alternatives.front().chosen);
@@ -98,7 +98,7 @@ private slots:
         QFETCH(QString, tensor);
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, shape.toStdString());
-        search::Explainer explainer(g, p);
+        analysis::Explainer explainer(g, p);
         const auto e = explainer.explainTensor(tensor.toStdString());
         QVERIFY(e.alternatives.size() >= 2);
         const auto base = cost::evaluatePlan(g, p.mesh, plan::planSpecs(p, g, "plan"), p.costOptions);
@@ -123,14 +123,14 @@ private slots:
     {
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
-        search::Explainer kept(g, p);
+        analysis::Explainer kept(g, p);
         const auto first = kept.explainTensor("transformer.h.0.mlp.fc_in.weight");
         plan::Plan edited = p;
         for (const auto &[name, spec] : first.alternatives.back().changes)
             edited.specs[name].spec = spec;
         plan::recostPlan(edited, g, "edited");
         kept.setPlan(edited.mesh, edited.costOptions, plan::planSpecs(edited, g, "edited"), edited.cost);
-        search::Explainer fresh(g, edited);
+        analysis::Explainer fresh(g, edited);
         for (const char *tensor : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.attn.q_proj.weight"}) {
             const auto a = kept.explainTensor(tensor), b = fresh.explainTensor(tensor);
             QCOMPARE(a.alternatives.size(), b.alternatives.size());
@@ -152,7 +152,7 @@ private slots:
     {
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
-        search::Explainer explainer(g, p);
+        analysis::Explainer explainer(g, p);
         const auto byTensor = explainer.explainTensor("transformer.h.0.mlp.fc_out.weight");
         const auto &nodes = explainer.coarse().nodes();
         auto it = std::find_if(nodes.begin(), nodes.end(), [&](const auto &n) { return n.name == byTensor.node; });
@@ -166,7 +166,7 @@ private slots:
     {
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
-        search::Explainer explainer(g, p);
+        analysis::Explainer explainer(g, p);
         try {
             explainer.explainTensor("transformer.h.9.mlp.fc_out.weight");
             QFAIL("expected an error");

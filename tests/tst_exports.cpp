@@ -3,9 +3,9 @@
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "plan/planjson.h"
-#include "search/exportjax.h"
-#include "search/exportmegatron.h"
-#include "search/exporttorch.h"
+#include "export/exportjax.h"
+#include "export/exportmegatron.h"
+#include "export/exporttorch.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
@@ -138,9 +138,9 @@ private slots:
         const std::string source = model.toStdString();
         const auto g = io::loadModel(source);
         const auto p = makePlan(g, source, shape.toStdString(), method.toStdString(), memory);
-        const auto in = search::exportInput(g, p, "plan.json", "torch", true);
+        const auto in = exports::exportInput(g, p, "plan.json", "torch", true);
         std::string meshAxis = "unset";
-        const auto parsed = parseTorch(search::torchPlanPython(search::torchPlan(in, "plan.json"), p), meshAxis);
+        const auto parsed = parseTorch(exports::torchPlanPython(exports::torchPlan(in, "plan.json"), p), meshAxis);
         QCOMPARE(static_cast<int>(parsed.size()), entries);
         const int axis = meshAxis.empty() ? -1 : p.mesh.axisIndex(meshAxis).value_or(-2);
         QVERIFY(axis != -2);
@@ -150,7 +150,7 @@ private slots:
             const ir::Tensor &t = g.tensor(ir::TensorId(static_cast<std::int32_t>(i)));
             if (t.role != ir::Role::Parameter || t.shape.size() != 2)
                 continue;
-            const std::string module = search::moduleOf(t.name);
+            const std::string module = exports::moduleOf(t.name);
             const Entry *e = nullptr;
             for (const auto &[key, entry] : parsed)
                 if (matches(key, module)) {
@@ -180,7 +180,7 @@ private slots:
             const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(o)));
             if (op.type != "LayerNormalization" && op.type != "RMSNorm")
                 continue;
-            const std::string module = search::moduleOf(g.tensor(op.inputs[1]).name);
+            const std::string module = exports::moduleOf(g.tensor(op.inputs[1]).name);
             bool sp = false;
             for (const auto &[key, entry] : parsed)
                 sp = sp || (matches(key, module) && entry.style == "SequenceParallel");
@@ -208,7 +208,7 @@ private slots:
         const std::string source = model.toStdString();
         const auto g = io::loadModel(source);
         const auto p = makePlan(g, source, shape.toStdString(), method.toStdString(), memory);
-        const std::string text = search::jaxPartitionSpecs(search::exportInput(g, p, "plan.json", "jax", false));
+        const std::string text = exports::jaxPartitionSpecs(exports::exportInput(g, p, "plan.json", "jax", false));
         static const std::regex line("^    '([^']+)': P\\((.*)\\),$");
         static const std::regex dimEntry("None|'(\\w+)'|\\(([^)]*)\\)");
         static const std::regex name("'(\\w+)'");
@@ -241,17 +241,17 @@ private slots:
     {
         const auto g = io::loadModel(kLlama);
         const auto sp = makePlan(g, kLlama, "2x4", "megatron-sp");
-        const auto a = search::megatronArguments(search::exportInput(g, sp, "a.json", "megatron", true), "a.json");
+        const auto a = exports::megatronArguments(exports::exportInput(g, sp, "a.json", "megatron", true), "a.json");
         QCOMPARE(a.arguments(), (std::vector<std::string>{"--tensor-model-parallel-size", "4",
                                                            "--pipeline-model-parallel-size", "1", "--sequence-parallel"}));
         QCOMPARE(a.dataParallel, 2);
         const auto plain = makePlan(g, kLlama, "8", "megatron");
-        const auto b = search::megatronArguments(search::exportInput(g, plain, "b.json", "megatron", true), "b.json");
+        const auto b = exports::megatronArguments(exports::exportInput(g, plain, "b.json", "megatron", true), "b.json");
         QCOMPARE(b.tensorParallel, 8);
         QCOMPARE(b.dataParallel, 1);
         QVERIFY(!b.sequenceParallel);
         const auto dp = makePlan(g, kLlama, "2x4", "dp");
-        const auto c = search::megatronArguments(search::exportInput(g, dp, "c.json", "megatron", true), "c.json");
+        const auto c = exports::megatronArguments(exports::exportInput(g, dp, "c.json", "megatron", true), "c.json");
         QCOMPARE(c.tensorParallel, 1);
         QCOMPARE(c.dataParallel, 8);
     }
@@ -284,11 +284,11 @@ private slots:
         const auto g = io::loadModel(source);
         const auto p = makePlan(g, source, shape.toStdString(), "tap", memory);
         try {
-            const auto in = search::exportInput(g, p, "p.json", to.toStdString(), true);
+            const auto in = exports::exportInput(g, p, "p.json", to.toStdString(), true);
             if (to == QStringLiteral("torch"))
-                search::torchPlan(in, "p.json");
+                exports::torchPlan(in, "p.json");
             else
-                search::megatronArguments(in, "p.json");
+                exports::megatronArguments(in, "p.json");
             QFAIL("no error");
         } catch (const TapestryError &e) {
             QVERIFY2(QString::fromStdString(e.what()).contains(says), e.what());
@@ -310,8 +310,8 @@ private slots:
         QCOMPARE(r.code, 0);
         std::ifstream f(out.toStdString());
         const std::string written((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        const auto in = search::exportInput(g, p, planFile.toStdString(), "torch", true);
-        QCOMPARE(written, search::torchPlanPython(search::torchPlan(in, planFile.toStdString()), p));
+        const auto in = exports::exportInput(g, p, planFile.toStdString(), "torch", true);
+        QCOMPARE(written, exports::torchPlanPython(exports::torchPlan(in, planFile.toStdString()), p));
         r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("megatron")});
         QCOMPARE(r.code, 0);
         QCOMPARE(r.out, QStringLiteral("--tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 "

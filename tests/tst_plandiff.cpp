@@ -1,7 +1,7 @@
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
-#include "search/plandiff.h"
+#include "analysis/plandiff.h"
 #include "search/referenceplan.h"
 #include "sharding/meshprofile.h"
 
@@ -60,7 +60,7 @@ private slots:
         const auto g = io::loadModel(source);
         const auto a = reference(g, source, shape.toStdString(), search::ReferenceMethod::Megatron);
         const auto b = reference(g, source, shape.toStdString(), search::ReferenceMethod::DataParallel);
-        const auto diff = search::diffPlans(g, a, b);
+        const auto diff = analysis::diffPlans(g, a, b);
 
         std::vector<std::string> expected, got;
         for (const auto &[name, entry] : a.specs)
@@ -98,7 +98,7 @@ private slots:
         const std::string source = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&vocab=256";
         const auto g = io::loadModel(source);
         const auto a = reference(g, source, "4", search::ReferenceMethod::Megatron);
-        const auto diff = search::diffPlans(g, a, a);
+        const auto diff = analysis::diffPlans(g, a, a);
         QVERIFY(diff.identical());
         QCOMPARE(diff.stepTimeDelta, 0.0);
         QCOMPARE(diff.commDelta, 0.0);
@@ -115,7 +115,7 @@ private slots:
         const auto a = reference(g, "zoo:mlp?batch=8", "2", search::ReferenceMethod::Megatron);
         const auto b = reference(h, "zoo:mlp?batch=16", "2", search::ReferenceMethod::Megatron);
         try {
-            search::diffPlans(g, a, b, "a.json", "b.json");
+            analysis::diffPlans(g, a, b, "a.json", "b.json");
             QFAIL("expected an error");
         } catch (const TapestryError &e) {
             QCOMPARE(e.error().input, std::string("b.json"));
@@ -159,7 +159,7 @@ private slots:
         QVERIFY2(r.out.contains(expect), qPrintable(r.out));
         if (json) {
             const auto j = nlohmann::json::parse(r.out.toStdString());
-            QCOMPARE(j["specs"].size(), search::diffPlans(g, a, b).specs.size());
+            QCOMPARE(j["specs"].size(), analysis::diffPlans(g, a, b).specs.size());
         }
     }
 };

@@ -4,7 +4,7 @@
 #include "passes/prune.h"
 #include "plan/planjson.h"
 #include "search/activationlayout.h"
-#include "search/candidates.h"
+#include "analysis/candidates.h"
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
 #include "search/segmentcost.h"
@@ -329,7 +329,7 @@ private slots:
         const auto coarse = passes::Coarsen().run(g);
         const auto classes = passes::Prune().run(g, coarse);
         const auto p = search::tapSearch(g, classes, source, m).plan;
-        const auto c = search::classCandidates(g, classes, p, 0, 50);
+        const auto c = analysis::classCandidates(g, classes, p, 0, 50);
         QCOMPARE(c.perBlock, perBlock);
         if (!perBlock)
             QCOMPARE(c.enumerated, std::size_t(729));  // 3^6: replicate, split rows, split columns
@@ -342,7 +342,7 @@ private slots:
         for (const auto &[name, spec] : chosen.weights)
             QVERIFY(p.specs.at(name).spec == spec);
         for (std::size_t k : {std::size_t(0), std::size_t(3), c.candidates.size() - 1}) {
-            const auto applied = search::applyCandidate(g, classes, p, 0, c.candidates[k]);
+            const auto applied = analysis::applyCandidate(g, classes, p, 0, c.candidates[k]);
             const double predicted = p.cost.stepTime - chosen.time + c.candidates[k].time;
             QVERIFY2(std::abs(applied.cost.stepTime - predicted) <= 1e-9 * predicted,
                      qPrintable(QStringLiteral("row %1: %2 vs %3").arg(k).arg(applied.cost.stepTime).arg(predicted)));
@@ -491,14 +491,14 @@ private slots:
         // block lists its untied choices, tap's choice among them; with
         // the pin, the plan's own choice is listed too.
         for (const plan::Plan *p : {&result.plan, &held}) {
-            const auto c = search::classCandidates(g, classes, *p, 0, 50);
+            const auto c = analysis::classCandidates(g, classes, *p, 0, 50);
             QVERIFY(c.perBlock || shape == QStringLiteral("4"));
             QCOMPARE(std::count_if(c.candidates.begin(), c.candidates.end(), [](const auto &x) { return x.chosen; }),
                      1);
         }
         // A block with more choices than the list allows is refused, not
         // enumerated for minutes.
-        QVERIFY_THROWS_EXCEPTION(TapestryError, search::classCandidates(g, classes, result.plan, 0, 50, 2));
+        QVERIFY_THROWS_EXCEPTION(TapestryError, analysis::classCandidates(g, classes, result.plan, 0, 50, 2));
     }
 
     // Without module names the experts are not tied, and on a 2D mesh a

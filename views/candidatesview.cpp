@@ -19,7 +19,7 @@ QString ms(double seconds)
 }
 
 // "q_proj [S1] · out_proj [S0, R]": the last two name parts, short placements.
-QString weightsText(const search::ClassCandidate &c)
+QString weightsText(const analysis::ClassCandidate &c)
 {
     QStringList parts;
     for (const auto &[name, spec] : c.weights) {
@@ -89,7 +89,7 @@ void CandidatesView::showBusy(const QString &className)
     m_title->setText(tr("Costing every choice of %1's weights…").arg(className));
 }
 
-void CandidatesView::setCandidates(const QString &className, int classId, search::ClassCandidates candidates)
+void CandidatesView::setCandidates(const QString &className, int classId, analysis::ClassCandidates candidates)
 {
     m_classId = classId;
     m_candidates = std::move(candidates);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "search/candidates.h"
+#include "analysis/candidates.h"
 
 #include <QWidget>
 
@@ -19,12 +19,12 @@ public:
     explicit CandidatesView(QWidget *parent = nullptr);
 
     void showBusy(const QString &className);
-    void setCandidates(const QString &className, int classId, search::ClassCandidates candidates);
+    void setCandidates(const QString &className, int classId, analysis::ClassCandidates candidates);
     void showMessage(const QString &message);
     void clear();
 
     int classId() const { return m_classId; }
-    const search::ClassCandidates &candidates() const { return m_candidates; }
+    const analysis::ClassCandidates &candidates() const { return m_candidates; }
     QTableWidget *table() const { return m_table; }
 
 signals:
@@ -33,7 +33,7 @@ signals:
 private:
     QLabel *m_title;
     QTableWidget *m_table;
-    search::ClassCandidates m_candidates;
+    analysis::ClassCandidates m_candidates;
     int m_classId = -1;
 };
 

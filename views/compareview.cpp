@@ -32,7 +32,7 @@ void CompareView::clearDiff()
     hint->setText(0, tr("Plan › Compare with… to compare the open plan with another"));
 }
 
-void CompareView::setDiff(const search::PlanDiff &diff, const QString &nameA, const QString &nameB)
+void CompareView::setDiff(const analysis::PlanDiff &diff, const QString &nameA, const QString &nameB)
 {
     clear();
     setHeaderLabels({tr("What"), nameA, nameB, tr("B − A")});

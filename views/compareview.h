@@ -1,6 +1,6 @@
 #pragma once
 
-#include "search/plandiff.h"
+#include "analysis/plandiff.h"
 
 #include <QTreeWidget>
 
@@ -13,7 +13,7 @@ class CompareView : public QTreeWidget {
     Q_OBJECT
 public:
     explicit CompareView(QWidget *parent = nullptr);
-    void setDiff(const search::PlanDiff &diff, const QString &nameA, const QString &nameB);
+    void setDiff(const analysis::PlanDiff &diff, const QString &nameA, const QString &nameB);
     void clearDiff();
 };
 

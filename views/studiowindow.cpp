@@ -15,8 +15,8 @@
 #include "executorpanel.h"
 #include "search/referenceplan.h"
 #include "planeditcommand.h"
-#include "search/explain.h"
-#include "search/exportplan.h"
+#include "analysis/explain.h"
+#include "export/exportplan.h"
 #include "io/jsonmodel.h"
 #include "sharding/deviceblock.h"
 #include "ir/error.h"
@@ -167,7 +167,7 @@ StudioWindow::StudioWindow(QWidget *parent)
             showCandidates(m_classTable->currentIndex().data(ClassListModel::ClassIdRole).toInt());
     });
     connect(m_candidatesView, &CandidatesView::applyRequested, this, [this](int, int row) { applyCandidate(row); });
-    connect(&m_candidateWorker, &QFutureWatcher<std::pair<search::ClassCandidates, std::string>>::finished, this,
+    connect(&m_candidateWorker, &QFutureWatcher<std::pair<analysis::ClassCandidates, std::string>>::finished, this,
             [this] {
         const auto [result, error] = m_candidateWorker.result();
         QString name;
@@ -637,7 +637,7 @@ plan::Recoster &StudioWindow::recoster()
     return *m_recoster;
 }
 
-search::Explainer *StudioWindow::explainer()
+analysis::Explainer *StudioWindow::explainer()
 {
     if (!m_planned.plan)
         return nullptr;
@@ -647,7 +647,7 @@ search::Explainer *StudioWindow::explainer()
     if (m_explainer && m_explainerStale && m_explainer->explains(p.mesh, p.costOptions))
         m_explainer->setPlan(p.mesh, p.costOptions, m_planned.specs, p.cost);
     else if (!m_explainer || m_explainerStale)
-        m_explainer = std::make_unique<search::Explainer>(*m_document.graph, p, m_document.source.toStdString());
+        m_explainer = std::make_unique<analysis::Explainer>(*m_document.graph, p, m_document.source.toStdString());
     m_explainerStale = false;
     return m_explainer.get();
 }
@@ -663,7 +663,7 @@ bool StudioWindow::pinTensor(const std::string &tensorName, const sharding::Shar
         return false;
     try {
         const auto explanation = explainer()->explainTensor(tensorName);
-        const search::Alternative *alt = nullptr;
+        const analysis::Alternative *alt = nullptr;
         for (const auto &a : explanation.alternatives)
             if (a.spec == spec)
                 alt = &a;
@@ -758,7 +758,7 @@ bool StudioWindow::compareWith(const QString &other)
             b = search::referencePlan(*m_document.graph, m_document.source.toStdString(), m_planned.plan->mesh, *method);
         }
         const QString nameA = QString::fromStdString(m_planned.plan->method);
-        const auto diff = search::diffPlans(*m_document.graph, *m_planned.plan, b, nameA.toStdString(), other.toStdString());
+        const auto diff = analysis::diffPlans(*m_document.graph, *m_planned.plan, b, nameA.toStdString(), other.toStdString());
         m_differing.clear();
         for (const auto &c : diff.specs)
             m_differing.insert(c.tensor);
@@ -901,7 +901,7 @@ bool StudioWindow::exportPlan(const QString &format, const QString &path)
     }
     try {
         io::writeFileAtomically(path.toStdString(),
-                                search::exportPlanText(*m_document.graph, *m_planned.plan,
+                                exports::exportPlanText(*m_document.graph, *m_planned.plan,
                                                        m_document.source.toStdString(), format.toStdString()));
         return true;
     } catch (const std::exception &e) {
@@ -1380,9 +1380,9 @@ void StudioWindow::showCandidates(int classId)
     const auto plan = m_planned.plan;
     m_candidateWorker.setFuture(QtConcurrent::run([model, plan, index] {
         try {
-            return std::make_pair(search::classCandidates(*model.graph, *model.classes, *plan, index), std::string());
+            return std::make_pair(analysis::classCandidates(*model.graph, *model.classes, *plan, index), std::string());
         } catch (const std::exception &e) {
-            return std::make_pair(search::ClassCandidates{}, std::string(e.what()));
+            return std::make_pair(analysis::ClassCandidates{}, std::string(e.what()));
         }
     }));
 }
@@ -1401,7 +1401,7 @@ bool StudioWindow::applyCandidate(int row)
     try {
         const auto &candidate = list[static_cast<std::size_t>(row)];
         auto edited = std::make_shared<plan::Plan>(
-            search::applyCandidate(*m_document.graph, *m_document.classes, *m_planned.plan, index, candidate));
+            analysis::applyCandidate(*m_document.graph, *m_document.classes, *m_planned.plan, index, candidate));
         pushPlanEdit(tr("Apply candidate %1 of class %2").arg(row + 1).arg(m_candidatesView->classId()), edited);
         return true;
     } catch (const std::exception &e) {

@@ -4,7 +4,7 @@
 #include "loadedmodel.h"
 #include "plannedmodel.h"
 
-#include "search/candidates.h"
+#include "analysis/candidates.h"
 
 #include <QFutureWatcher>
 #include <QMainWindow>
@@ -192,13 +192,13 @@ private:
     CostChartsView *m_charts;
     std::set<std::string> m_differing;
     QColor differenceColour(const layout::ViewNode &node) const;
-    std::unique_ptr<search::Explainer> m_explainer;
+    std::unique_ptr<analysis::Explainer> m_explainer;
     bool m_explainerStale = false;  // made for a plan before the current one
     // Costs the document's plans edit after edit; made for each document.
     std::unique_ptr<plan::Recoster> m_recoster;
     plan::Recoster &recoster();
     void showPlan(const std::shared_ptr<const plan::Plan> &plan);
-    search::Explainer *explainer();
+    analysis::Explainer *explainer();
     QComboBox *m_method = nullptr;
     QComboBox *m_mesh = nullptr;
     QComboBox *m_profile = nullptr;
@@ -215,7 +215,7 @@ private:
     bool m_pinWholeClass = true;
     CandidatesView *m_candidatesView;
     // The candidates, or why there are none.
-    QFutureWatcher<std::pair<search::ClassCandidates, std::string>> m_candidateWorker;
+    QFutureWatcher<std::pair<analysis::ClassCandidates, std::string>> m_candidateWorker;
     int m_candidatesClass = -1;
     // Set while the planner re-derives around pins: the plan it edits.
     std::shared_ptr<const plan::Plan> m_rederiveBase;

@@ -2,7 +2,7 @@
 #include "cli/modelargs.h"
 
 #include "plan/planjson.h"
-#include "search/plandiff.h"
+#include "analysis/plandiff.h"
 
 #include <nlohmann/json.hpp>
 
@@ -42,7 +42,7 @@ std::string signedBytes(double n)
     return buf;
 }
 
-nlohmann::ordered_json groupsJson(const std::map<std::string, search::GroupDelta> &groups)
+nlohmann::ordered_json groupsJson(const std::map<std::string, analysis::GroupDelta> &groups)
 {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (const auto &[name, g] : groups)
@@ -53,7 +53,7 @@ nlohmann::ordered_json groupsJson(const std::map<std::string, search::GroupDelta
     return j;
 }
 
-void printGroups(const char *title, const std::map<std::string, search::GroupDelta> &groups)
+void printGroups(const char *title, const std::map<std::string, analysis::GroupDelta> &groups)
 {
     std::printf("\nby %s:\n  %-40s %12s %12s %12s\n", title, "", "comm", "compute", "total");
     for (const auto &[name, g] : groups)
@@ -69,9 +69,9 @@ int runDiff(const Args &args)
     }
     const std::string fileA = args.positional[0], fileB = args.positional[1];
     const plan::Plan a = plan::readPlanFile(fileA), b = plan::readPlanFile(fileB);
-    search::checkSameModel(a, b, fileA, fileB);
+    analysis::checkSameModel(a, b, fileA, fileB);
     const auto graph = loadModelFromArgs(args.value("--model").value_or(a.model.source), args);
-    const search::PlanDiff diff = search::diffPlans(graph, a, b, fileA, fileB);
+    const analysis::PlanDiff diff = analysis::diffPlans(graph, a, b, fileA, fileB);
 
     if (args.has("--json")) {
         nlohmann::ordered_json j;

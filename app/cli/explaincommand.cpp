@@ -3,7 +3,7 @@
 
 #include "ir/error.h"
 #include "plan/planjson.h"
-#include "search/explain.h"
+#include "analysis/explain.h"
 
 #include <nlohmann/json.hpp>
 
@@ -28,7 +28,7 @@ nlohmann::ordered_json collectivesJson(const std::vector<cost::CollectiveCost> &
     return list;
 }
 
-nlohmann::ordered_json explanationJson(const search::Explanation &e)
+nlohmann::ordered_json explanationJson(const analysis::Explanation &e)
 {
     nlohmann::ordered_json j;
     j["tensor"] = e.tensor;
@@ -65,9 +65,9 @@ int runExplain(const Args &args)
     const plan::Plan p = plan::readPlanFile(planFile);
     const std::string model = args.value("--model").value_or(p.model.source);
     const auto graph = loadModelFromArgs(model, args);
-    search::Explainer explainer(graph, p, planFile);
+    analysis::Explainer explainer(graph, p, planFile);
 
-    search::Explanation e;
+    analysis::Explanation e;
     if (graph.findTensor(subject)) {
         e = explainer.explainTensor(subject);
     } else {

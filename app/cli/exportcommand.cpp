@@ -4,10 +4,10 @@
 #include "io/jsonmodel.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
-#include "search/exportjax.h"
-#include "search/exportplan.h"
-#include "search/exportmegatron.h"
-#include "search/exporttorch.h"
+#include "export/exportjax.h"
+#include "export/exportplan.h"
+#include "export/exportmegatron.h"
+#include "export/exporttorch.h"
 
 #include <nlohmann/json.hpp>
 
@@ -29,16 +29,16 @@ int runExport(const Args &args)
     // The exports need the model's structure (which op reads a weight, the
     // layouts around it): the plan's own source unless --model names it.
     const auto graph = loadModelFromArgs(args.value("--model").value_or(p.model.source), args);
-    const std::string text = search::exportPlanText(graph, p, planFile, to);
+    const std::string text = exports::exportPlanText(graph, p, planFile, to);
 
     using Json = nlohmann::ordered_json;
     Json summary{{"to", to}, {"plan", planFile}};
     if (to == "torch") {
-        const auto torch = search::torchPlan(search::exportInput(graph, p, planFile, to, true), planFile);
+        const auto torch = exports::torchPlan(exports::exportInput(graph, p, planFile, to, true), planFile);
         summary["mesh_axis"] = torch.meshAxis;
         summary["entries"] = torch.modules.size();
     } else if (to == "megatron") {
-        const auto megatron = search::megatronArguments(search::exportInput(graph, p, planFile, to, true), planFile);
+        const auto megatron = exports::megatronArguments(exports::exportInput(graph, p, planFile, to, true), planFile);
         summary["tensor_parallel"] = megatron.tensorParallel;
         summary["data_parallel"] = megatron.dataParallel;
         summary["sequence_parallel"] = megatron.sequenceParallel;

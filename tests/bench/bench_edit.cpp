@@ -9,8 +9,8 @@
 #include "passes/prune.h"
 #include "cost/costmodel.h"
 #include "plan/plan.h"
-#include "search/candidates.h"
-#include "search/explain.h"
+#include "analysis/candidates.h"
+#include "analysis/explain.h"
 #include "search/referenceplan.h"
 #include "sharding/meshprofile.h"
 
@@ -55,9 +55,9 @@ int main(int argc, char **argv)
         if (weight.empty() && graph.tensor(t).shape.size() >= 2)
             weight = graph.tensor(t).name;
     double explainerMs = 0, explainMs = 0;
-    search::Explanation explanation;
-    explainerMs = bestMs([&] { search::Explainer e(graph, plan, source); });
-    search::Explainer explainer(graph, plan, source);
+    analysis::Explanation explanation;
+    explainerMs = bestMs([&] { analysis::Explainer e(graph, plan, source); });
+    analysis::Explainer explainer(graph, plan, source);
     explainMs = bestMs([&] { explanation = explainer.explainTensor(weight); });
     const auto &alt = explanation.alternatives.size() > 1 ? explanation.alternatives[1] : explanation.alternatives[0];
 
@@ -65,7 +65,7 @@ int main(int argc, char **argv)
     const double pinMs = bestMs([&] {
         edited = plan;
         for (std::size_t i = 0; i < cls.instances.size(); ++i) {
-            const auto same = search::counterparts(graph, classes, 0, i);
+            const auto same = analysis::counterparts(graph, classes, 0, i);
             for (const auto &[name, spec] : alt.changes)
                 if (auto t = graph.findTensor(name))
                     if (auto it = same.find(*t); it != same.end())

@@ -1,4 +1,4 @@
-#include "search/explain.h"
+#include "analysis/explain.h"
 
 #include "cost/activationmemory.h"
 #include "cost/costmodel.h"
@@ -13,7 +13,7 @@
 #include <set>
 #include <tuple>
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 
 namespace {
 
@@ -125,7 +125,7 @@ Explainer::Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::
     : m_graph(graph), m_mesh(plan.mesh), m_options(plan.costOptions), m_coarse(passes::Coarsen().run(graph)),
       m_specs(plan::planSpecs(plan, graph, planInput)), m_flow(cost::gradientFlow(graph)),
       m_cost(cost::evaluatePlan(graph, m_mesh, m_specs, m_options)),
-      m_coster(std::make_unique<SegmentCoster>(graph, m_mesh, m_options))
+      m_coster(std::make_unique<search::SegmentCoster>(graph, m_mesh, m_options))
 {
     m_position.assign(graph.opCount(), 0);
     const auto order = graph.topologicalOrder();
@@ -223,7 +223,7 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     specs[t.index()] = spec;
     if (node.valid()) {
         const passes::CoarseNode &cn = m_coarse.node(node);
-        Segment seg = makeSegment(m_graph, m_mesh, std::string(cn.name), -1, 1, {cn.ops.begin(), cn.ops.end()});
+        search::Segment seg = search::makeSegment(m_graph, m_mesh, std::string(cn.name), -1, 1, {cn.ops.begin(), cn.ops.end()});
         std::map<ir::TensorId, ShardingSpec> boundary;
         for (const auto *list : {&seg.inputs, &seg.outputs})
             for (auto b : *list)
@@ -333,4 +333,4 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     return alt;
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::analysis

@@ -1,4 +1,4 @@
-#include "search/candidates.h"
+#include "analysis/candidates.h"
 
 #include "ir/error.h"
 #include "search/segmentcost.h"
@@ -7,7 +7,7 @@
 #include <limits>
 #include <map>
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 
 using sharding::ShardingSpec;
 
@@ -16,7 +16,7 @@ namespace {
 // The specs the rest of the plan holds at a segment's edges: the tensors it
 // reads from outside and the ones it writes for others (a graph output is
 // stored as produced).
-std::map<ir::TensorId, ShardingSpec> heldBoundary(const ir::Graph &graph, const Segment &segment,
+std::map<ir::TensorId, ShardingSpec> heldBoundary(const ir::Graph &graph, const search::Segment &segment,
                                                   const std::vector<ShardingSpec> &specs)
 {
     std::map<ir::TensorId, ShardingSpec> boundary;
@@ -30,7 +30,7 @@ std::map<ir::TensorId, ShardingSpec> heldBoundary(const ir::Graph &graph, const 
     return boundary;
 }
 
-std::vector<ShardingSpec> weightSpecs(const Segment &segment, const std::vector<ShardingSpec> &specs)
+std::vector<ShardingSpec> weightSpecs(const search::Segment &segment, const std::vector<ShardingSpec> &specs)
 {
     std::vector<ShardingSpec> out;
     for (auto w : segment.weights)
@@ -45,10 +45,10 @@ const passes::SubgraphClass &classAt(const passes::SubgraphClasses &classes, std
     return classes.classes[classIndex];
 }
 
-Segment classSegment(const ir::Graph &graph, const plan::Plan &plan, const passes::SubgraphClass &cls,
+search::Segment classSegment(const ir::Graph &graph, const plan::Plan &plan, const passes::SubgraphClass &cls,
                      std::size_t classIndex, std::vector<ir::OpId> ops, const std::string &name)
 {
-    return makeSegment(graph, plan.mesh, name, static_cast<int>(classIndex), static_cast<int>(cls.instances.size()),
+    return search::makeSegment(graph, plan.mesh, name, static_cast<int>(classIndex), static_cast<int>(cls.instances.size()),
                        std::move(ops));
 }
 
@@ -78,36 +78,36 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
     const auto &cls = classAt(classes, classIndex);
     const auto &rep = cls.instances[cls.representative];
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
-    const Segment whole = classSegment(graph, plan, cls, classIndex, rep.ops, rep.scope);
+    const search::Segment whole = classSegment(graph, plan, cls, classIndex, rep.ops, rep.scope);
 
     ClassCandidates out;
-    std::vector<Segment> parts;
-    if (comboCount(whole) <= maxCombinations) {
+    std::vector<search::Segment> parts;
+    if (search::comboCount(whole) <= maxCombinations) {
         parts.push_back(whole);
     } else {
         out.perBlock = true;
-        const auto blocks = splitAtResidualCuts(graph, rep.ops);
+        const auto blocks = search::splitAtResidualCuts(graph, rep.ops);
         for (std::size_t b = 0; b < blocks.size(); ++b)
             parts.push_back(classSegment(graph, plan, cls, classIndex, blocks[b],
                                          rep.scope + " [" + std::to_string(b + 1) + "]"));
     }
 
-    SegmentCoster coster(graph, plan.mesh, plan.costOptions);
+    search::SegmentCoster coster(graph, plan.mesh, plan.costOptions);
     const double n = static_cast<double>(cls.instances.size());
     const std::int64_t capacity =
         plan.mesh.device.memoryBytes > 0 ? plan.mesh.device.memoryBytes : std::numeric_limits<std::int64_t>::max();
     const auto present = weightSpecs(whole, specs);
     std::vector<ClassCandidate> all;
-    std::vector<SegmentCost> heldCost;
+    std::vector<search::SegmentCost> heldCost;
     std::int64_t heldMemory = 0;
     double heldTime = 0;
-    for (const Segment &part : parts) {
+    for (const search::Segment &part : parts) {
         heldCost.push_back(coster.evaluate(part, heldBoundary(graph, part, specs), weightSpecs(part, specs)));
         heldMemory += heldCost.back().memory;
         heldTime += heldCost.back().time;
     }
     for (std::size_t p = 0; p < parts.size(); ++p) {
-        const Segment &part = parts[p];
+        const search::Segment &part = parts[p];
         const auto boundary = heldBoundary(graph, part, specs);
         const auto held = weightSpecs(part, specs);
         const double othersTime = (heldTime - heldCost[p].time) * n;
@@ -115,13 +115,13 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
         const std::int64_t restMemory = plan.cost.memory.total() - heldMemory * static_cast<std::int64_t>(n);
         // Every choice, tied weights alike, and the held one even where the
         // plan chose tied weights apart.
-        const std::int64_t count = comboCount(part);
+        const std::int64_t count = search::comboCount(part);
         if (count > 10 * maxCombinations)
             throw TapestryError(Error{part.name, {}, std::to_string(count) + " choices of " +
                                                          std::to_string(part.weights.size()) +
                                                          " weights in one block are too many to list"});
         auto consider = [&](const std::vector<ShardingSpec> &weights) {
-            const SegmentCost cost = coster.evaluate(part, boundary, weights);
+            const search::SegmentCost cost = coster.evaluate(part, boundary, weights);
             ++out.enumerated;
             ClassCandidate c;
             // The whole class' weights: this part's choice, the others as held.
@@ -148,7 +148,7 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
         };
         bool heldListed = false;
         for (std::int64_t combo = 0; combo < count; ++combo)
-            heldListed = consider(chosenSpecs(part, comboChoice(part, combo))) || heldListed;
+            heldListed = consider(search::chosenSpecs(part, search::comboChoice(part, combo))) || heldListed;
         if (!heldListed)
             consider(held);
     }
@@ -178,7 +178,7 @@ plan::Plan applyCandidate(const ir::Graph &graph, const passes::SubgraphClasses 
     const auto &cls = classAt(classes, classIndex);
     const auto &rep = cls.instances[cls.representative];
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
-    const Segment whole = classSegment(graph, plan, cls, classIndex, rep.ops, rep.scope);
+    const search::Segment whole = classSegment(graph, plan, cls, classIndex, rep.ops, rep.scope);
     std::vector<ShardingSpec> weights;
     for (auto w : whole.weights) {
         const auto &name = graph.tensor(w).name;
@@ -190,15 +190,15 @@ plan::Plan applyCandidate(const ir::Graph &graph, const passes::SubgraphClasses 
     }
     // Cost it as it was ranked: the class whole, or block by block with the
     // tensors between blocks held as the plan has them.
-    std::vector<Segment> parts;
+    std::vector<search::Segment> parts;
     if (candidate.perBlock)
-        for (auto &ops : splitAtResidualCuts(graph, rep.ops))
+        for (auto &ops : search::splitAtResidualCuts(graph, rep.ops))
             parts.push_back(classSegment(graph, plan, cls, classIndex, std::move(ops), rep.scope));
     else
         parts.push_back(whole);
-    SegmentCoster coster(graph, plan.mesh, plan.costOptions);
+    search::SegmentCoster coster(graph, plan.mesh, plan.costOptions);
     std::map<ir::TensorId, ShardingSpec> chosen;  // the representative's tensors
-    for (const Segment &part : parts) {
+    for (const search::Segment &part : parts) {
         const auto boundary = heldBoundary(graph, part, specs);
         std::vector<ShardingSpec> partWeights;
         for (auto w : part.weights)
@@ -232,4 +232,4 @@ plan::Plan applyCandidate(const ir::Graph &graph, const passes::SubgraphClasses 
     return out;
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::analysis

@@ -1,12 +1,12 @@
-#include "search/exportplan.h"
+#include "export/exportplan.h"
 
 #include "ir/error.h"
-#include "search/exportaxis.h"
-#include "search/exportjax.h"
-#include "search/exportmegatron.h"
-#include "search/exporttorch.h"
+#include "export/exportaxis.h"
+#include "export/exportjax.h"
+#include "export/exportmegatron.h"
+#include "export/exporttorch.h"
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 std::string exportPlanText(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
                            const std::string &format)
@@ -25,4 +25,4 @@ std::string exportPlanText(const ir::Graph &graph, const plan::Plan &plan, const
     return text + "\n";
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

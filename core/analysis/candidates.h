@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 
 // One choice of a subgraph class' weights, costed as tap costs it: on the
 // representative instance, with the rest of the plan as it is (the specs of
@@ -58,4 +58,4 @@ plan::Plan applyCandidate(const ir::Graph &graph, const passes::SubgraphClasses 
 std::map<ir::TensorId, ir::TensorId> counterparts(const ir::Graph &graph, const passes::SubgraphClasses &classes,
                                                   std::size_t classIndex, std::size_t instance);
 
-} // namespace tapestry::search
+} // namespace tapestry::analysis

@@ -1,9 +1,9 @@
-#include "search/exportmegatron.h"
+#include "export/exportmegatron.h"
 
 #include "ir/error.h"
 #include "search/referenceplan.h"
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 std::vector<std::string> MegatronArguments::arguments() const
 {
@@ -29,7 +29,7 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
             reference.axes[a].name = static_cast<int>(a) == in.tensorParallelAxis ? "model" : "data" + std::to_string(a);
         plan::Plan megatron;
         try {
-            megatron = referencePlan(g, in.plan.model.source, reference, ReferenceMethod::Megatron);
+            megatron = search::referencePlan(g, in.plan.model.source, reference, search::ReferenceMethod::Megatron);
         } catch (const TapestryError &e) {
             throw TapestryError(Error{planInput, {}, std::string("megatron: Megatron-LM cannot split this model: ") +
                                                          e.what()});
@@ -47,7 +47,7 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
             throw TapestryError(Error{planInput, tensor.name,
                                       "megatron: the plan stores it " + in.specs[t].toPlacements() +
                                           " where Megatron-LM stores it " + want.toPlacements() + " (" +
-                                          std::string(toString(megatronRole(tensor.name))) +
+                                          std::string(toString(search::megatronRole(tensor.name))) +
                                           "); the plan is not Megatron-shaped"});
     }
     if (in.tensorParallelAxis >= 0)
@@ -61,4 +61,4 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
     return out;
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

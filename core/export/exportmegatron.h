@@ -1,11 +1,11 @@
 #pragma once
 
-#include "search/exportaxis.h"
+#include "export/exportaxis.h"
 
 #include <string>
 #include <vector>
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 // Megatron-LM's parallelism arguments for a plan that is Megatron-shaped:
 // every parameter stored as Megatron-LM stores it (column- and
@@ -23,4 +23,4 @@ struct MegatronArguments {
 // spec breaks Megatron's shape, with the spec Megatron-LM would give it.
 MegatronArguments megatronArguments(const ExportInput &in, const std::string &planInput);
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 
 // One way a tensor could have been stored instead, with the rest of the
 // plan kept: what the step would cost more (positive) or less (negative)
@@ -104,7 +104,7 @@ private:
     std::vector<std::size_t> m_position;  // of each op in topological order
     cost::PlanCost m_cost;
     // Propagates a coarse node again from a changed tensor.
-    std::unique_ptr<SegmentCoster> m_coster;
+    std::unique_ptr<search::SegmentCoster> m_coster;
 };
 
-} // namespace tapestry::search
+} // namespace tapestry::analysis

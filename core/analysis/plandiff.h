@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 
 // A tensor stored differently by two plans.
 struct SpecChange {
@@ -54,4 +54,4 @@ void checkSameModel(const plan::Plan &a, const plan::Plan &b, const std::string 
 PlanDiff diffPlans(const ir::Graph &graph, const plan::Plan &a, const plan::Plan &b,
                    const std::string &inputA = "a", const std::string &inputB = "b");
 
-} // namespace tapestry::search
+} // namespace tapestry::analysis

@@ -1,4 +1,4 @@
-#include "search/exporttorch.h"
+#include "export/exporttorch.h"
 
 #include "ir/error.h"
 
@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 namespace {
 
@@ -216,4 +216,4 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
     return s;
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

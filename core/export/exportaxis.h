@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 // What the framework exports start from: a plan checked against its model
 // (fingerprint, every spec legal), its specs by tensor id, and the one mesh
@@ -37,4 +37,4 @@ std::string moduleOf(const std::string &parameterName);
 // as torch's layouts write it: "Replicate()", "Shard(1)", "Shard(-1)".
 std::string torchLayout(const sharding::ShardingSpec &spec, int axis, std::size_t tensorRank);
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "search/exportaxis.h"
+#include "export/exportaxis.h"
 
 #include <string>
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 // The plan as JAX PartitionSpecs: a Python file defining the mesh's axis
 // names and shape, `partition_specs` (parameter name -> P(...), every
@@ -13,4 +13,4 @@ namespace tapestry::search {
 // row-major like the plan.
 std::string jaxPartitionSpecs(const ExportInput &in);
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

@@ -1,4 +1,4 @@
-#include "search/plandiff.h"
+#include "analysis/plandiff.h"
 
 #include "ir/error.h"
 #include "passes/coarsen.h"
@@ -6,7 +6,7 @@
 
 #include <set>
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 
 void checkSameModel(const plan::Plan &a, const plan::Plan &b, const std::string &inputA, const std::string &inputB)
 {
@@ -65,4 +65,4 @@ PlanDiff diffPlans(const ir::Graph &graph, const plan::Plan &a, const plan::Plan
     return diff;
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::analysis

@@ -1,8 +1,8 @@
-#include "search/exportaxis.h"
+#include "export/exportaxis.h"
 
 #include "ir/error.h"
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 ExportInput exportInput(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
                         const std::string &format, bool oneAxis)
@@ -48,4 +48,4 @@ std::string torchLayout(const sharding::ShardingSpec &spec, int axis, std::size_
     return p.toString();
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

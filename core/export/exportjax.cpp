@@ -1,6 +1,6 @@
-#include "search/exportjax.h"
+#include "export/exportjax.h"
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 std::string jaxPartitionSpecs(const ExportInput &in)
 {
@@ -31,4 +31,4 @@ std::string jaxPartitionSpecs(const ExportInput &in)
     return s;
 }
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

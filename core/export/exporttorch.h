@@ -1,11 +1,11 @@
 #pragma once
 
-#include "search/exportaxis.h"
+#include "export/exportaxis.h"
 
 #include <string>
 #include <vector>
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 // One entry of a torch tensor-parallel plan: a module name (or a glob over
 // the layer index, where every instance shares the entry) and the
@@ -40,4 +40,4 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput);
 // A Python file defining `plan = {...}` and `tp_mesh_dim`.
 std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source);
 
-} // namespace tapestry::search
+} // namespace tapestry::exports

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace tapestry::search {
+namespace tapestry::exports {
 
 // The text of a framework export as `tapestry-cli export` writes it and the
 // studio saves it: "torch" (a parallelize_module plan in Python), "jax"
@@ -15,4 +15,4 @@ namespace tapestry::search {
 std::string exportPlanText(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
                            const std::string &format);
 
-} // namespace tapestry::search
+} // namespace tapestry::exports
