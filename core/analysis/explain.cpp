@@ -1,8 +1,10 @@
 #include "analysis/explain.h"
 
 #include "cost/activationmemory.h"
+#include "cost/chargerules.h"
 #include "cost/costmodel.h"
 #include "ir/error.h"
+#include "sharding/legalspecs.h"
 #include "passes/coarsen.h"
 #include "sharding/strategy.h"
 
@@ -19,26 +21,6 @@ namespace {
 
 using sharding::Placement;
 using sharding::ShardingSpec;
-
-// Every spec without partial sums that can hold the tensor.
-std::vector<ShardingSpec> legalSpecs(const ir::Tensor &tensor, const sharding::Mesh &mesh)
-{
-    std::vector<ShardingSpec> specs{ShardingSpec::replicated(mesh.rank())};
-    for (int a = 0; a < mesh.rank(); ++a) {
-        std::vector<ShardingSpec> next;
-        for (const auto &spec : specs) {
-            next.push_back(spec);
-            for (int d = 0; d < static_cast<int>(tensor.shape.size()); ++d) {
-                ShardingSpec n = spec;
-                n.placements[static_cast<std::size_t>(a)] = Placement::shard(d);
-                next.push_back(n);
-            }
-        }
-        specs = std::move(next);
-    }
-    std::erase_if(specs, [&](const ShardingSpec &s) { return s.problem(tensor.shape, mesh).has_value(); });
-    return specs;
-}
 
 std::string formatTime(double seconds)
 {
@@ -195,7 +177,7 @@ Explanation Explainer::explain(ir::TensorId t)
     if (node.valid())
         e.node = m_coarse.node(node).name;
 
-    auto specs = legalSpecs(tensor, m_mesh);
+    auto specs = sharding::legalSpecs(tensor.shape, m_mesh);
     std::erase(specs, e.chosen);
     specs.insert(specs.begin(), e.chosen);
     for (const auto &spec : specs)
@@ -286,8 +268,7 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
         if (m_graph.tensor(x).role == ir::Role::Parameter)
             parameters += static_cast<double>(specs[x.index()].localElements(m_graph.tensor(x).shape, m_mesh) -
                                               m_specs[x.index()].localElements(m_graph.tensor(x).shape, m_mesh));
-    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
-    const double optimizer = fp32 > 0 ? m_options.optimizerFlopsPerParameter * parameters / fp32 : 0;
+    const double optimizer = cost::optimizerSeconds(parameters, m_mesh, m_options);
 
     // Phase totals of the whole step under the alternative, as evaluatePlan
     // combines them (overlap makes step time more than a sum).
@@ -303,13 +284,13 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     };
     cost::CostTotals forward = phase("forward"), backward = phase("backward"), update = phase("optimizer");
     update.compute += optimizer;
-    const double step = m_options.overlap
-                            ? forward.total() + std::max(backward.compute, backward.comm) + update.total()
-                            : forward.total() + backward.total() + update.total();
+    const double step = cost::stepSeconds(m_cost.compute + (after.compute - before.compute) + optimizer,
+                                          m_cost.comm + (after.comm - before.comm), forward, backward, update,
+                                          m_options);
     alt.stepTimeDelta = step - m_cost.stepTime;
     alt.commDelta = after.comm - before.comm;
     alt.computeDelta = after.compute - before.compute + optimizer;
-    alt.memoryDelta = std::llround(parameters * m_options.bytesPerParameter()) +
+    alt.memoryDelta = cost::modelStateBytes(parameters, m_options) +
                       (activationBytes(specs) - m_cost.memory.activations);
     alt.fits = m_cost.memory.total() + alt.memoryDelta <= m_cost.memoryCapacity;
     alt.collectivesAdded = missingFrom(after.collectives, before.collectives);

@@ -13,11 +13,8 @@ std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, con
     // Sequence parallel: the norms run on sequence shards ([b, s, h] split on s).
     bool sequenceParallel = false;
     for (const auto &op : graph.ops())
-        if ((op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty()) {
-            const auto &x = graph.tensor(op.inputs[0]);
-            if (x.shape.size() == 3 && specs[op.inputs[0].index()].splitFactor(1, mesh) > 1)
-                sequenceParallel = true;
-        }
+        if (!op.inputs.empty() && normOnSequenceShards(graph, mesh, op, specs[op.inputs[0].index()]))
+            sequenceParallel = true;
     std::vector<TransformerLayerShape> layers;
     for (std::size_t o = 0; o < graph.opCount(); ++o)
         if (auto l = transformerLayer(graph, mesh, specs, ir::OpId(static_cast<std::int32_t>(o)), sequenceParallel))
@@ -69,13 +66,25 @@ std::int64_t korthikantiBytes(const TransformerLayerShape &l)
     return std::llround(bytes);
 }
 
+bool savesInputs(const ir::Op &op)
+{
+    // Ops whose backward needs none of their inputs: sums and data movement.
+    static const std::set<std::string, std::less<>> kNothingSaved{
+        "Add", "Sub", "Neg", "Reshape", "Transpose", "Concat", "Split", "Expand", "Identity", "Cast", "Flatten",
+        "Squeeze", "Unsqueeze"};
+    return !kNothingSaved.count(op.type);
+}
+
+bool normOnSequenceShards(const ir::Graph &graph, const sharding::Mesh &mesh, const ir::Op &op,
+                          const sharding::ShardingSpec &input)
+{
+    return (op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty() &&
+           graph.tensor(op.inputs[0]).shape.size() == 3 && input.splitFactor(1, mesh) > 1;
+}
+
 std::int64_t savedTensorBytes(const ir::Graph &graph, const sharding::Mesh &mesh,
                               const std::vector<sharding::ShardingSpec> &specs)
 {
-    // Ops whose backward needs none of their inputs: sums and data movement.
-    static const std::set<std::string> kNothingSaved{"Add", "Sub", "Neg", "Reshape", "Transpose", "Concat",
-                                                     "Split", "Expand", "Identity", "Cast", "Flatten",
-                                                     "Squeeze", "Unsqueeze"};
     const auto order = graph.topologicalOrder();
     if (!order)
         return 0;
@@ -92,7 +101,7 @@ std::int64_t savedTensorBytes(const ir::Graph &graph, const sharding::Mesh &mesh
             continue;
         for (auto t : op.outputs)
             needsGrad[t.index()] = sharding::isFloat(graph.tensor(t).dtype);
-        if (kNothingSaved.count(op.type))
+        if (!savesInputs(op))
             continue;
         for (auto t : op.inputs) {
             const ir::Tensor &tensor = graph.tensor(t);

@@ -39,6 +39,15 @@ std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, co
 // tensor parallelism; (34·s·b·h + 5·a·s²·b)/t with sequence parallelism too.
 std::int64_t korthikantiBytes(const TransformerLayerShape &layer);
 
+// Whether the backward pass of `op` reads its inputs: every op but plain
+// sums and data movement (Add, Reshape, Transpose, ...).
+bool savesInputs(const ir::Op &op);
+
+// Whether `op` is a norm running on sequence shards (sequence parallelism):
+// its [b, s, h] input, stored as `input`, split on s.
+bool normOnSequenceShards(const ir::Graph &graph, const sharding::Mesh &mesh, const ir::Op &op,
+                          const sharding::ShardingSpec &input);
+
 // For graphs without attention layers: the local bytes of the tensors the
 // backward pass reads (inputs of ops that are not plain sums or moves, on the
 // path from a parameter), each counted once.

@@ -1,5 +1,6 @@
 #include "cost/costmodel.h"
 
+#include "cost/chargerules.h"
 #include "cost/collectivetime.h"
 #include "cost/plancoster.h"
 #include "sharding/reshard.h"
@@ -13,13 +14,83 @@ namespace tapestry::cost {
 
 namespace {
 
-using sharding::Collective;
 using sharding::ShardingSpec;
 
-struct OpCosts {
-    std::vector<CollectiveCost> forward;
-    std::vector<CollectiveCost> backward;
-};
+// The one walk of evaluateOps and evaluateOpsTotals over `ops`, charging
+// through the rules (chargerules.h). `sink` gets, per op in order,
+//   sink.compute(k, OpCompute)
+//   sink.collective(k, Phase, Collective)       internal collectives
+//   sink.reshard(k, Phase, TensorId, from, to, reasonPrefix)
+// in the order the rules give them: the op's input reshards (once per
+// distinct tensor and spec in the ops given), then what it is charged on its
+// own; after every op, the gradient sums as
+//   sink.sum(k, Phase, TensorId, from, to, reasonPrefix)
+// charged to the first reader producing each contribution, per tensor in
+// the order the tensors were first met.
+template <class Sink>
+void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
+             const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
+             const sharding::Mesh &mesh, Sink &sink)
+{
+    // Linear lists, not sets: a segment touches few tensors, and the
+    // allocations of node-based containers dominated the search's profile.
+    std::vector<std::pair<std::size_t, ShardingSpec>> reshardedForward;
+    // Per tensor, in the order first met: its distinct contributions, each
+    // with the position of the first reader producing it.
+    std::vector<std::pair<std::size_t, std::vector<std::pair<ShardingSpec, std::size_t>>>> gradients;
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+        const ir::Op &op = graph.op(ops[k]);
+        const sharding::OpStrategy &s = strategies[k];
+        struct AtOp {
+            Sink &sink;
+            std::size_t k;
+            void collective(Phase phase, const sharding::Collective &c) { sink.collective(k, phase, c); }
+            void reshard(Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                         std::string_view reason)
+            {
+                sink.reshard(k, phase, t, from, to, reason);
+            }
+        } at{sink, k};
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            if (!readsData(s, i))
+                continue;
+            const std::pair<std::size_t, ShardingSpec> key{op.inputs[i].index(), s.inputs[i]};
+            if (std::find(reshardedForward.begin(), reshardedForward.end(), key) != reshardedForward.end())
+                continue;
+            reshardedForward.push_back(key);
+            chargeRead(op.inputs[i], specs[key.first], s.inputs[i], at);
+        }
+        const bool flows = gradientFlows(op, s, flow);
+        sink.compute(k, opCompute(s, flows, mesh));
+        chargeOp(graph, op, s, flows, [&](std::size_t o) -> const ShardingSpec & { return specs[op.outputs[o].index()]; },
+                 at);
+        if (!flows)
+            continue;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            const auto t = op.inputs[i].index();
+            if (!readsData(s, i) || !flow[t])
+                continue;
+            auto it = std::find_if(gradients.begin(), gradients.end(), [t](const auto &g) { return g.first == t; });
+            if (it == gradients.end())
+                it = gradients.insert(gradients.end(), {t, {}});
+            if (std::none_of(it->second.begin(), it->second.end(),
+                             [&](const auto &c) { return c.first == s.inputGradients[i]; }))
+                it->second.push_back({s.inputGradients[i], k});
+        }
+    }
+    struct AtSum {
+        Sink &sink;
+        std::size_t k;
+        void reshard(Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                     std::string_view reason)
+        {
+            sink.sum(k, phase, t, from, to, reason);
+        }
+    };
+    for (const auto &[t, contributions] : gradients)
+        for (const auto &[spec, consumer] : contributions)
+            chargeGradientSum(graph, ir::TensorId(static_cast<std::int32_t>(t)), spec, specs[t], AtSum{sink, consumer});
+}
 
 } // namespace
 
@@ -28,91 +99,63 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
                      const std::vector<bool> &flow)
 {
     PlanCost cost;
-    auto costed = [&](const Collective &c, const std::string &op, Phase phase) {
-        return costCollective(c, op, phase, mesh);
+    struct OpCosts {
+        std::vector<CollectiveCost> forward;
+        std::vector<CollectiveCost> backward;
     };
-
-    std::vector<OpCosts> perOp(ops.size());
-    std::set<std::pair<std::size_t, ShardingSpec>> reshardedForward;
-    // Per tensor (by index, so reductions come out in tensor order): the
-    // distinct specs its gradient contributions come in, with the position
-    // of the first consumer producing each (charged the reduction).
-    std::map<std::size_t, std::vector<std::pair<ShardingSpec, std::size_t>>> gradients;
-
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-        const ir::OpId id = ops[k];
-        const ir::Op &op = graph.op(id);
-        const sharding::OpStrategy &s = strategies[k];
-        OpCosts &oc = perOp[k];
-        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-            if (!s.dataInputs[i] || !reshardedForward.insert({op.inputs[i].index(), s.inputs[i]}).second)
-                continue;
-            for (const auto &c :
-                 sharding::reshard(graph.tensor(op.inputs[i]), specs[op.inputs[i].index()], s.inputs[i], mesh)
-                     .collectives)
-                oc.forward.push_back(costed(c, op.name, Phase::Forward));
+    struct Breakdown {
+        const ir::Graph &graph;
+        const sharding::Mesh &mesh;
+        const std::vector<ir::OpId> &ops;
+        PlanCost &cost;
+        std::vector<OpCosts> perOp;
+        // Gradient sums by tensor, appended to their reader's backward list
+        // in tensor order once every op is walked.
+        std::vector<std::pair<std::size_t, std::pair<std::size_t, std::vector<CollectiveCost>>>> sums;
+        void compute(std::size_t k, const OpCompute &c)
+        {
+            CostTotals &totals = cost.byOp[graph.op(ops[k]).name];
+            totals.flops += c.forwardFlops;
+            totals.compute += c.forward;
+            cost.byPhase["forward"].flops += c.forwardFlops;
+            cost.byPhase["forward"].compute += c.forward;
+            if (!c.flows)
+                return;
+            totals.flops += c.backwardFlops;
+            totals.compute += c.backward;
+            cost.byPhase["backward"].flops += c.backwardFlops;
+            cost.byPhase["backward"].compute += c.backward;
         }
-        for (const auto &c : s.internalForward)
-            oc.forward.push_back(costed(c, op.name, Phase::Forward));
-        for (std::size_t o = 0; o < op.outputs.size(); ++o)
-            for (const auto &c :
-                 sharding::reshard(graph.tensor(op.outputs[o]), s.outputs[o], specs[op.outputs[o].index()], mesh)
-                     .collectives)
-                oc.forward.push_back(costed(c, op.name, Phase::Forward));
-
-        bool flows = false;
-        for (std::size_t i = 0; i < op.inputs.size(); ++i)
-            flows = flows || (s.dataInputs[i] && flow[op.inputs[i].index()]);
-        const double peak = mesh.device.peak(s.computeType) * mesh.device.achievableFraction;
-        CostTotals &totals = cost.byOp[op.name];
-        totals.flops += s.forwardFlops;
-        totals.compute += peak > 0 ? s.forwardFlops / peak : 0;
-        cost.byPhase["forward"].flops += s.forwardFlops;
-        cost.byPhase["forward"].compute += peak > 0 ? s.forwardFlops / peak : 0;
-        if (!flows)
-            continue;
-        totals.flops += s.backwardFlops;
-        totals.compute += peak > 0 ? s.backwardFlops / peak : 0;
-        cost.byPhase["backward"].flops += s.backwardFlops;
-        cost.byPhase["backward"].compute += peak > 0 ? s.backwardFlops / peak : 0;
-        for (std::size_t o = 0; o < op.outputs.size(); ++o) {
-            const ir::Tensor &out = graph.tensor(op.outputs[o]);
-            if (!sharding::isFloat(out.dtype))
-                continue;
-            const ShardingSpec stored = sharding::gradientSpec(specs[op.outputs[o].index()]);
-            for (auto c : sharding::reshard(out, stored, sharding::gradientSpec(s.outputs[o]), mesh).collectives) {
-                c.reason = "gradient: " + c.reason;
-                oc.backward.push_back(costed(c, op.name, Phase::Backward));
-            }
+        void collective(std::size_t k, Phase phase, const sharding::Collective &c)
+        {
+            auto &list = phase == Phase::Forward ? perOp[k].forward : perOp[k].backward;
+            list.push_back(costCollective(c, graph.op(ops[k]).name, phase, mesh));
         }
-        for (const auto &c : s.internalBackward)
-            oc.backward.push_back(costed(c, op.name, Phase::Backward));
-        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-            const auto t = op.inputs[i].index();
-            if (!s.dataInputs[i] || !flow[t])
-                continue;
-            auto &contributions = gradients[t];
-            const bool seen = std::any_of(contributions.begin(), contributions.end(),
-                                          [&](const auto &c) { return c.first == s.inputGradients[i]; });
-            if (!seen)
-                contributions.push_back({s.inputGradients[i], k});
+        void reshard(std::size_t k, Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                     std::string_view reason)
+        {
+            auto &list = phase == Phase::Forward ? perOp[k].forward : perOp[k].backward;
+            appendReshard(list, graph.tensor(t), from, to, phase, reason, graph.op(ops[k]).name, mesh);
         }
-    }
+        void sum(std::size_t k, Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                 std::string_view reason)
+        {
+            sums.push_back({t.index(), {k, {}}});
+            appendReshard(sums.back().second.second, graph.tensor(t), from, to, phase, reason,
+                          graph.op(ops[k]).name, mesh);
+        }
+    } sink{graph, mesh, ops, cost, std::vector<OpCosts>(ops.size()), {}};
+    walkOps(graph, specs, ops, strategies, flow, mesh, sink);
+    std::stable_sort(sink.sums.begin(), sink.sums.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &[t, charged] : sink.sums)
+        for (auto &c : charged.second)
+            sink.perOp[charged.first].backward.push_back(std::move(c));
 
-    for (const auto &[t, contributions] : gradients) {
-        const ir::Tensor &tensor = graph.tensors()[t];
-        const ShardingSpec target = sharding::gradientSpec(specs[t]);
-        for (const auto &[spec, consumer] : contributions)
-            for (auto c : sharding::reshard(tensor, spec, target, mesh).collectives) {
-                c.reason = (tensor.role == ir::Role::Parameter ? "weight gradient: " : "gradient: ") + c.reason;
-                perOp[consumer].backward.push_back(costed(c, graph.op(ops[consumer]).name, Phase::Backward));
-            }
-    }
-
-    for (const auto &oc : perOp)
+    for (const auto &oc : sink.perOp)
         for (const auto &c : oc.forward)
             cost.collectives.push_back(c);
-    for (auto it = perOp.rbegin(); it != perOp.rend(); ++it)
+    for (auto it = sink.perOp.rbegin(); it != sink.perOp.rend(); ++it)
         for (const auto &c : it->backward)
             cost.collectives.push_back(c);
     for (const auto &c : cost.collectives) {
@@ -135,66 +178,31 @@ OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, 
                             const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
                             const std::vector<bool> &flow)
 {
-    double forwardCompute = 0, backwardCompute = 0, comm = 0;
-    auto charge = [&](const sharding::Reshard &r) {
-        for (const auto &c : r.collectives)
-            comm += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
-    };
-    // Linear lists, not sets: a segment touches few tensors, and the
-    // allocations of node-based containers dominated the search's profile.
-    std::vector<std::pair<std::size_t, ShardingSpec>> reshardedForward;
-    std::vector<std::pair<std::size_t, std::vector<ShardingSpec>>> gradients;
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-        const ir::Op &op = graph.op(ops[k]);
-        const sharding::OpStrategy &s = strategies[k];
-        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-            if (!s.dataInputs[i])
-                continue;
-            const std::pair<std::size_t, ShardingSpec> key{op.inputs[i].index(), s.inputs[i]};
-            if (std::find(reshardedForward.begin(), reshardedForward.end(), key) != reshardedForward.end())
-                continue;
-            reshardedForward.push_back(key);
-            charge(sharding::reshard(graph.tensor(op.inputs[i]), specs[key.first], s.inputs[i], mesh));
+    struct Totals {
+        const ir::Graph &graph;
+        const sharding::Mesh &mesh;
+        double forwardCompute = 0, backwardCompute = 0, comm = 0;
+        void compute(std::size_t, const OpCompute &c)
+        {
+            forwardCompute += c.forward;
+            backwardCompute += c.backward;
         }
-        for (const auto &c : s.internalForward)
-            comm += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
-        for (std::size_t o = 0; o < op.outputs.size(); ++o)
-            charge(sharding::reshard(graph.tensor(op.outputs[o]), s.outputs[o], specs[op.outputs[o].index()], mesh));
-
-        bool flows = false;
-        for (std::size_t i = 0; i < op.inputs.size(); ++i)
-            flows = flows || (s.dataInputs[i] && flow[op.inputs[i].index()]);
-        const double peak = mesh.device.peak(s.computeType) * mesh.device.achievableFraction;
-        forwardCompute += peak > 0 ? s.forwardFlops / peak : 0;
-        if (!flows)
-            continue;
-        backwardCompute += peak > 0 ? s.backwardFlops / peak : 0;
-        for (std::size_t o = 0; o < op.outputs.size(); ++o) {
-            const ir::Tensor &out = graph.tensor(op.outputs[o]);
-            if (sharding::isFloat(out.dtype))
-                charge(sharding::reshard(out, sharding::gradientSpec(specs[op.outputs[o].index()]),
-                                         sharding::gradientSpec(s.outputs[o]), mesh));
+        void collective(std::size_t, Phase, const sharding::Collective &c) { comm += collectiveSeconds(c, mesh); }
+        void reshard(std::size_t, Phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                     std::string_view)
+        {
+            for (const auto &c : sharding::reshard(graph.tensor(t), from, to, mesh).collectives)
+                comm += collectiveSeconds(c, mesh);
         }
-        for (const auto &c : s.internalBackward)
-            comm += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
-        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-            const auto t = op.inputs[i].index();
-            if (!s.dataInputs[i] || !flow[t])
-                continue;
-            auto it = std::find_if(gradients.begin(), gradients.end(), [t](const auto &g) { return g.first == t; });
-            if (it == gradients.end())
-                it = gradients.insert(gradients.end(), {t, {}});
-            if (std::find(it->second.begin(), it->second.end(), s.inputGradients[i]) == it->second.end())
-                it->second.push_back(s.inputGradients[i]);
+        void sum(std::size_t k, Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                 std::string_view reason)
+        {
+            reshard(k, phase, t, from, to, reason);
         }
-    }
-    for (const auto &[t, contributions] : gradients) {
-        const ShardingSpec target = sharding::gradientSpec(specs[t]);
-        for (const auto &spec : contributions)
-            charge(sharding::reshard(graph.tensors()[t], spec, target, mesh));
-    }
+    } sink{graph, mesh};
+    walkOps(graph, specs, ops, strategies, flow, mesh, sink);
     // Summed as evaluateOps sums its phases (backward, then forward).
-    return {backwardCompute + forwardCompute, comm};
+    return {sink.backwardCompute + sink.forwardCompute, sink.comm};
 }
 
 PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,

@@ -1,6 +1,7 @@
 #include "cost/plancoster.h"
 
 #include "cost/activationmemory.h"
+#include "cost/chargerules.h"
 #include "cost/collectivetime.h"
 #include "cost/costmodel.h"
 #include "ir/error.h"
@@ -137,49 +138,43 @@ void PlanCoster::resolve(std::size_t k, const std::vector<ShardingSpec> &specs)
     ++m_resolved;
 }
 
-// What op k is charged on its own: internal collectives, its outputs
-// resharded to how they are stored, and back for their gradients.
+// What op k is charged on its own (cost::chargeOp): internal collectives,
+// its outputs resharded to how they are stored, and back for their
+// gradients.
 void PlanCoster::chargeOp(std::size_t k, const std::vector<ShardingSpec> &specs)
 {
     const ir::Op &op = m_graph.op(m_order[k]);
     OpCharge &charge = m_charges[k];
-    const sharding::OpStrategy &s = charge.strategy;
     charge.forward.clear();
     charge.backward.clear();
-    for (const auto &c : s.internalForward)
-        charge.forward.push_back(costed(c, k, Phase::Forward));
-    for (std::size_t o = 0; o < op.outputs.size(); ++o)
-        for (const auto &c :
-             sharding::reshard(m_graph.tensor(op.outputs[o]), s.outputs[o], specs[op.outputs[o].index()], m_mesh)
-                 .collectives)
-            charge.forward.push_back(costed(c, k, Phase::Forward));
-
-    charge.flows = false;
-    for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        charge.flows = charge.flows || (s.dataInputs[i] && m_flow[op.inputs[i].index()]);
-    if (!charge.flows)
-        return;
-    for (std::size_t o = 0; o < op.outputs.size(); ++o) {
-        const ir::Tensor &out = m_graph.tensor(op.outputs[o]);
-        if (!sharding::isFloat(out.dtype))
-            continue;
-        const ShardingSpec stored = sharding::gradientSpec(specs[op.outputs[o].index()]);
-        for (auto c : sharding::reshard(out, stored, sharding::gradientSpec(s.outputs[o]), m_mesh).collectives) {
-            c.reason = "gradient: " + c.reason;
-            charge.backward.push_back(costed(c, k, Phase::Backward));
+    charge.flows = gradientFlows(op, charge.strategy, m_flow);
+    struct Sink {
+        const PlanCoster &coster;
+        OpCharge &charge;
+        std::size_t k;
+        void collective(Phase phase, const sharding::Collective &c)
+        {
+            (phase == Phase::Forward ? charge.forward : charge.backward).push_back(coster.costed(c, k, phase));
         }
-    }
-    for (const auto &c : s.internalBackward)
-        charge.backward.push_back(costed(c, k, Phase::Backward));
+        void reshard(Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                     std::string_view reason)
+        {
+            appendReshard(phase == Phase::Forward ? charge.forward : charge.backward, coster.m_graph.tensor(t), from,
+                          to, phase, reason, coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
+        }
+    } sink{*this, charge, k};
+    cost::chargeOp(m_graph, op, charge.strategy, charge.flows,
+                   [&](std::size_t o) -> const ShardingSpec & { return specs[op.outputs[o].index()]; }, sink);
 }
 
-// What tensor t costs between its writer and its readers: resharded once per
-// distinct spec its readers compute on (charged to the first of them), and
-// its gradient contributions summed per spec and resharded to its gradient
-// spec (charged to the first reader producing each).
+// What tensor t costs between its writer and its readers (chargeRead,
+// chargeGradientSum): resharded once per distinct spec its readers compute
+// on, charged to the first of them, and its gradient contributions summed
+// per spec and resharded to its gradient spec, charged to the first reader
+// producing each.
 void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &specs)
 {
-    const ir::Tensor &tensor = m_graph.tensors()[t];
+    const auto id = ir::TensorId(static_cast<std::int32_t>(t));
     const auto first = m_reads.begin() + m_readStart[t], last = m_reads.begin() + m_readStart[t + 1];
     std::vector<ShardingSpec> forward;
     std::vector<std::pair<ShardingSpec, std::int32_t>> contributions;
@@ -193,7 +188,7 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
             }
         const sharding::OpStrategy &s = charge.strategy;
         const auto slot = static_cast<std::size_t>(r->slot);
-        if (!s.dataInputs[slot])
+        if (!readsData(s, slot))
             continue;
         if (m_flow[t] && std::none_of(contributions.begin(), contributions.end(),
                                       [&](const auto &c) { return c.first == s.inputGradients[slot]; }))
@@ -202,25 +197,44 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
             continue;
         forward.push_back(s.inputs[slot]);
         // Kept in slot order: after the reshards of earlier slots.
-        auto at = static_cast<std::ptrdiff_t>(
-            std::upper_bound(charge.inputReshardSlot.begin(), charge.inputReshardSlot.end(), r->slot) -
-            charge.inputReshardSlot.begin());
-        for (const auto &c : sharding::reshard(tensor, specs[t], s.inputs[slot], m_mesh).collectives) {
-            charge.inputReshards.insert(charge.inputReshards.begin() + at,
-                                        costed(c, static_cast<std::size_t>(r->op), Phase::Forward));
-            charge.inputReshardSlot.insert(charge.inputReshardSlot.begin() + at, r->slot);
-            ++at;
-        }
+        const auto at = std::upper_bound(charge.inputReshardSlot.begin(), charge.inputReshardSlot.end(), r->slot) -
+                        charge.inputReshardSlot.begin();
+        std::vector<CollectiveCost> reshards;
+        struct Sink {
+            const PlanCoster &coster;
+            std::vector<CollectiveCost> &out;
+            std::size_t k;
+            void reshard(Phase phase, ir::TensorId x, const ShardingSpec &from, const ShardingSpec &to,
+                         std::string_view reason)
+            {
+                appendReshard(out, coster.m_graph.tensor(x), from, to, phase, reason,
+                              coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
+            }
+        } sink{*this, reshards, static_cast<std::size_t>(r->op)};
+        chargeRead(id, specs[t], s.inputs[slot], sink);
+        charge.inputReshards.insert(charge.inputReshards.begin() + at, reshards.begin(), reshards.end());
+        charge.inputReshardSlot.insert(charge.inputReshardSlot.begin() + at, reshards.size(), r->slot);
     }
 
     auto &reductions = m_reductions[t];
     reductions.clear();
-    const ShardingSpec target = sharding::gradientSpec(specs[t]);
-    for (const auto &[spec, op] : contributions)
-        for (auto c : sharding::reshard(tensor, spec, target, m_mesh).collectives) {
-            c.reason = (tensor.role == ir::Role::Parameter ? "weight gradient: " : "gradient: ") + c.reason;
-            reductions.push_back({op, costed(c, static_cast<std::size_t>(op), Phase::Backward)});
-        }
+    for (const auto &[spec, op] : contributions) {
+        std::vector<CollectiveCost> sums;
+        struct Sink {
+            const PlanCoster &coster;
+            std::vector<CollectiveCost> &out;
+            std::size_t k;
+            void reshard(Phase phase, ir::TensorId x, const ShardingSpec &from, const ShardingSpec &to,
+                         std::string_view reason)
+            {
+                appendReshard(out, coster.m_graph.tensor(x), from, to, phase, reason,
+                              coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
+            }
+        } sink{*this, sums, static_cast<std::size_t>(op)};
+        chargeGradientSum(m_graph, id, spec, specs[t], sink);
+        for (auto &c : sums)
+            reductions.push_back({op, std::move(c)});
+    }
 }
 
 PlanCost PlanCoster::cost(const std::vector<ShardingSpec> &specs)
@@ -294,18 +308,18 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
             if (entry.first++ == 0)
                 entry.second = op.name;
         }
-        const double peak = m_mesh.device.peak(s.computeType) * m_mesh.device.achievableFraction;
-        byOp[k].flops += s.forwardFlops;
-        byOp[k].compute += peak > 0 ? s.forwardFlops / peak : 0;
-        forward.flops += s.forwardFlops;
-        forward.compute += peak > 0 ? s.forwardFlops / peak : 0;
-        if (!m_charges[k].flows)
+        const OpCompute c = opCompute(s, m_charges[k].flows, m_mesh);
+        byOp[k].flops += c.forwardFlops;
+        byOp[k].compute += c.forward;
+        forward.flops += c.forwardFlops;
+        forward.compute += c.forward;
+        if (!c.flows)
             continue;
         anyBackward = true;
-        byOp[k].flops += s.backwardFlops;
-        byOp[k].compute += peak > 0 ? s.backwardFlops / peak : 0;
-        backward.flops += s.backwardFlops;
-        backward.compute += peak > 0 ? s.backwardFlops / peak : 0;
+        byOp[k].flops += c.backwardFlops;
+        byOp[k].compute += c.backward;
+        backward.flops += c.backwardFlops;
+        backward.compute += c.backward;
     }
 
     // Collectives in step order, each with the position of its op.
@@ -357,25 +371,21 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     std::int64_t localParameters = 0;
     for (auto t : m_parameters)
         localParameters += specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh);
-    const double optimizerFlops = m_options.optimizerFlopsPerParameter * static_cast<double>(localParameters);
-    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
+    const auto params = static_cast<double>(localParameters);
     CostTotals &optimizer = cost.byPhase["optimizer"];
-    optimizer.flops += optimizerFlops;
-    optimizer.compute += fp32 > 0 ? optimizerFlops / fp32 : 0;
+    optimizer.flops += optimizerFlops(params, m_options);
+    optimizer.compute += optimizerSeconds(params, m_mesh, m_options);
 
     for (const auto &[phase, totals] : cost.byPhase)
         cost.compute += totals.compute;
-    if (m_options.overlap) {
-        const CostTotals &f = cost.byPhase["forward"], &b = cost.byPhase["backward"], &o = cost.byPhase["optimizer"];
-        cost.stepTime = f.total() + std::max(b.compute, b.comm) + o.total();
-    } else {
-        cost.stepTime = cost.compute + cost.comm;
-    }
+    auto phase = [&](const char *name) {
+        const auto it = cost.byPhase.find(name);
+        return it == cost.byPhase.end() ? CostTotals{} : it->second;
+    };
+    cost.stepTime =
+        stepSeconds(cost.compute, cost.comm, phase("forward"), phase("backward"), phase("optimizer"), m_options);
 
-    const auto params = static_cast<double>(localParameters);
-    cost.memory.parameters = std::llround(params * m_options.parameterBytes);
-    cost.memory.gradients = std::llround(params * m_options.gradientBytes);
-    cost.memory.optimizer = std::llround(params * m_options.optimizerBytes);
+    cost.memory = modelStateMemory(params, m_options);
     const auto layers = transformerLayers(m_graph, m_mesh, specs);
     if (!layers.empty()) {
         cost.memory.activationModel = "korthikanti";

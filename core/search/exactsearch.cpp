@@ -1,6 +1,7 @@
 #include "search/exactsearch.h"
 
 #include "ir/error.h"
+#include "sharding/legalspecs.h"
 #include "plan/plan.h"
 #include "search/activationlayout.h"
 #include "search/segmentcost.h"
@@ -46,26 +47,6 @@ struct NodeSpace {
     std::size_t outputs = 0;  // shared[inputs, inputs + outputs) are written
     std::vector<Strategy> strategies;
 };
-
-// Every spec without partial sums that can hold the tensor.
-std::vector<ShardingSpec> legalSpecs(const ir::Tensor &tensor, const sharding::Mesh &mesh)
-{
-    std::vector<ShardingSpec> specs{ShardingSpec::replicated(mesh.rank())};
-    for (int a = 0; a < mesh.rank(); ++a) {
-        std::vector<ShardingSpec> next;
-        for (const auto &spec : specs) {
-            next.push_back(spec);
-            for (int d = 0; d < static_cast<int>(tensor.shape.size()); ++d) {
-                ShardingSpec n = spec;
-                n.placements[static_cast<std::size_t>(a)] = Placement::shard(d);
-                next.push_back(n);
-            }
-        }
-        specs = std::move(next);
-    }
-    std::erase_if(specs, [&](const ShardingSpec &s) { return s.problem(tensor.shape, mesh).has_value(); });
-    return specs;
-}
 
 // Mixed-radix counter over lists of sizes.
 bool advance(std::vector<std::size_t> &digits, const std::vector<std::size_t> &sizes)
@@ -173,7 +154,7 @@ void ExactSearch::enumerate(NodeSpace &node)
             std::sort(specs.begin(), specs.end());
             specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
         } else {
-            specs = legalSpecs(tensor, m_mesh);
+            specs = sharding::legalSpecs(tensor.shape, m_mesh);
         }
         inputChoices.push_back(specs);
     }

@@ -1,6 +1,7 @@
 #include "search/segmentcost.h"
 
 #include "cost/activationmemory.h"
+#include "cost/chargerules.h"
 #include "cost/collectivetime.h"
 #include "cost/costmodel.h"
 #include "ir/error.h"
@@ -326,13 +327,6 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
     return order;
 }
 
-const std::set<std::string> &nothingSaved()
-{
-    static const std::set<std::string> ops{"Add",  "Sub",      "Neg",  "Reshape", "Transpose", "Concat",  "Split",
-                                           "Expand", "Identity", "Cast", "Flatten", "Squeeze",   "Unsqueeze"};
-    return ops;
-}
-
 ShardingSpec withoutPartials(ShardingSpec spec)
 {
     for (auto &p : spec.placements)
@@ -444,12 +438,8 @@ double SegmentCoster::reshardTime(ir::TensorId t, std::int32_t from, std::int32_
     const auto key = std::make_tuple(static_cast<std::int32_t>(t.index()), from, to);
     if (auto it = m_reshards.find(key); it != m_reshards.end())
         return it->second;
-    double time = 0;
-    sharding::forEachReshardStep(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
-                                 m_interned[static_cast<std::size_t>(to)], m_mesh, [&](const sharding::ReshardStep &c) {
-                                     time += cost::collectiveTime(c.kind, c.bytes,
-                                                                  m_mesh.axes[static_cast<std::size_t>(c.axis)]);
-                                 });
+    const double time = cost::reshardSeconds(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
+                                             m_interned[static_cast<std::size_t>(to)], m_mesh);
     return m_reshards.emplace(key, time).first->second;
 }
 
@@ -489,25 +479,20 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     for (std::size_t o = 0; o < op.outputs.size(); ++o)
         out.outputs.push_back(fixed[o] >= 0 ? m_interned[static_cast<std::size_t>(fixed[o])]
                                             : withoutPartials(s.outputs[o]));
-    auto collectives = [&](const std::vector<sharding::Collective> &cs) {
-        for (const auto &c : cs)
-            out.comm += cost::collectiveTime(c.kind, c.bytes, m_mesh.axes[static_cast<std::size_t>(c.axis)]);
-    };
-    collectives(s.internalForward);
-    for (std::size_t o = 0; o < op.outputs.size(); ++o)
-        out.comm += reshardTime(op.outputs[o], intern(s.outputs[o]), intern(out.outputs[o]));
-    for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        out.flows = out.flows || (s.dataInputs[i] && m_flow[op.inputs[i].index()]);
-    const double peak = m_mesh.device.peak(s.computeType) * m_mesh.device.achievableFraction;
-    double compute = peak > 0 ? s.forwardFlops / peak : 0;
-    if (out.flows) {
-        compute += peak > 0 ? s.backwardFlops / peak : 0;
-        for (std::size_t o = 0; o < op.outputs.size(); ++o)
-            if (sharding::isFloat(m_graph.tensor(op.outputs[o]).dtype))
-                out.comm += reshardTime(op.outputs[o], gradientId(intern(out.outputs[o])),
-                                        gradientId(intern(s.outputs[o])));
-        collectives(s.internalBackward);
-    }
+    out.flows = cost::gradientFlows(op, s, m_flow);
+    struct Sink {
+        SegmentCoster &coster;
+        double &comm;
+        void collective(cost::Phase, const sharding::Collective &c) { comm += cost::collectiveSeconds(c, coster.m_mesh); }
+        void reshard(cost::Phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to, std::string_view)
+        {
+            comm += coster.reshardTime(t, coster.intern(from), coster.intern(to));
+        }
+    } sink{*this, out.comm};
+    cost::chargeOp(m_graph, op, s, out.flows, [&](std::size_t o) -> const ShardingSpec & { return out.outputs[o]; },
+                   sink);
+    const cost::OpCompute computed = cost::opCompute(s, out.flows, m_mesh);
+    const double compute = computed.forward + computed.backward;
     out.time = compute + out.comm;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (pending[i])
@@ -528,8 +513,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     ir::TensorId link, const std::vector<ShardingSpec> &linkSpecs)
 {
     const double bpp = m_options.bytesPerParameter();
-    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
-    const double optimizerPerElement = fp32 > 0 ? m_options.optimizerFlopsPerParameter / fp32 : 0;
+    const double optimizerPerElement = cost::optimizerSeconds(1, m_mesh, m_options);
     const std::int32_t replicated = intern(ShardingSpec::replicated(m_mesh.rank()));
     std::vector<std::vector<std::int32_t>> choiceIds;
     std::vector<std::vector<double>> choiceElements;  // per weight and choice: elements per device
@@ -563,10 +547,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     if (order == m_memo->orders.end())
         order = m_memo->orders.emplace(segmentKey, searchOrder(m_graph, segment)).first;
     const std::vector<ir::OpId> &ops = order->second;
-    std::vector<bool> norm(ops.size(), false);
     for (std::size_t k = 0; k < ops.size(); ++k) {
         const ir::Op &op = m_graph.op(ops[k]);
-        norm[k] = op.type == "LayerNormalization" || op.type == "RMSNorm";
         const bool flows =
             std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return m_flow[t.index()]; });
         for (auto t : op.inputs) {
@@ -576,7 +558,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 m_weightOf[t.index()] = kNotAWeight;
             }
             m_lastRead[t.index()] = k;
-            if (!m_attention && flows && !nothingSaved().count(op.type) &&
+            if (!m_attention && flows && cost::savesInputs(op) &&
                 m_graph.tensor(t).role != ir::Role::Parameter)
                 m_saved[t.index()] = true;
         }
@@ -709,8 +691,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                         comm += r;
                     }
                 }
-                if (norm[k] && !op.inputs.empty() && m_graph.tensor(op.inputs[0]).shape.size() == 3 &&
-                    oc.inputs[0].splitFactor(1, m_mesh) > 1)
+                if (!op.inputs.empty() && cost::normOnSequenceShards(m_graph, m_mesh, op, oc.inputs[0]))
                     st.setSequenceParallel();
                 std::int64_t korthikanti[2] = {0, 0};
                 if (m_attention && op.type == "Softmax" && !op.inputs.empty()) {
@@ -869,7 +850,7 @@ std::int64_t SegmentCoster::weightMemory(const Segment &segment, const std::vect
     double elements = 0;
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
         elements += static_cast<double>(weights[w].localElements(m_graph.tensor(segment.weights[w]).shape, m_mesh));
-    return std::llround(elements * m_options.bytesPerParameter());
+    return cost::modelStateBytes(elements, m_options);
 }
 
 SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::TensorId, ShardingSpec> &boundary,
@@ -949,20 +930,16 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         localParameters += static_cast<double>(m_specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh));
     for (auto t : segment.derived)
         localParameters += static_cast<double>(m_specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh));
-    const double fp32 = m_mesh.device.peak(ir::DType::F32) * m_mesh.device.achievableFraction;
-    const double optimizer = fp32 > 0 ? m_options.optimizerFlopsPerParameter * localParameters / fp32 : 0;
-    result.time = c.stepTime + optimizer;
+    result.time = c.stepTime + cost::optimizerSeconds(localParameters, m_mesh, m_options);
     result.comm = c.comm;
-    result.parameterMemory = std::llround(localParameters * m_options.bytesPerParameter());
+    result.parameterMemory = cost::modelStateBytes(localParameters, m_options);
 
     std::int64_t activations = 0;
     if (m_attention) {
         bool sequenceParallel = false;
         for (ir::OpId id : segment.ops) {
             const ir::Op &op = m_graph.op(id);
-            if ((op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty() &&
-                m_graph.tensor(op.inputs[0]).shape.size() == 3 &&
-                m_specs[op.inputs[0].index()].splitFactor(1, m_mesh) > 1)
+            if (!op.inputs.empty() && cost::normOnSequenceShards(m_graph, m_mesh, op, m_specs[op.inputs[0].index()]))
                 sequenceParallel = true;
         }
         for (ir::OpId id : segment.ops)
@@ -970,15 +947,12 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                 activations += cost::korthikantiBytes(*l);
     } else {
         // The saved-tensor model of the cost model, over this segment's ops.
-        static const std::set<std::string> kNothingSaved{"Add", "Sub", "Neg", "Reshape", "Transpose", "Concat",
-                                                         "Split", "Expand", "Identity", "Cast", "Flatten",
-                                                         "Squeeze", "Unsqueeze"};
         std::set<ir::TensorId> saved;
         for (ir::OpId id : segment.ops) {
             const ir::Op &op = m_graph.op(id);
             const bool flows = std::any_of(op.inputs.begin(), op.inputs.end(),
                                            [&](ir::TensorId t) { return m_flow[t.index()]; });
-            if (!flows || kNothingSaved.count(op.type))
+            if (!flows || !cost::savesInputs(op))
                 continue;
             for (auto t : op.inputs)
                 if (m_graph.tensor(t).role != ir::Role::Parameter)
