@@ -1,0 +1,235 @@
+// One cost engine: whole-plan costing (PlanCoster, evaluatePlan), its
+// incremental re-costing, evaluateOps and its totals-only path, and the
+// searches' segment coster charge a step by the same rules
+// (cost/chargerules.h). Checked over every zoo preset and sample on 1D, 2D
+// and 3D meshes, on random legal plans: the sum of a plan cut into segments
+// against the whole-plan figure.
+
+#include "cost/chargerules.h"
+#include "cost/costmodel.h"
+#include "cost/plancoster.h"
+#include "io/modelloader.h"
+#include "io/zoo/zoo.h"
+#include "search/segmentcost.h"
+#include "sharding/legalspecs.h"
+#include "sharding/meshprofile.h"
+
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+using namespace tapestry;
+using sharding::ShardingSpec;
+
+namespace {
+
+// The relative difference the sums may show: the same charges added in
+// another order.
+constexpr double kRelative = 1e-12;
+
+bool close(double a, double b)
+{
+    return std::abs(a - b) <= kRelative * std::max({std::abs(a), std::abs(b), 1e-30});
+}
+
+sharding::Mesh mesh(const std::vector<int> &sizes)
+{
+    const auto names = sizes.size() == 3 ? std::vector<std::string>{"dp", "tp", "sp"}
+                                         : sharding::defaultAxisNames(sizes.size());
+    return sharding::findMeshProfile("dgx-h100").mesh(sizes, names);
+}
+
+// A legal spec per tensor, drawn at random.
+std::vector<ShardingSpec> randomPlan(const ir::Graph &g, const sharding::Mesh &m, std::mt19937 &rng)
+{
+    std::vector<ShardingSpec> specs;
+    specs.reserve(g.tensorCount());
+    for (const auto &t : g.tensors()) {
+        const auto legal = sharding::legalSpecs(t.shape, m);
+        specs.push_back(legal[std::uniform_int_distribution<std::size_t>(0, legal.size() - 1)(rng)]);
+    }
+    return specs;
+}
+
+// The graph's ops in topological order cut at its residual stream, with
+// parts that read a tensor in common joined (a tensor's reshards and
+// gradient sums are charged once among its readers, so they must be in one
+// part for the parts to add up to the whole).
+std::vector<std::vector<ir::OpId>> parts(const ir::Graph &g)
+{
+    const auto order = *g.topologicalOrder();
+    auto blocks = search::splitAtResidualCuts(g, order);
+    std::vector<std::size_t> partOf(g.opCount()), leader(blocks.size());
+    std::iota(leader.begin(), leader.end(), 0);
+    std::function<std::size_t(std::size_t)> find = [&](std::size_t b) {
+        return leader[b] == b ? b : leader[b] = find(leader[b]);
+    };
+    for (std::size_t b = 0; b < blocks.size(); ++b)
+        for (auto op : blocks[b])
+            partOf[op.index()] = b;
+    for (const auto &t : g.tensors())
+        for (std::size_t c = 1; c < t.consumers.size(); ++c)
+            leader[find(partOf[t.consumers[c].index()])] = find(partOf[t.consumers[0].index()]);
+    std::map<std::size_t, std::vector<ir::OpId>> joined;
+    for (auto op : order)
+        joined[find(partOf[op.index()])].push_back(op);
+    std::vector<std::vector<ir::OpId>> out;
+    for (auto &[b, ops] : joined)
+        out.push_back(std::move(ops));
+    return out;
+}
+
+std::vector<sharding::OpStrategy> strategies(const ir::Graph &g, const sharding::Mesh &m,
+                                             const std::vector<ShardingSpec> &specs, const std::vector<ir::OpId> &ops)
+{
+    std::vector<sharding::OpStrategy> out;
+    std::vector<ShardingSpec> inputs;
+    for (auto id : ops) {
+        inputs.clear();
+        for (auto t : g.op(id).inputs)
+            inputs.push_back(specs[t.index()]);
+        out.push_back(sharding::resolveStrategy(g, id, inputs, m));
+    }
+    return out;
+}
+
+double localParameters(const ir::Graph &g, const sharding::Mesh &m, const std::vector<ShardingSpec> &specs)
+{
+    std::int64_t n = 0;
+    for (auto t : g.tensorsWithRole(ir::Role::Parameter))
+        n += specs[t.index()].localElements(g.tensor(t).shape, m);
+    return static_cast<double>(n);
+}
+
+// "zoo:NAME?layers=4&seq=64" for presets that take those knobs.
+QString smallPreset(const io::zoo::Preset &p)
+{
+    QStringList knobs;
+    for (const char *k : {"layers", "decoder_layers", "encoder_layers"})
+        if (p.defaults.count(k))
+            knobs << QString::fromLatin1(k) + QStringLiteral("=4");
+    if (p.defaults.count("seq") && p.defaults.at("seq") > 64)
+        knobs << QStringLiteral("seq=64");
+    return QStringLiteral("zoo:") + QString::fromStdString(p.name) +
+           (knobs.isEmpty() ? QString() : QStringLiteral("?") + knobs.join(QLatin1Char('&')));
+}
+
+} // namespace
+
+class TestCostEngine : public QObject {
+    Q_OBJECT
+
+private slots:
+    void segmentsSumToTheWhole_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        const QString samples = QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/");
+        QStringList models;
+        for (const auto &p : io::zoo::presets())
+            models << smallPreset(p);
+        for (const char *f : {"onnx/gpt-tiny.onnx", "onnx/gpt2-external.onnx", "onnx/resnet18-shapes.onnx",
+                              "onnx/transformer-encoder.onnx", "models/mlp.json", "models/abc.json",
+                              "configs/gpt2.json", "configs/bert-base-uncased.json", "configs/llama3-8b.json",
+                              "configs/mixtral-8x7b.json", "configs/t5-small.json"})
+            models << samples + QString::fromLatin1(f);
+        for (const auto &model : models)
+            for (const char *shape : {"8", "4x2", "2x2x2"})
+                QTest::newRow(qPrintable(model.section(QLatin1Char('/'), -1) + QLatin1Char(' ') +
+                                         QString::fromLatin1(shape)))
+                    << model << QString::fromLatin1(shape);
+    }
+    // Per model and mesh, four random legal plans:
+    // - the whole plan re-costed incrementally (from the plan before) is
+    //   the whole plan costed afresh, to the last bit;
+    // - cut into parts, evaluateOps of the parts plus the optimizer add up
+    //   to the whole plan's step, compute and communication (1e-12
+    //   relative), with the same wire bytes and collectives to the byte;
+    // - evaluateOpsTotals is evaluateOps' totals;
+    // - the segment coster, given each part's boundary and weights from the
+    //   plan, costs the parts at what the whole plan it propagated costs.
+    void segmentsSumToTheWhole()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        io::LoadOptions load;
+        load.batch = 4;
+        load.seq = 64;
+        const auto g = io::loadModel(model.toStdString(), model.startsWith(QLatin1String("zoo:")) ? io::LoadOptions{}
+                                                                                                  : load);
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        const auto cut = parts(g);
+        const auto flow = cost::gradientFlow(g);
+        std::mt19937 rng(20261124u + static_cast<unsigned>(g.tensorCount()));
+        cost::PlanCoster incremental(g, m);
+        search::SegmentCoster segments(g, m, {});
+        for (int round = 0; round < 4; ++round) {
+            const auto specs = randomPlan(g, m, rng);
+            const cost::PlanCost whole = cost::evaluatePlan(g, m, specs);
+            QVERIFY(incremental.cost(specs) == whole);
+
+            double compute = cost::optimizerSeconds(localParameters(g, m, specs), m, {}), comm = 0;
+            std::int64_t wire = 0;
+            std::size_t collectives = 0;
+            for (const auto &ops : cut) {
+                const auto s = strategies(g, m, specs, ops);
+                const cost::PlanCost part = cost::evaluateOps(g, m, specs, ops, s, flow);
+                const cost::OpsTotals totals = cost::evaluateOpsTotals(g, m, specs, ops, s, flow);
+                QVERIFY2(close(totals.compute, part.compute) && close(totals.comm, part.comm),
+                         qPrintable(QStringLiteral("totals %1/%2, breakdown %3/%4")
+                                        .arg(totals.compute)
+                                        .arg(totals.comm)
+                                        .arg(part.compute)
+                                        .arg(part.comm)));
+                compute += part.compute;
+                comm += part.comm;
+                wire += part.commBytes;
+                collectives += part.collectives.size();
+            }
+            QVERIFY2(close(compute, whole.compute),
+                     qPrintable(QStringLiteral("compute %1 against %2").arg(compute, 0, 'g', 17).arg(whole.compute, 0, 'g', 17)));
+            QVERIFY2(close(comm, whole.comm),
+                     qPrintable(QStringLiteral("comm %1 against %2").arg(comm, 0, 'g', 17).arg(whole.comm, 0, 'g', 17)));
+            QVERIFY(close(compute + comm, whole.stepTime));
+            QCOMPARE(wire, whole.commBytes);
+            QCOMPARE(collectives, whole.collectives.size());
+
+            // The segment coster propagates each part from its boundary and
+            // weights; the plan it makes is costed whole.
+            std::vector<ShardingSpec> propagated = specs;
+            double segmentTime = 0, segmentComm = 0;
+            std::vector<search::Segment> segs;
+            for (std::size_t p = 0; p < cut.size(); ++p)
+                segs.push_back(search::makeSegment(g, m, "part " + std::to_string(p), -1, 1, cut[p]));
+            for (const auto &seg : segs) {
+                std::map<ir::TensorId, ShardingSpec> boundary;
+                for (const auto *list : {&seg.inputs, &seg.outputs})
+                    for (auto b : *list)
+                        boundary[b] = specs[b.index()];
+                std::vector<ShardingSpec> weights;
+                for (auto w : seg.weights)
+                    weights.push_back(specs[w.index()]);
+                const search::SegmentCost c = segments.evaluate(seg, boundary, weights);
+                segmentTime += c.time;
+                segmentComm += c.comm;
+                for (auto id : seg.ops)
+                    for (const auto *list : {&g.op(id).inputs, &g.op(id).outputs})
+                        for (auto x : *list)
+                            if (!boundary.count(x))
+                                propagated[x.index()] = segments.spec(x);
+            }
+            const cost::PlanCost again = cost::evaluatePlan(g, m, propagated);
+            QVERIFY2(close(segmentTime, again.stepTime),
+                     qPrintable(QStringLiteral("segments %1 s against the whole %2 s")
+                                    .arg(segmentTime, 0, 'g', 17)
+                                    .arg(again.stepTime, 0, 'g', 17)));
+            QVERIFY(close(segmentComm, again.comm));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCostEngine)
+#include "tst_costengine.moc"
