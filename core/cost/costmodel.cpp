@@ -7,8 +7,6 @@
 #include "sharding/strategy.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
 
 namespace tapestry::cost {
 

@@ -12,7 +12,8 @@
 namespace tapestry::cost {
 
 // Costs one training step of `graph` with every tensor stored as `specs`
-// says (indexed by tensor id; legal specs, see ShardingSpec::problem).
+// says (indexed by tensor id; legal specs, see ShardingSpec::problem), by
+// the rules of cost/chargerules.h, which every costing path shares.
 //
 // Forward, in topological order: each op's strategy (sharding/strategy.h);
 // a tensor resharded for its consumers once per distinct spec they need
