@@ -1,21 +1,12 @@
 #include "interpreter.h"
 
 #include "initializer.h"
-#include "kernels/binary.h"
-#include "kernels/crossentropy.h"
-#include "kernels/gather.h"
-#include "kernels/layernorm.h"
-#include "kernels/layout.h"
 #include "kernels/matmul.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/softmax.h"
 #include "opsupport.h"
 
 #include "ir/error.h"
 
-#include <algorithm>
 #include <cstring>
-#include <map>
 
 namespace tapestry::exec {
 
@@ -25,11 +16,6 @@ bool isFloat(ir::DType d)
 {
     return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 ||
            d == ir::DType::F64;
-}
-
-std::size_t normaliseAxis(std::int64_t axis, std::size_t rank)
-{
-    return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
 }
 
 } // namespace
@@ -118,11 +104,7 @@ void Interpreter::layOut(const std::string &input)
         std::int64_t n = 1;
         for (auto d : rows)
             n *= d;
-        const int count = op.type == "LayerNormalization" ? 2
-                          : (op.type == "RMSNorm" || op.type == "SimplifiedLayerNormalization" ||
-                             op.type == "SoftmaxCrossEntropyLoss")
-                              ? 1
-                              : 0;
+        const int count = findOp(op.type)->savedRows;
         for (int k = 0; k < count; ++k)
             savedOff[o.index()].emplace_back(m_arena.reserve(n), rows);
     }
@@ -158,20 +140,10 @@ void Interpreter::layOut(const std::string &input)
                                     vo >= 0 ? m_arena.view(vo, s) : TensorView{nullptr, s}});
         }
 
-    static const std::map<std::string, Kind> kKinds = {
-        {"MatMul", Kind::MatMul}, {"Add", Kind::Add}, {"Sub", Kind::Sub}, {"Mul", Kind::Mul},
-        {"Div", Kind::Div}, {"Relu", Kind::Relu}, {"Gelu", Kind::Gelu}, {"Silu", Kind::Silu},
-        {"Neg", Kind::Neg}, {"Softmax", Kind::Softmax}, {"LayerNormalization", Kind::LayerNorm},
-        {"RMSNorm", Kind::RmsNorm}, {"SimplifiedLayerNormalization", Kind::RmsNorm},
-        {"Reshape", Kind::Reshape}, {"Flatten", Kind::Reshape}, {"Squeeze", Kind::Reshape},
-        {"Unsqueeze", Kind::Reshape}, {"Identity", Kind::Reshape}, {"Transpose", Kind::Transpose},
-        {"Split", Kind::Split}, {"Concat", Kind::Concat}, {"Slice", Kind::Slice},
-        {"Expand", Kind::Expand}, {"Gather", Kind::Gather},
-        {"SoftmaxCrossEntropyLoss", Kind::CrossEntropy}};
     for (ir::OpId o : *order) {
         const ir::Op &op = m_graph.op(o);
         Instr ins;
-        ins.kind = kKinds.at(op.type);
+        ins.def = findOp(op.type);
         ins.backward = opBackward[o.index()];
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             if (isShapeOperand(op.type, i))
@@ -188,39 +160,8 @@ void Interpreter::layOut(const std::string &input)
         }
         for (const auto &[off, shape] : savedOff[o.index()])
             ins.saved.push_back(m_arena.view(off, shape));
-        const std::size_t rank = ins.in[0].rank();
-        ins.axis = normaliseAxis(ir::intAttr(op.attributes, "axis").value_or(0), rank);
-        ins.epsilon = static_cast<float>(ir::floatAttr(op.attributes, "epsilon").value_or(1e-5));
-        if (ir::stringAttr(op.attributes, "approximate").value_or("none") == "tanh")
-            ins.gelu = kernels::GeluForm::Tanh;
-        if (ins.kind == Kind::Transpose) {
-            if (auto perm = ir::intsAttr(op.attributes, "perm"))
-                ins.perm = *perm;
-            else
-                for (std::size_t i = rank; i-- > 0;)
-                    ins.perm.push_back(static_cast<std::int64_t>(i));
-        }
-        if (ins.kind == Kind::Slice) {
-            const auto starts = *ir::intsAttr(op.attributes, "starts");
-            std::vector<std::int64_t> axes(starts.size());
-            for (std::size_t i = 0; i < axes.size(); ++i)
-                axes[i] = static_cast<std::int64_t>(i);
-            axes = ir::intsAttr(op.attributes, "axes").value_or(axes);
-            const auto steps = ir::intsAttr(op.attributes, "steps")
-                                   .value_or(std::vector<std::int64_t>(starts.size(), 1));
-            ins.starts.assign(rank, 0);
-            ins.steps.assign(rank, 1);
-            for (std::size_t i = 0; i < starts.size(); ++i) {
-                const std::size_t a = normaliseAxis(axes[i], rank);
-                const std::int64_t dim = ins.in[0].dim(a);
-                std::int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
-                s = steps[i] > 0 ? std::clamp<std::int64_t>(s, 0, dim)
-                                 : std::clamp<std::int64_t>(s, 0, dim - 1);
-                ins.starts[a] = s;
-                ins.steps[a] = steps[i];
-            }
-        }
-        if (ins.kind == Kind::MatMul) {
+        ins.attributes = decodeAttributes(*ins.def, op, ins.in[0].shape);
+        if (ins.def->gemm) {
             const double f = kernels::matmulFlops(ins.out[0], ins.in[0]);
             m_flops += f;
             for (const TensorView &g : ins.din)
@@ -262,7 +203,7 @@ void Interpreter::initialise()
 float Interpreter::forward()
 {
     for (const Instr &ins : m_program)
-        runForward(ins);
+        ins.def->host.forward(ins.args());
     double objective = 0.0;
     for (ir::TensorId t : m_objectiveTensors) {
         const TensorView &y = m_values[t.index()];
@@ -290,7 +231,7 @@ void Interpreter::backward()
     }
     for (auto it = m_program.rbegin(); it != m_program.rend(); ++it)
         if (it->backward)
-            runBackward(*it);
+            it->def->host.backward(it->args());
 }
 
 void Interpreter::update()
@@ -329,143 +270,17 @@ TensorView Interpreter::grad(std::string_view tensorName) const
     return m_grads[m_graph.findTensor(tensorName)->index()];
 }
 
-void Interpreter::runForward(const Instr &ins)
+OpArgs Interpreter::Instr::args() const
 {
-    using namespace kernels;
-    const TensorView &out = ins.out[0];
-    switch (ins.kind) {
-    case Kind::MatMul:
-        matmulForward(out, ins.in[0], ins.in[1]);
-        break;
-    case Kind::Add:
-        binaryForward(BinaryOp::Add, out, ins.in[0], ins.in[1]);
-        break;
-    case Kind::Sub:
-        binaryForward(BinaryOp::Sub, out, ins.in[0], ins.in[1]);
-        break;
-    case Kind::Mul:
-        binaryForward(BinaryOp::Mul, out, ins.in[0], ins.in[1]);
-        break;
-    case Kind::Div:
-        binaryForward(BinaryOp::Div, out, ins.in[0], ins.in[1]);
-        break;
-    case Kind::Relu:
-        reluForward(out, ins.in[0]);
-        break;
-    case Kind::Gelu:
-        geluForward(ins.gelu, out, ins.in[0]);
-        break;
-    case Kind::Silu:
-        siluForward(out, ins.in[0]);
-        break;
-    case Kind::Neg:
-        negForward(out, ins.in[0]);
-        break;
-    case Kind::Softmax:
-        softmaxForward(out, ins.in[0]);
-        break;
-    case Kind::LayerNorm:
-        layernormForward(out, ins.saved[0], ins.saved[1], ins.in[0], ins.in[1],
-                         ins.in.size() > 2 ? ins.in[2] : TensorView{}, ins.epsilon);
-        break;
-    case Kind::RmsNorm:
-        rmsnormForward(out, ins.saved[0], ins.in[0], ins.in[1], ins.epsilon);
-        break;
-    case Kind::Reshape:
-        reshapeForward(out, ins.in[0]);
-        break;
-    case Kind::Transpose:
-        transposeForward(out, ins.in[0], ins.perm);
-        break;
-    case Kind::Split:
-        splitForward(ins.out, ins.in[0], ins.axis);
-        break;
-    case Kind::Concat:
-        concatForward(out, ins.in, ins.axis);
-        break;
-    case Kind::Slice:
-        sliceForward(out, ins.in[0], ins.starts, ins.steps);
-        break;
-    case Kind::Expand:
-        expandForward(out, ins.in[0]);
-        break;
-    case Kind::Gather:
-        gatherForward(out, ins.in[0], ins.index);
-        break;
-    case Kind::CrossEntropy:
-        crossEntropyForward(out, ins.saved[0], ins.in[0], ins.index);
-        break;
-    }
-}
-
-void Interpreter::runBackward(const Instr &ins)
-{
-    using namespace kernels;
-    const TensorView &dout = ins.dout[0];
-    const TensorView &dx = ins.din[0];
-    switch (ins.kind) {
-    case Kind::MatMul:
-        matmulBackward(dout, ins.in[0], ins.in[1], dx, ins.din[1]);
-        break;
-    case Kind::Add:
-        binaryBackward(BinaryOp::Add, dout, ins.in[0], ins.in[1], dx, ins.din[1]);
-        break;
-    case Kind::Sub:
-        binaryBackward(BinaryOp::Sub, dout, ins.in[0], ins.in[1], dx, ins.din[1]);
-        break;
-    case Kind::Mul:
-        binaryBackward(BinaryOp::Mul, dout, ins.in[0], ins.in[1], dx, ins.din[1]);
-        break;
-    case Kind::Div:
-        binaryBackward(BinaryOp::Div, dout, ins.in[0], ins.in[1], dx, ins.din[1]);
-        break;
-    case Kind::Relu:
-        reluBackward(dout, ins.in[0], dx);
-        break;
-    case Kind::Gelu:
-        geluBackward(ins.gelu, dout, ins.in[0], dx);
-        break;
-    case Kind::Silu:
-        siluBackward(dout, ins.in[0], dx);
-        break;
-    case Kind::Neg:
-        negBackward(dout, dx);
-        break;
-    case Kind::Softmax:
-        softmaxBackward(dout, ins.out[0], dx);
-        break;
-    case Kind::LayerNorm:
-        layernormBackward(dout, ins.in[0], ins.in[1], ins.saved[0], ins.saved[1], dx, ins.din[1],
-                          ins.din.size() > 2 ? ins.din[2] : TensorView{});
-        break;
-    case Kind::RmsNorm:
-        rmsnormBackward(dout, ins.in[0], ins.in[1], ins.saved[0], dx, ins.din[1]);
-        break;
-    case Kind::Reshape:
-        reshapeBackward(dout, dx);
-        break;
-    case Kind::Transpose:
-        transposeBackward(dout, ins.perm, dx);
-        break;
-    case Kind::Split:
-        splitBackward(ins.dout, ins.axis, dx);
-        break;
-    case Kind::Concat:
-        concatBackward(dout, ins.axis, ins.din);
-        break;
-    case Kind::Slice:
-        sliceBackward(dout, ins.starts, ins.steps, dx);
-        break;
-    case Kind::Expand:
-        expandBackward(dout, dx);
-        break;
-    case Kind::Gather:
-        gatherBackward(dout, ins.index, dx);
-        break;
-    case Kind::CrossEntropy:
-        crossEntropyBackward(dout, ins.in[0], ins.index, ins.saved[0], dx);
-        break;
-    }
+    OpArgs a;
+    a.in = in;
+    a.out = out;
+    a.din = din;
+    a.dout = dout;
+    a.saved = saved;
+    a.index = index;
+    a.attributes = &attributes;
+    return a;
 }
 
 } // namespace tapestry::exec

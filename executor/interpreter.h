@@ -1,8 +1,8 @@
 #pragma once
 
 #include "arena.h"
-#include "kernels/activation.h"
 #include "kernels/optimizer.h"
+#include "opregistry.h"
 #include "tensorview.h"
 
 #include "ir/graph.h"
@@ -65,21 +65,15 @@ public:
     std::int64_t arenaBytes() const { return m_arena.size() * static_cast<std::int64_t>(sizeof(float)); }
 
 private:
-    enum class Kind {
-        MatMul, Add, Sub, Mul, Div, Relu, Gelu, Silu, Neg, Softmax, LayerNorm, RmsNorm,
-        Reshape, Transpose, Split, Concat, Slice, Expand, Gather, CrossEntropy
-    };
-    // One op, resolved to views into the arena.
+    // One op, resolved to views into the arena; run by its registry entry's host kernels.
     struct Instr {
-        Kind kind = Kind::Reshape;
+        const OpDef *def = nullptr;
+        OpAttributes attributes;
         std::vector<TensorView> in, out, din, dout;  // din[i] has no data when no gradient is wanted
         IndexView index;                              // Gather's ids, the loss's labels
         std::vector<TensorView> saved;                // mean/rstd, or per-token lse
-        std::vector<std::int64_t> perm, starts, steps;
-        std::size_t axis = 0;
-        float epsilon = 0.0f;
-        kernels::GeluForm gelu = kernels::GeluForm::Erf;
         bool backward = false;  // some input needs a gradient
+        OpArgs args() const;
     };
     struct Parameter {
         TensorView value, grad, m, v;
@@ -87,8 +81,6 @@ private:
 
     void layOut(const std::string &input);
     void initialise();
-    void runForward(const Instr &op);
-    void runBackward(const Instr &op);
 
     ir::Graph m_graph;
     InterpreterOptions m_options;

@@ -13,6 +13,7 @@
 
 #include "io/modelloader.h"
 #include "ir/error.h"
+#include "plan/runreport.h"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -391,7 +392,7 @@ bool openReport(const Options &o, int rank, int ranks, std::unique_ptr<exec::Rep
 void reportError(std::ostream *out, const exec::ReportLink *link, const std::string &message)
 {
     if (link)
-        *out << nlohmann::json{{"event", "error"}, {"message", message}}.dump() << '\n' << std::flush;
+        *out << plan::reportLine(plan::ReportError{message}) << '\n' << std::flush;
 }
 
 // --calibrate: every rank measures, rank 0 writes the profile (to a
@@ -435,9 +436,7 @@ int calibrate(const Options &o, int rank, int ranks)
                 std::cerr << "tapestry-exec: wrote " << o.calibrate << '\n';
             }
             if (!o.report.empty())
-                *out << nlohmann::json{{"event", "calibration"}, {"file", o.calibrate}, {"profile", profile}}.dump()
-                     << '\n'
-                     << std::flush;
+                *out << plan::reportLine(plan::ReportCalibration{o.calibrate, profile}) << '\n' << std::flush;
         }
     } catch (const TapestryError &e) {
         rc = 2;

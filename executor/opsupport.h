@@ -7,7 +7,8 @@
 
 namespace tapestry::exec {
 
-// Which ops the executor can run, checked before any work so that a graph
+// Which ops the executor can run (the op registry, opregistry.h, plus the
+// dtype rules every kernel shares), checked before any work so that a graph
 // with an op it cannot run is refused up front rather than failing mid-step.
 
 // Why the executor cannot run `op` (no kernel for its type, or a form of the

@@ -7,11 +7,12 @@
 #include "cost/costmodel.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
+#include "plan/runreport.h"
 #include "sharding/meshprofile.h"
 
 #include <mpi.h>
-#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -42,19 +43,24 @@ CollectiveStats meshStats(RankMesh &mesh)
     return sum;
 }
 
-nlohmann::json statsJson(const CollectiveStats &stats, double per)
+plan::CollectiveBreakdown breakdown(const CollectiveStats &stats, double per)
 {
-    nlohmann::json j = nlohmann::json::object();
+    plan::CollectiveBreakdown b;
     for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
         const auto &e = stats.kinds[k];
         if (e.calls == 0)
             continue;
-        j[std::string(toString(static_cast<Collective>(k)))] = {
-            {"calls", static_cast<double>(e.calls) / per},
-            {"bytes", static_cast<double>(e.bytes) / per},
-            {"seconds", e.seconds / per}};
+        b[std::string(toString(static_cast<Collective>(k)))] = {
+            static_cast<double>(e.calls) / per, static_cast<double>(e.bytes) / per, e.seconds / per};
     }
-    return j;
+    return b;
+}
+
+// The cost model names collective kinds "all-reduce", the report "all_reduce".
+std::string reportKind(std::string kind)
+{
+    std::replace(kind.begin(), kind.end(), '-', '_');
+    return kind;
 }
 
 double commSeconds(const CollectiveStats &stats)
@@ -92,7 +98,8 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const sharding::Mesh profiled = profile.mesh(sizes, names);
     const double peak = profile.device.peak(peakDType(o.precision));
     const double tolerance = verifyTolerance(o.precision);
-    const double predicted = cost::evaluatePlan(graph, profiled, specs, plan.costOptions).stepTime;
+    const cost::PlanCost predictedCost = cost::evaluatePlan(graph, profiled, specs, plan.costOptions);
+    const double predicted = predictedCost.stepTime;
 
     RankMesh mesh(world, shape);
     RankMesh aux(world, shape);
@@ -115,31 +122,31 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
 
     const double tokens = static_cast<double>(program.tokensPerStep());
     const double flops = program.flopsPerStep();
-    nlohmann::json gemms = nlohmann::json::array();
-    for (const kernels::GemmCall &c : program.gemmsPerStep())
-        gemms.push_back({{"trans_a", c.transA}, {"trans_b", c.transB}, {"m", c.m}, {"n", c.n}, {"k", c.k},
-                         {"calls", c.count}});
-    if (root && o.report)
-        out << nlohmann::json{{"event", "start"},
-                              {"model", o.model},
-                              {"plan", o.plan},
-                              {"method", plan.method},
-                              {"mesh", RankMesh::shapeToString(shape)},
-                              {"ranks", world.size()},
-                              {"objective", program.objective() == Objective::Loss ? "loss" : "sum_of_squares"},
-                              {"tokens_per_step", program.tokensPerStep()},
-                              {"flops_per_step_per_rank", flops},
-                              {"gemms_per_step_per_rank", gemms},
-                              {"arena_bytes_per_rank", program.arenaBytes()},
-                              {"plan_all_reduces", program.planAllReduces()},
-                              {"predicted_step_time_s", predicted},
-                              {"mesh_profile", o.meshProfile},
-                              {"backend", backend.name()},
-                              {"device", device.description()},
-                              {"precision", toString(o.precision)}}
-                   .dump()
-            << '\n'
-            << std::flush;
+    if (root && o.report) {
+        plan::ReportStart start;
+        start.model = o.model;
+        start.plan = o.plan;
+        start.method = plan.method;
+        start.mesh = RankMesh::shapeToString(shape);
+        start.ranks = world.size();
+        start.objective = program.objective() == Objective::Loss ? "loss" : "sum_of_squares";
+        start.tokensPerStep = program.tokensPerStep();
+        start.flopsPerStepPerRank = flops;
+        for (const kernels::GemmCall &c : program.gemmsPerStep())
+            start.gemmsPerStepPerRank.push_back({c.transA, c.transB, c.m, c.n, c.k, c.count});
+        start.arenaBytesPerRank = program.arenaBytes();
+        start.planAllReduces = program.planAllReduces();
+        start.predicted.meshProfile = o.meshProfile;
+        start.predicted.stepTime = predicted;
+        start.predicted.compute = predictedCost.compute;
+        start.predicted.comm = predictedCost.comm;
+        for (const auto &[kind, totals] : predictedCost.byCollective)
+            start.predicted.collectiveSeconds[reportKind(kind)] = totals.comm;
+        start.backend = backend.name();
+        start.device = device.description();
+        start.precision = toString(o.precision);
+        out << plan::reportLine(start) << '\n' << std::flush;
+    }
 
     // From here on a failure may hit one rank only: it ends the whole job
     // rather than leave the others waiting in a collective.
@@ -200,25 +207,25 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
             }
             if (!root)
                 continue;
-            if (o.report)
-                out << nlohmann::json{{"event", "step"},
-                                      {"step", s},
-                                      {"steps", o.steps},
-                                      {"loss", loss},
-                                      {"step_time_s", step},
-                                      {"forward_s", seconds(t0, t1)},
-                                      {"backward_s", seconds(t1, t2)},
-                                      {"update_s", seconds(t2, t3)},
-                                      {"comm_s", commSeconds(stats)},
-                                      {"gemm_s", kernels.gemm},
-                                      {"other_kernels_s", kernels.other},
-                                      {"collectives", statsJson(stats, 1.0)},
-                                      {"tokens_per_s", tokens / step},
-                                      {"gflops_per_rank", flops / step * 1e-9},
-                                      {"gemm_gflops_per_rank", kernels.gemm > 0 ? flops / kernels.gemm * 1e-9 : 0.0}}
-                           .dump()
-                    << '\n'
-                    << std::flush;
+            if (o.report) {
+                plan::ReportStep report;
+                report.step = s;
+                report.steps = o.steps;
+                report.loss = loss;
+                plan::StepFigures &f = report.figures;
+                f.stepTime = step;
+                f.forward = seconds(t0, t1);
+                f.backward = seconds(t1, t2);
+                f.update = seconds(t2, t3);
+                f.comm = commSeconds(stats);
+                f.gemm = kernels.gemm;
+                f.otherKernels = kernels.other;
+                f.collectives = breakdown(stats, 1.0);
+                f.tokensPerSecond = tokens / step;
+                f.gflopsPerRank = flops / step * 1e-9;
+                f.gemmGflopsPerRank = kernels.gemm > 0 ? flops / kernels.gemm * 1e-9 : 0.0;
+                out << plan::reportLine(report) << '\n' << std::flush;
+            }
             char line[160];
             std::snprintf(line, sizeof line, "step %d/%d  loss %.5g  %.2f ms  %.0f tokens/s\n", s, o.steps,
                           static_cast<double>(loss), step * 1e3, tokens / step);
@@ -226,43 +233,41 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
                 progress << "tapestry-exec: " << line << std::flush;
         }
         if (root && o.report) {
-            nlohmann::json summary{{"event", "summary"},
-                                   {"model", o.model},
-                                   {"plan", o.plan},
-                                   {"mesh", RankMesh::shapeToString(shape)},
-                                   {"ranks", world.size()},
-                                   {"steps", o.steps},
-                                   {"first_loss", first},
-                                   {"last_loss", last},
-                                   {"step_time_s", total / o.steps},
-                                   {"forward_s", forwardTotal / o.steps},
-                                   {"backward_s", backwardTotal / o.steps},
-                                   {"update_s", updateTotal / o.steps},
-                                   {"comm_s", commSeconds(all) / o.steps},
-                                   {"gemm_s", gemmTotal / o.steps},
-                                   {"other_kernels_s", otherTotal / o.steps},
-                                   {"collectives", statsJson(all, o.steps)},
-                                   {"tokens_per_s", tokens * o.steps / total},
-                                   {"gflops_per_rank", flops * o.steps / total * 1e-9},
-                                   {"gemm_gflops_per_rank", gemmTotal > 0 ? flops * o.steps / gemmTotal * 1e-9 : 0.0},
-                                   {"predicted_step_time_s", predicted},
-                                   {"mesh_profile", o.meshProfile},
-                                   {"predicted_over_measured", predicted / (total / o.steps)},
-                                   {"backend", backend.name()},
-                                   {"device", device.description()},
-                                   {"precision", toString(o.precision)},
-                                   {"tflops_per_rank", flops * o.steps / total * 1e-12},
-                                   {"device_peak_tflops", peak * 1e-12},
-                                   {"fraction_of_peak", peak > 0 ? flops * o.steps / total / peak : 0.0}};
+            plan::ReportSummary summary;
+            summary.model = o.model;
+            summary.plan = o.plan;
+            summary.mesh = RankMesh::shapeToString(shape);
+            summary.ranks = world.size();
+            summary.steps = o.steps;
+            summary.firstLoss = first;
+            summary.lastLoss = last;
+            plan::StepFigures &f = summary.mean;
+            f.stepTime = total / o.steps;
+            f.forward = forwardTotal / o.steps;
+            f.backward = backwardTotal / o.steps;
+            f.update = updateTotal / o.steps;
+            f.comm = commSeconds(all) / o.steps;
+            f.gemm = gemmTotal / o.steps;
+            f.otherKernels = otherTotal / o.steps;
+            f.collectives = breakdown(all, o.steps);
+            f.tokensPerSecond = tokens * o.steps / total;
+            f.gflopsPerRank = flops * o.steps / total * 1e-9;
+            f.gemmGflopsPerRank = gemmTotal > 0 ? flops * o.steps / gemmTotal * 1e-9 : 0.0;
+            summary.predictedStepTime = predicted;
+            summary.meshProfile = o.meshProfile;
+            summary.predictedOverMeasured = predicted / (total / o.steps);
+            summary.backend = backend.name();
+            summary.device = device.description();
+            summary.precision = toString(o.precision);
+            summary.tflopsPerRank = flops * o.steps / total * 1e-12;
+            summary.devicePeakTflops = peak * 1e-12;
+            summary.fractionOfPeak = peak > 0 ? flops * o.steps / total / peak : 0.0;
             if (verdict)
-                summary["verification"] = {{"passed", verdict->passed},
-                                           {"max_relative_error", verdict->maxError},
-                                           {"where", verdict->where},
-                                           {"tolerance", tolerance},
-                                           {"tensors_compared", verdict->compared},
-                                           {"loss", verdict->shardedObjective},
-                                           {"reference_loss", verdict->referenceObjective}};
-            out << summary.dump() << '\n' << std::flush;
+                summary.verification = plan::ReportVerification{verdict->passed, verdict->maxError, verdict->where,
+                                                                tolerance, verdict->compared,
+                                                                verdict->shardedObjective,
+                                                                verdict->referenceObjective};
+            out << plan::reportLine(summary) << '\n' << std::flush;
         }
         return verdict && !verdict->passed ? 1 : 0;
     } catch (const std::exception &e) {

@@ -1,8 +1,7 @@
 #include "reportlink.h"
 
 #include "ir/error.h"
-
-#include <nlohmann/json.hpp>
+#include "plan/runreport.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -102,11 +101,11 @@ ReportAddress parseReportAddress(const std::string &text)
 
 std::string reportHello(const ReportAddress &address, int ranks)
 {
-    nlohmann::json hello{{"event", "hello"}, {"schema", kReportSchema}, {"program", "tapestry-exec"},
-                         {"ranks", ranks}};
+    plan::ReportHello hello;
+    hello.ranks = ranks;
     if (!address.toStdout)
-        hello["token"] = address.token;
-    return hello.dump();
+        hello.token = address.token;
+    return plan::reportLine(hello);
 }
 
 // Collects a line, sends it whole at flush (the executor flushes after each

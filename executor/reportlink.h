@@ -6,10 +6,6 @@
 
 namespace tapestry::exec {
 
-// Version of the JSON-lines report (executor/REPORT.md); the hello line
-// carries it so that a reader can refuse a schema it does not know.
-inline constexpr int kReportSchema = 1;
-
 // Where --report sends its lines: "-" (stdout) or tcp://HOST:PORT?token=T.
 struct ReportAddress {
     bool toStdout = true;

@@ -1,15 +1,8 @@
 #include "shardedprogram.h"
 
 #include "initializer.h"
-#include "kernels/binary.h"
-#include "kernels/gather.h"
-#include "kernels/layernorm.h"
-#include "kernels/layout.h"
 #include "kernels/matmul.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/softmax.h"
 #include "kernels/strided.h"
-#include "kernels/vocabparallel.h"
 #include "opsupport.h"
 #include "shardlayout.h"
 
@@ -31,11 +24,6 @@ using sharding::ShardingSpec;
 bool isFloat(ir::DType d)
 {
     return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 || d == ir::DType::F64;
-}
-
-std::size_t normaliseAxis(std::int64_t axis, std::size_t rank)
-{
-    return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
 }
 
 // Mesh axes that split dim `dim` under `spec`.
@@ -61,6 +49,7 @@ ShardedProgram::ShardedProgram(ir::Graph graph, const std::vector<ShardingSpec> 
     checkRunnable(m_graph, input);
     build(input);
     m_buffers.allocate(m_device);
+    resolve();
     initialise();
 }
 
@@ -188,17 +177,6 @@ void ShardedProgram::build(const std::string &input)
         }
     }
 
-    static const std::map<std::string, Kind> kKinds = {
-        {"MatMul", Kind::MatMul}, {"Add", Kind::Add}, {"Sub", Kind::Sub}, {"Mul", Kind::Mul},
-        {"Div", Kind::Div}, {"Relu", Kind::Relu}, {"Gelu", Kind::Gelu}, {"Silu", Kind::Silu},
-        {"Neg", Kind::Neg}, {"Softmax", Kind::Softmax}, {"LayerNormalization", Kind::LayerNorm},
-        {"RMSNorm", Kind::RmsNorm}, {"SimplifiedLayerNormalization", Kind::RmsNorm},
-        {"Reshape", Kind::Reshape}, {"Flatten", Kind::Reshape}, {"Squeeze", Kind::Reshape},
-        {"Unsqueeze", Kind::Reshape}, {"Identity", Kind::Reshape}, {"Transpose", Kind::Transpose},
-        {"Split", Kind::Split}, {"Concat", Kind::Concat}, {"Slice", Kind::Slice},
-        {"Expand", Kind::Expand}, {"Gather", Kind::Gather},
-        {"SoftmaxCrossEntropyLoss", Kind::CrossEntropy}};
-
     // Per op: its backward step needs the output gradients in the spec it
     // produced; kept for the backward pass built below.
     struct Produced {
@@ -220,7 +198,7 @@ void ShardedProgram::build(const std::string &input)
         };
 
         OpStep step;
-        step.kind = kKinds.at(op.type);
+        step.def = findOp(op.type);
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             if (isShapeOperand(op.type, i))
                 continue;
@@ -270,70 +248,35 @@ void ShardedProgram::build(const std::string &input)
             produced[o.index()].dout.push_back(dout);
         }
 
+        const OpDef &def = *step.def;
+        if (def.rank)
+            step.kernels = def.rank;
+        else if (m_device.hostMemory())
+            step.kernels = def.host;
+        else
+            throw TapestryError(Error{input, "op '" + op.name + "'",
+                                      "no " + std::string(m_device.backend()) + " kernel for " + op.type});
         const ir::Shape x = step.in[0] == kNoSlot ? ir::Shape{} : m_buffers.shape(step.in[0]);
-        const std::size_t rank = x.size();
-        step.axis = normaliseAxis(ir::intAttr(op.attributes, "axis").value_or(0), rank);
-        step.epsilon = static_cast<float>(ir::floatAttr(op.attributes, "epsilon").value_or(1e-5));
-        if (ir::stringAttr(op.attributes, "approximate").value_or("none") == "tanh")
-            step.gelu = kernels::GeluForm::Tanh;
-        if ((step.kind == Kind::Split || step.kind == Kind::Concat || step.kind == Kind::Slice) &&
-            !axesSplitting(s.inputs[0], static_cast<int>(step.axis)).empty())
-            refuse("its axis is split over the mesh");
-        if (step.kind == Kind::Transpose) {
-            if (auto perm = ir::intsAttr(op.attributes, "perm"))
-                step.perm = *perm;
-            else
-                for (std::size_t i = rank; i-- > 0;)
-                    step.perm.push_back(static_cast<std::int64_t>(i));
+        step.attributes = decodeAttributes(def, op, x);
+        if (def.refuseSharded)
+            if (auto why = def.refuseSharded(step.attributes, s.inputs[0]))
+                refuse(*why);
+        if (def.vocabDim) {
+            const ir::Shape &whole = tensors[op.inputs[0].index()].shape;
+            const int dim = *def.vocabDim < 0 ? static_cast<int>(whole.size()) + *def.vocabDim : *def.vocabDim;
+            step.splitAxes = axesSplitting(s.inputs[0], dim);
+            step.offset = shardOffset(s.inputs[0], whole, m_meshShape, m_plan.coordinates())[static_cast<std::size_t>(dim)];
         }
-        if (step.kind == Kind::Slice) {
-            const auto starts = *ir::intsAttr(op.attributes, "starts");
-            std::vector<std::int64_t> axes(starts.size());
-            for (std::size_t i = 0; i < axes.size(); ++i)
-                axes[i] = static_cast<std::int64_t>(i);
-            axes = ir::intsAttr(op.attributes, "axes").value_or(axes);
-            const auto steps = ir::intsAttr(op.attributes, "steps")
-                                   .value_or(std::vector<std::int64_t>(starts.size(), 1));
-            step.starts.assign(rank, 0);
-            step.steps.assign(rank, 1);
-            for (std::size_t i = 0; i < starts.size(); ++i) {
-                const std::size_t a = normaliseAxis(axes[i], rank);
-                if (!axesSplitting(s.inputs[0], static_cast<int>(a)).empty())
-                    refuse("a sliced dim is split over the mesh");
-                const std::int64_t dim = x[a];
-                std::int64_t st = starts[i] < 0 ? starts[i] + dim : starts[i];
-                st = steps[i] > 0 ? std::clamp<std::int64_t>(st, 0, dim) : std::clamp<std::int64_t>(st, 0, dim - 1);
-                step.starts[a] = st;
-                step.steps[a] = steps[i];
-            }
-        }
-        if (step.kind == Kind::Gather) {
-            const ir::Shape &table = tensors[op.inputs[0].index()].shape;
-            step.splitAxes = axesSplitting(s.inputs[0], 0);
-            step.offset = shardOffset(s.inputs[0], table, m_meshShape, m_plan.coordinates())[0];
-        }
-        if (step.kind == Kind::CrossEntropy) {
-            const ir::Shape &logits = tensors[op.inputs[0].index()].shape;
-            const int classDim = static_cast<int>(logits.size()) - 1;
-            step.splitAxes = axesSplitting(s.inputs[0], classDim);
-            step.offset = shardOffset(s.inputs[0], logits, m_meshShape, m_plan.coordinates())[static_cast<std::size_t>(classDim)];
-            step.denominator = static_cast<double>(tensors[op.inputs[1].index()].elementCount());
-            ir::Shape rows(x.begin(), x.end() - 1);
-            step.rowMax = m_buffers.reserve(rows);
-            step.sumExp = m_buffers.reserve(rows);
-            step.target = m_buffers.reserve(rows);
-        }
+        if (def.indexInput)
+            step.denominator = static_cast<double>(tensors[op.inputs[*def.indexInput].index()].elementCount());
         {
-            ir::Shape rows(x.begin(), x.empty() ? x.end() : x.end() - 1);
-            const int count = op.type == "LayerNormalization" ? 2
-                              : (op.type == "RMSNorm" || op.type == "SimplifiedLayerNormalization" ||
-                                 op.type == "SoftmaxCrossEntropyLoss")
-                                  ? 1
-                                  : 0;
-            for (int k = 0; k < count; ++k)
+            const ir::Shape rows(x.begin(), x.empty() ? x.end() : x.end() - 1);
+            for (int k = 0; k < def.scratchRows; ++k)
+                step.scratch.push_back(m_buffers.reserve(rows));
+            for (int k = 0; k < def.savedRows; ++k)
                 step.saved.push_back(m_buffers.reserve(rows));
         }
-        if (step.kind == Kind::MatMul) {
+        if (def.gemm) {
             TensorView out{nullptr, m_buffers.shape(step.out[0])}, a{nullptr, x};
             const double f = kernels::matmulFlops(out, a);
             m_flops += f;
@@ -497,11 +440,12 @@ void ShardedProgram::run(const std::vector<Action> &actions)
         case Action::Type::Backward: {
             const OpStep &op = m_ops[a.index];
             m_device.beginKernel();
+            const OpArgs call = args(op);
             if (a.type == Action::Type::Forward)
-                runForward(op);
+                op.kernels.forward(call);
             else
-                runBackward(op);
-            m_device.endKernel(op.kind == Kind::MatMul);
+                op.kernels.backward(call);
+            m_device.endKernel(op.def->gemm);
             break;
         }
         case Action::Type::AddInto:
@@ -594,7 +538,7 @@ std::vector<kernels::GemmCall> ShardedProgram::gemmsPerStep() const
             if (a.type != Action::Type::Forward && a.type != Action::Type::Backward)
                 continue;
             const OpStep &op = m_ops[a.index];
-            if (op.kind != Kind::MatMul)
+            if (!op.def->gemm)
                 continue;
             const bool backward = a.type == Action::Type::Backward;
             for (const kernels::GemmCall &c :
@@ -617,173 +561,40 @@ std::vector<kernels::GemmCall> ShardedProgram::gemmsPerStep() const
     return calls;
 }
 
-void ShardedProgram::runForward(const OpStep &op)
+void ShardedProgram::resolve()
 {
-    using kernels::BinaryOp;
-    auto in = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.in[i]); };
-    const TensorView &out = m_buffers.view(op.out[0]);
-    switch (op.kind) {
-    case Kind::MatMul:
-        m_device.matmulForward(out, in(0), in(1));
-        break;
-    case Kind::Add:
-        m_device.binaryForward(BinaryOp::Add, out, in(0), in(1));
-        break;
-    case Kind::Sub:
-        m_device.binaryForward(BinaryOp::Sub, out, in(0), in(1));
-        break;
-    case Kind::Mul:
-        m_device.binaryForward(BinaryOp::Mul, out, in(0), in(1));
-        break;
-    case Kind::Div:
-        m_device.binaryForward(BinaryOp::Div, out, in(0), in(1));
-        break;
-    case Kind::Relu:
-        m_device.reluForward(out, in(0));
-        break;
-    case Kind::Gelu:
-        m_device.geluForward(op.gelu, out, in(0));
-        break;
-    case Kind::Silu:
-        m_device.siluForward(out, in(0));
-        break;
-    case Kind::Neg:
-        m_device.negForward(out, in(0));
-        break;
-    case Kind::Softmax:
-        m_device.softmaxForward(out, in(0));
-        break;
-    case Kind::LayerNorm:
-        m_device.layernormForward(out, m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), in(0), in(1),
-                         op.in.size() > 2 ? in(2) : TensorView{}, op.epsilon);
-        break;
-    case Kind::RmsNorm:
-        m_device.rmsnormForward(out, m_buffers.view(op.saved[0]), in(0), in(1), op.epsilon);
-        break;
-    case Kind::Reshape:
-        m_device.reshapeForward(out, in(0));
-        break;
-    case Kind::Transpose:
-        m_device.transposeForward(out, in(0), op.perm);
-        break;
-    case Kind::Split: {
-        std::vector<TensorView> outs;
-        for (Slot s : op.out)
-            outs.push_back(m_buffers.view(s));
-        m_device.splitForward(outs, in(0), op.axis);
-        break;
-    }
-    case Kind::Concat: {
-        std::vector<TensorView> ins;
-        for (Slot s : op.in)
-            ins.push_back(m_buffers.view(s));
-        m_device.concatForward(out, ins, op.axis);
-        break;
-    }
-    case Kind::Slice:
-        m_device.sliceForward(out, in(0), op.starts, op.steps);
-        break;
-    case Kind::Expand:
-        m_device.expandForward(out, in(0));
-        break;
-    case Kind::Gather:
-        m_device.shardedGatherForward(out, in(0), op.index, op.offset);
-        break;
-    case Kind::CrossEntropy: {
-        const TensorView &rowMax = m_buffers.view(op.rowMax), &sumExp = m_buffers.view(op.sumExp),
-                         &target = m_buffers.view(op.target);
-        m_device.crossEntropyRowMax(in(0), rowMax);
+    auto views = [&](const std::vector<Slot> &slots, std::vector<TensorView> &into) {
+        for (Slot s : slots)
+            into.push_back(m_buffers.view(s));
+    };
+    for (OpStep &op : m_ops) {
+        views(op.in, op.inView);
+        views(op.out, op.outView);
+        views(op.din, op.dinView);
+        views(op.dout, op.doutView);
+        views(op.saved, op.savedView);
+        views(op.scratch, op.scratchView);
         for (std::size_t a : op.splitAxes)
-            m_plan.collectives(a).allReduceMax(rowMax);
-        m_device.crossEntropyRowSums(in(0), op.index, op.offset, rowMax, sumExp, target);
-        for (std::size_t a : op.splitAxes) {
-            m_plan.collectives(a).allReduceSum(sumExp);
-            m_plan.collectives(a).allReduceSum(target);
-        }
-        m_device.crossEntropyFinish(out, m_buffers.view(op.saved[0]), rowMax, sumExp, target, op.denominator);
-        break;
-    }
+            op.split.push_back(&m_plan.collectives(a));
     }
 }
 
-void ShardedProgram::runBackward(const OpStep &op)
+OpArgs ShardedProgram::args(const OpStep &op)
 {
-    using kernels::BinaryOp;
-    auto in = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.in[i]); };
-    auto din = [&](std::size_t i) -> const TensorView & { return m_buffers.view(op.din[i]); };
-    const TensorView &dout = m_buffers.view(op.dout[0]);
-    switch (op.kind) {
-    case Kind::MatMul:
-        m_device.matmulBackward(dout, in(0), in(1), din(0), din(1));
-        break;
-    case Kind::Add:
-        m_device.binaryBackward(BinaryOp::Add, dout, in(0), in(1), din(0), din(1));
-        break;
-    case Kind::Sub:
-        m_device.binaryBackward(BinaryOp::Sub, dout, in(0), in(1), din(0), din(1));
-        break;
-    case Kind::Mul:
-        m_device.binaryBackward(BinaryOp::Mul, dout, in(0), in(1), din(0), din(1));
-        break;
-    case Kind::Div:
-        m_device.binaryBackward(BinaryOp::Div, dout, in(0), in(1), din(0), din(1));
-        break;
-    case Kind::Relu:
-        m_device.reluBackward(dout, in(0), din(0));
-        break;
-    case Kind::Gelu:
-        m_device.geluBackward(op.gelu, dout, in(0), din(0));
-        break;
-    case Kind::Silu:
-        m_device.siluBackward(dout, in(0), din(0));
-        break;
-    case Kind::Neg:
-        m_device.negBackward(dout, din(0));
-        break;
-    case Kind::Softmax:
-        m_device.softmaxBackward(dout, m_buffers.view(op.out[0]), din(0));
-        break;
-    case Kind::LayerNorm:
-        m_device.layernormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), m_buffers.view(op.saved[1]), din(0),
-                          din(1), op.din.size() > 2 ? din(2) : TensorView{});
-        break;
-    case Kind::RmsNorm:
-        m_device.rmsnormBackward(dout, in(0), in(1), m_buffers.view(op.saved[0]), din(0), din(1));
-        break;
-    case Kind::Reshape:
-        m_device.reshapeBackward(dout, din(0));
-        break;
-    case Kind::Transpose:
-        m_device.transposeBackward(dout, op.perm, din(0));
-        break;
-    case Kind::Split: {
-        std::vector<TensorView> douts;
-        for (Slot s : op.dout)
-            douts.push_back(m_buffers.view(s));
-        m_device.splitBackward(douts, op.axis, din(0));
-        break;
-    }
-    case Kind::Concat: {
-        std::vector<TensorView> dins;
-        for (Slot s : op.din)
-            dins.push_back(m_buffers.view(s));
-        m_device.concatBackward(dout, op.axis, dins);
-        break;
-    }
-    case Kind::Slice:
-        m_device.sliceBackward(dout, op.starts, op.steps, din(0));
-        break;
-    case Kind::Expand:
-        m_device.expandBackward(dout, din(0));
-        break;
-    case Kind::Gather:
-        m_device.shardedGatherBackward(dout, op.index, op.offset, din(0));
-        break;
-    case Kind::CrossEntropy:
-        m_device.crossEntropyShardBackward(dout, in(0), op.index, op.offset, m_buffers.view(op.saved[0]), op.denominator,
-                                  din(0));
-        break;
-    }
+    OpArgs a;
+    a.in = op.inView;
+    a.out = op.outView;
+    a.din = op.dinView;
+    a.dout = op.doutView;
+    a.saved = op.savedView;
+    a.scratch = op.scratchView;
+    a.index = op.index;
+    a.attributes = &op.attributes;
+    a.device = &m_device;
+    a.offset = op.offset;
+    a.split = op.split;
+    a.denominator = op.denominator;
+    return a;
 }
 
 } // namespace tapestry::exec

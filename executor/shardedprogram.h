@@ -4,6 +4,7 @@
 #include "device.h"
 #include "interpreter.h"
 #include "kernels/matmul.h"
+#include "opregistry.h"
 #include "rankmesh.h"
 #include "reshardsteps.h"
 #include "tensorview.h"
@@ -89,26 +90,23 @@ public:
     int planAllReduces() const { return m_allReduces; }        // per step
 
 private:
-    enum class Kind {
-        MatMul, Add, Sub, Mul, Div, Relu, Gelu, Silu, Neg, Softmax, LayerNorm, RmsNorm,
-        Reshape, Transpose, Split, Concat, Slice, Expand, Gather, CrossEntropy
-    };
+    // One op on this rank's shards, run by its registry entry's rank
+    // kernels (or host kernels on a CPU rank where it has none).
     struct OpStep {
-        Kind kind = Kind::Reshape;
-        std::vector<Slot> in, out, din, dout;
+        const OpDef *def = nullptr;
+        OpAttributes attributes;
+        std::vector<Slot> in, out, din, dout, saved, scratch;
         IndexView index;
-        std::vector<Slot> saved;
-        std::vector<std::int64_t> perm, starts, steps;
-        std::size_t axis = 0;
-        float epsilon = 0.0f;
-        kernels::GeluForm gelu = kernels::GeluForm::Erf;
-        // Gather's table rows, the loss's classes: where this rank's block
-        // starts, the mesh axes splitting them, and (loss) the batch's token
-        // count and per-token scratch for the max, sum and target logit.
+        // Vocab-parallel ops (Gather's table rows, the loss's classes): where
+        // this rank's block starts, the mesh axes splitting it, and (loss)
+        // the batch's token count.
         std::int64_t offset = 0;
         std::vector<std::size_t> splitAxes;
         double denominator = 1.0;
-        Slot rowMax = kNoSlot, sumExp = kNoSlot, target = kNoSlot;
+        // Filled once the buffers exist (resolve()).
+        std::vector<TensorView> inView, outView, dinView, doutView, savedView, scratchView;
+        std::vector<Collectives *> split;
+        OpKernels kernels;
     };
     struct Action {
         enum class Type { Reshard, Forward, Backward, AddInto };
@@ -132,8 +130,8 @@ private:
     void initialise();
     void run(const std::vector<Action> &actions);
     void runStep(const ReshardStep &step, bool aux);
-    void runForward(const OpStep &op);
-    void runBackward(const OpStep &op);
+    void resolve();
+    OpArgs args(const OpStep &op);
 
     ir::Graph m_graph;
     std::vector<sharding::ShardingSpec> m_specs;

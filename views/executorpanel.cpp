@@ -2,7 +2,6 @@
 
 #include "reportserver.h"
 
-#include "cost/costmodel.h"
 #include "io/modelloader.h"
 #include "plan/fingerprint.h"
 #include "plan/planjson.h"
@@ -26,6 +25,7 @@
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <variant>
 
 namespace tapestry::views {
 
@@ -63,11 +64,6 @@ const QColor kPredicted(0x90a4ae);
 const QColor kMeasured(0x42a5f5);
 const QColor kThroughput(0x1e88e5);
 const QColor kStepTime(0xfb8c00);
-
-double number(const QJsonObject &o, const char *key)
-{
-    return o.value(QLatin1String(key)).toDouble();
-}
 
 QString ms(double seconds)
 {
@@ -178,13 +174,13 @@ QString headline(const QStringList &tail)
 
 bool ExecutorRun::verificationPassed() const
 {
-    return summary.value(QLatin1String("verification")).toObject().value(QLatin1String("passed")).toBool();
+    return hasVerification() && summary->verification->passed;
 }
 
 double ExecutorRun::meanStepTime() const
 {
-    if (summary.contains(QLatin1String("step_time_s")))
-        return number(summary, "step_time_s");
+    if (summary)
+        return summary->mean.stepTime;
     double total = 0;
     for (const auto &s : steps)
         total += s.stepTime;
@@ -193,8 +189,8 @@ double ExecutorRun::meanStepTime() const
 
 double ExecutorRun::tokensPerSecond() const
 {
-    if (summary.contains(QLatin1String("tokens_per_s")))
-        return number(summary, "tokens_per_s");
+    if (summary)
+        return summary->mean.tokensPerSecond;
     return steps.isEmpty() ? 0 : steps.back().tokensPerSecond;
 }
 
@@ -635,7 +631,6 @@ bool ExecutorPanel::run()
     // again on the new shapes, under the new model's fingerprint.
     plan::Plan runPlan = *m_planned.plan;
     std::shared_ptr<const ir::Graph> graph = m_model.graph;
-    std::vector<sharding::ShardingSpec> specs = m_planned.specs;
     if (m_batch->value() > 0) {
         const std::string input = "batch " + std::to_string(m_batch->value());
         try {
@@ -645,7 +640,7 @@ bool ExecutorPanel::run()
             runPlan.model.fingerprint = plan::modelFingerprint(*graph);
             runPlan.model.ops = static_cast<std::int64_t>(graph->opCount());
             runPlan.model.tensors = static_cast<std::int64_t>(graph->tensorCount());
-            specs = plan::planSpecs(runPlan, *graph, input);
+            plan::planSpecs(runPlan, *graph, input);  // refuses specs that do not fit the new shapes
             plan::recostPlan(runPlan, *graph, input);
         } catch (const std::exception &e) {
             return refuse(tr("The plan does not run at this batch: %1").arg(QString::fromUtf8(e.what())));
@@ -671,7 +666,8 @@ bool ExecutorPanel::run()
     record.started = QDateTime::currentDateTime();
     record.command = cmd;
     record.ranks = m_ranks->value();
-    record.predicted = predict(*graph, specs, runPlan);
+    record.predicted.profile = m_profile->currentText().trimmed();
+    m_reader.emplace("tapestry-exec report");
     m_runKey = planKey();
     auto &runs = m_history[m_runKey];
     runs.push_back(record);
@@ -838,31 +834,6 @@ QString ExecutorPanel::statusText() const
     return m_status->text();
 }
 
-ExecutorPrediction ExecutorPanel::predict(const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
-                                          const plan::Plan &plan) const
-{
-    ExecutorPrediction p;
-    p.profile = m_profile->currentText().trimmed();
-    try {
-        std::vector<int> sizes;
-        std::vector<std::string> names;
-        for (const auto &axis : plan.mesh.axes) {
-            sizes.push_back(axis.size);
-            names.push_back(axis.name);
-        }
-        const auto mesh = sharding::findMeshProfile(p.profile.toStdString()).mesh(sizes, names);
-        const auto cost = cost::evaluatePlan(graph, mesh, specs, plan.costOptions);
-        p.stepTime = cost.stepTime;
-        p.compute = cost.compute;
-        p.comm = cost.comm;
-        for (const auto &[kind, totals] : cost.byCollective)
-            p.collectiveSeconds[kindName(QString::fromStdString(kind))] = totals.comm;
-    } catch (const std::exception &e) {
-        log(tr("No prediction: %1").arg(QString::fromUtf8(e.what())));
-    }
-    return p;
-}
-
 void ExecutorPanel::onMessage(const QJsonObject &message)
 {
     if (m_job == Job::Calibration) {
@@ -873,34 +844,53 @@ void ExecutorPanel::onMessage(const QJsonObject &message)
     ExecutorRun *r = current();
     if (!r || r->state == ExecutorRun::State::Finished || r->state == ExecutorRun::State::Failed)
         return;
-    const QString event = message.value(QLatin1String("event")).toString();
-    if (event == QLatin1String("start")) {
-        r->start = message;
+    // The report server parsed the line to check it; the typed reader the
+    // CLI uses too reads it from there.
+    std::optional<plan::ReportEvent> event;
+    try {
+        if (!m_reader)
+            m_reader.emplace("tapestry-exec report");
+        event = m_reader->read(nlohmann::json::parse(QJsonDocument(message).toJson(QJsonDocument::Compact).toStdString()));
+    } catch (const std::exception &e) {
+        log(tr("Report line dropped: %1").arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    if (!event)
+        return;
+    if (const auto *start = std::get_if<plan::ReportStart>(&*event)) {
+        r->start = *start;
         r->state = ExecutorRun::State::Running;
-        // The executor costs the plan it read on the same profile; its figure
-        // is the one to hold the measurement against.
-        if (message.contains(QLatin1String("predicted_step_time_s")))
-            r->predicted.stepTime = number(message, "predicted_step_time_s");
-    } else if (event == QLatin1String("step")) {
+        // The executor costs the plan it read on the profile it was given;
+        // its prediction is the one to hold the measurement against.
+        const plan::ReportPrediction &p = start->predicted;
+        if (!p.meshProfile.empty())
+            r->predicted.profile = QString::fromStdString(p.meshProfile);
+        r->predicted.stepTime = p.stepTime;
+        r->predicted.compute = p.compute;
+        r->predicted.comm = p.comm;
+        r->predicted.collectiveSeconds.clear();
+        for (const auto &[kind, seconds] : p.collectiveSeconds)
+            r->predicted.collectiveSeconds[kindName(QString::fromStdString(kind))] = seconds;
+    } else if (const auto *step = std::get_if<plan::ReportStep>(&*event)) {
+        const plan::StepFigures &f = step->figures;
         ExecutorStep s;
-        s.step = message.value(QLatin1String("step")).toInt();
-        s.totalSteps = message.value(QLatin1String("steps")).toInt();
-        s.loss = number(message, "loss");
-        s.stepTime = number(message, "step_time_s");
-        s.tokensPerSecond = number(message, "tokens_per_s");
-        s.compute = number(message, "gemm_s") + number(message, "other_kernels_s");
-        s.comm = number(message, "comm_s");
-        const QJsonObject collectives = message.value(QLatin1String("collectives")).toObject();
-        for (auto it = collectives.begin(); it != collectives.end(); ++it)
-            s.collectiveSeconds[kindName(it.key())] = it.value().toObject().value(QLatin1String("seconds")).toDouble();
+        s.step = step->step;
+        s.totalSteps = step->steps;
+        s.loss = step->loss;
+        s.stepTime = f.stepTime;
+        s.tokensPerSecond = f.tokensPerSecond;
+        s.compute = f.gemm + f.otherKernels;
+        s.comm = f.comm;
+        for (const auto &[kind, totals] : f.collectives)
+            s.collectiveSeconds[kindName(QString::fromStdString(kind))] = totals.seconds;
         r->steps.push_back(s);
         emit stepReceived(s.step, s.tokensPerSecond);
-    } else if (event == QLatin1String("summary")) {
-        r->summary = message;
+    } else if (const auto *summary = std::get_if<plan::ReportSummary>(&*event)) {
+        r->summary = *summary;
         if (r->hasVerification())
             emit verificationReceived(r->verificationPassed());
-    } else if (event == QLatin1String("error")) {
-        log(tr("tapestry-exec: %1").arg(message.value(QLatin1String("message")).toString()));
+    } else if (const auto *error = std::get_if<plan::ReportError>(&*event)) {
+        log(tr("tapestry-exec: %1").arg(QString::fromStdString(error->message)));
     } else {
         return;
     }
@@ -961,7 +951,7 @@ void ExecutorPanel::onProcessFinished(int exitCode, QProcess::ExitStatus status)
         if (m_stopping) {
             state = ExecutorRun::State::Stopped;
             message = tr("Stopped after %1 step(s)").arg(r ? r->steps.size() : 0);
-        } else if (code == 0 && r && !r->summary.isEmpty()) {
+        } else if (code == 0 && r && r->summary) {
             state = ExecutorRun::State::Finished;
             message = tr("Finished: %1 steps, %2 tokens/s, step %3 ms (predicted %4 ms)")
                           .arg(r->steps.size())
@@ -1045,15 +1035,15 @@ void ExecutorPanel::refreshStatus()
     }
     m_status->setText(text);
     if (r->hasVerification()) {
-        const QJsonObject v = r->summary.value(QLatin1String("verification")).toObject();
+        const plan::ReportVerification &v = *r->summary->verification;
         m_verdict->setText(r->verificationPassed()
                                ? tr("<span style='color:#2e7d32;font-weight:bold'>✔ verification passed</span> "
                                     "<span style='color:#607d8b'>(largest error %1)</span>")
-                                     .arg(number(v, "max_relative_error"), 0, 'g', 2)
+                                     .arg(v.maxRelativeError, 0, 'g', 2)
                                : tr("<span style='color:#c62828;font-weight:bold'>✘ verification FAILED</span> "
                                     "(%1 at %2)")
-                                     .arg(number(v, "max_relative_error"), 0, 'g', 3)
-                                     .arg(v.value(QLatin1String("where")).toString().toHtmlEscaped()));
+                                     .arg(v.maxRelativeError, 0, 'g', 3)
+                                     .arg(QString::fromStdString(v.where).toHtmlEscaped()));
     } else {
         m_verdict->clear();
     }

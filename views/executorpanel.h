@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 QT_BEGIN_NAMESPACE
 class QChartView;
@@ -113,8 +114,6 @@ private:
     void onStderr();
     void log(const QString &line) const;
     void finishRun(ExecutorRun::State state, const QString &message);
-    ExecutorPrediction predict(const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
-                               const plan::Plan &plan) const;
     ExecutorRun *current();
     void refreshCharts();
     void refreshHistory();
@@ -135,6 +134,7 @@ private:
     QString m_runKey;     // plan key of the run in progress
     int m_shownRun = -1;  // index in the current plan's history
     int m_nextId = 1;
+    std::optional<plan::RunReportReader> m_reader;  // the current job's report
     Job m_job = Job::Plan;
     QString m_calibrationName;
     QString m_calibrationPath;

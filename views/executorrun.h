@@ -1,12 +1,15 @@
 #pragma once
 
+#include "plan/runreport.h"
+
 #include <QDateTime>
-#include <QJsonObject>
 #include <QMetaType>
 #include <QMap>
 #include <QString>
 #include <QStringList>
 #include <QVector>
+
+#include <optional>
 
 namespace tapestry::views {
 
@@ -22,7 +25,9 @@ struct ExecutorStep {
     QMap<QString, double> collectiveSeconds;  // by kind ("all_reduce")
 };
 
-// What the cost model predicts for the plan on the run's mesh profile.
+// What the cost model predicts for the plan on the run's mesh profile, as
+// the executor reports it (it costs the plan it read, on the profile it was
+// given): the start event's prediction.
 struct ExecutorPrediction {
     QString profile;
     double stepTime = 0;
@@ -41,14 +46,14 @@ struct ExecutorRun {
     int ranks = 0;
     State state = State::Starting;
     ExecutorPrediction predicted;
-    QJsonObject start;    // the report's start line
+    plan::ReportStart start;                     // the report's start event
     QVector<ExecutorStep> steps;
-    QJsonObject summary;  // the report's summary line, empty until it came
+    std::optional<plan::ReportSummary> summary;  // the report's summary, once it came
     int exitCode = -1;
     QStringList errorLines;  // last lines of stderr when it failed
     QString message;         // the one line the panel shows for the outcome
 
-    bool hasVerification() const { return summary.contains(QLatin1String("verification")); }
+    bool hasVerification() const { return summary && summary->verification; }
     bool verificationPassed() const;
     double meanStepTime() const;   // from the summary, else the steps so far
     double tokensPerSecond() const;

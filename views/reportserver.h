@@ -1,5 +1,7 @@
 #pragma once
 
+#include "plan/runreport.h"
+
 #include <QHostAddress>
 #include <QJsonObject>
 #include <QObject>
@@ -23,7 +25,7 @@ class ReportServer : public QObject {
     Q_OBJECT
 public:
     static constexpr qsizetype kMaxLineBytes = 1 << 20;
-    static constexpr int kSchema = 1;
+    static constexpr int kSchema = plan::kRunReportSchema;
 
     explicit ReportServer(QObject *parent = nullptr);
     ~ReportServer() override;

@@ -1,6 +1,7 @@
 #include "cli/command.h"
 
 #include "ir/error.h"
+#include "plan/runreport.h"
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace tapestry::cli {
@@ -70,35 +72,32 @@ std::string ms(double seconds)
     return s;
 }
 
-void printSummary(const nlohmann::json &start, const nlohmann::json &summary, std::ostream &out)
+void printSummary(const plan::ReportStart &start, const plan::ReportSummary &summary, std::ostream &out)
 {
-    out << "model       " << summary.value("model", "") << '\n'
-        << "plan        " << summary.value("plan", "") << " (" << start.value("method", "") << ") on mesh "
-        << summary.value("mesh", "") << ", " << summary.value("ranks", 0) << " ranks\n";
-    if (summary.contains("verification")) {
-        const auto &v = summary["verification"];
+    out << "model       " << summary.model << '\n'
+        << "plan        " << summary.plan << " (" << start.method << ") on mesh " << summary.mesh << ", "
+        << summary.ranks << " ranks\n";
+    if (const auto &v = summary.verification) {
         char err[32];
-        std::snprintf(err, sizeof err, "%.3g", v.value("max_relative_error", 0.0));
-        out << "verify      " << (v.value("passed", false) ? "pass" : "FAIL") << " (largest relative error "
-            << err << " at " << v.value("where", "") << ", tolerance " << v.value("tolerance", 0.0) << ", "
-            << v.value("tensors_compared", 0) << " tensors)\n";
+        std::snprintf(err, sizeof err, "%.3g", v->maxRelativeError);
+        out << "verify      " << (v->passed ? "pass" : "FAIL") << " (largest relative error " << err << " at "
+            << v->where << ", tolerance " << v->tolerance << ", " << v->tensorsCompared << " tensors)\n";
     }
-    const double measured = summary.value("step_time_s", 0.0), predicted = summary.value("predicted_step_time_s", 0.0);
-    out << "step time   " << ms(measured) << " measured (forward " << ms(summary.value("forward_s", 0.0))
-        << ", backward " << ms(summary.value("backward_s", 0.0)) << ", update " << ms(summary.value("update_s", 0.0))
-        << ", in collectives " << ms(summary.value("comm_s", 0.0)) << ")\n"
-        << "predicted   " << ms(predicted) << " (" << summary.value("mesh_profile", "") << " profile), "
+    const plan::StepFigures &mean = summary.mean;
+    const double measured = mean.stepTime, predicted = summary.predictedStepTime;
+    out << "step time   " << ms(measured) << " measured (forward " << ms(mean.forward) << ", backward "
+        << ms(mean.backward) << ", update " << ms(mean.update) << ", in collectives " << ms(mean.comm) << ")\n"
+        << "predicted   " << ms(predicted) << " (" << summary.meshProfile << " profile), "
         << human(100.0 * predicted / measured) << "% of measured\n"
-        << "throughput  " << human(summary.value("tokens_per_s", 0.0)) << " tokens/s, "
-        << human(summary.value("gflops_per_rank", 0.0)) << " GFLOP/s per rank over the step, "
-        << human(summary.value("gemm_gflops_per_rank", 0.0)) << " inside the GEMMs (" << ms(summary.value("gemm_s", 0.0))
-        << "; other kernels " << ms(summary.value("other_kernels_s", 0.0)) << ")\n";
-    if (summary.contains("collectives") && !summary["collectives"].empty()) {
+        << "throughput  " << human(mean.tokensPerSecond) << " tokens/s, " << human(mean.gflopsPerRank)
+        << " GFLOP/s per rank over the step, " << human(mean.gemmGflopsPerRank) << " inside the GEMMs ("
+        << ms(mean.gemm) << "; other kernels " << ms(mean.otherKernels) << ")\n";
+    if (!mean.collectives.empty()) {
         out << "\ncollectives per step (rank 0)\n  kind              calls        bytes         time\n";
-        for (const auto &[kind, e] : summary["collectives"].items()) {
+        for (const auto &[kind, e] : mean.collectives) {
             char line[128];
-            std::snprintf(line, sizeof line, "  %-16s %6.0f %12s %12s\n", kind.c_str(), e.value("calls", 0.0),
-                          human(e.value("bytes", 0.0)).c_str(), ms(e.value("seconds", 0.0)).c_str());
+            std::snprintf(line, sizeof line, "  %-16s %6.0f %12s %12s\n", kind.c_str(), e.calls,
+                          human(e.bytes).c_str(), ms(e.seconds).c_str());
             out << line;
         }
     }
@@ -163,27 +162,39 @@ int runRun(const Args &args)
     // The executor's JSON lines: a live progress line per step, the summary
     // kept for the table. Its stderr (rank errors) passes straight through.
     FILE *in = fdopen(pipefd[0], "r");
-    nlohmann::json start, summary;
+    plan::ReportStart start;
+    std::optional<plan::ReportSummary> summary;
+    plan::RunReportReader reader("tapestry-exec report");
+    std::optional<std::string> unreadable;  // the first line the reader refused; later lines are skipped
     const bool live = isatty(STDERR_FILENO);
     char *line = nullptr;
     std::size_t capacity = 0;
     while (getline(&line, &capacity, in) > 0) {
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object())
+        // The launcher may print its own text on stdout: only JSON lines are the report's.
+        if (line[0] != '{' || unreadable)
             continue;
-        const std::string event = j.value("event", "");
-        if (event == "start")
-            start = j;
-        else if (event == "summary")
-            summary = j;
-        else if (event == "step") {
-            const int step = j.value("step", 0), steps = std::max(j.value("steps", 0), 1);
+        std::optional<plan::ReportEvent> event;
+        try {
+            event = reader.read(std::string_view(line));
+        } catch (const TapestryError &e) {
+            unreadable = e.what();
+            std::cerr << (live ? "\r\033[K" : "") << "tapestry-cli run: " << e.what() << '\n' << std::flush;
+            continue;
+        }
+        if (!event)
+            continue;
+        if (const auto *s = std::get_if<plan::ReportStart>(&*event))
+            start = *s;
+        else if (const auto *s = std::get_if<plan::ReportSummary>(&*event))
+            summary = *s;
+        else if (const auto *s = std::get_if<plan::ReportStep>(&*event)) {
+            const int step = s->step, steps = std::max(s->steps, 1);
             const int filled = std::clamp(step * kBarWidth / steps, 0, kBarWidth);
             const std::string bar = std::string(filled, '#') + std::string(kBarWidth - filled, '.');
             char progress[200];
             std::snprintf(progress, sizeof progress, "[%s] step %d/%d  %s tokens/s  %s/step  loss %.5g", bar.c_str(),
-                          step, steps, human(j.value("tokens_per_s", 0.0)).c_str(),
-                          ms(j.value("step_time_s", 0.0)).c_str(), j.value("loss", 0.0));
+                          step, steps, human(s->figures.tokensPerSecond).c_str(), ms(s->figures.stepTime).c_str(),
+                          s->loss);
             std::cerr << (live ? "\r\033[K" : "") << progress << (live ? "" : "\n") << std::flush;
         }
     }
@@ -196,32 +207,34 @@ int runRun(const Args &args)
     }
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : CheckFailed;
 
-    if (summary.is_null()) {
+    if (unreadable)
+        return BadInput;
+    if (!summary) {
         std::cerr << "tapestry-cli run: the job ended without a summary (mpirun exit code " << rc << ")\n";
         return rc == BadInput || rc == 127 ? BadInput : CheckFailed;
     }
-    const double measured = summary.value("step_time_s", 0.0);
     if (json) {
-        nlohmann::json out{{"model", summary["model"]},
-                           {"plan", summary["plan"]},
-                           {"mesh", summary["mesh"]},
-                           {"ranks", summary["ranks"]},
-                           {"tokens_per_s", summary["tokens_per_s"]},
-                           {"gflops_per_rank", summary["gflops_per_rank"]},
-                           {"gemm_gflops_per_rank", summary.value("gemm_gflops_per_rank", 0.0)},
-                           {"gemm_s", summary.value("gemm_s", 0.0)},
-                           {"other_kernels_s", summary.value("other_kernels_s", 0.0)},
-                           {"measured_step_time_s", measured},
-                           {"predicted_step_time_s", summary["predicted_step_time_s"]},
-                           {"mesh_profile", summary["mesh_profile"]},
-                           {"predicted_over_measured", summary["predicted_over_measured"]},
-                           {"collectives", summary["collectives"]},
+        const nlohmann::json s = plan::toJson(*summary);
+        nlohmann::json out{{"model", s["model"]},
+                           {"plan", s["plan"]},
+                           {"mesh", s["mesh"]},
+                           {"ranks", s["ranks"]},
+                           {"tokens_per_s", s["tokens_per_s"]},
+                           {"gflops_per_rank", s["gflops_per_rank"]},
+                           {"gemm_gflops_per_rank", s["gemm_gflops_per_rank"]},
+                           {"gemm_s", s["gemm_s"]},
+                           {"other_kernels_s", s["other_kernels_s"]},
+                           {"measured_step_time_s", s["step_time_s"]},
+                           {"predicted_step_time_s", s["predicted_step_time_s"]},
+                           {"mesh_profile", s["mesh_profile"]},
+                           {"predicted_over_measured", s["predicted_over_measured"]},
+                           {"collectives", s["collectives"]},
                            {"exit_code", rc}};
-        if (summary.contains("verification"))
-            out["verification"] = summary["verification"];
+        if (s.contains("verification"))
+            out["verification"] = s["verification"];
         std::cout << out.dump(2) << '\n';
     } else {
-        printSummary(start, summary, std::cout);
+        printSummary(start, *summary, std::cout);
     }
     return rc;
 }

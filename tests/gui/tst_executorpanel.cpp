@@ -232,7 +232,7 @@ private slots:
         const ExecutorRun run = finished.first().first().value<ExecutorRun>();
         QVERIFY2(run.state == ExecutorRun::State::Finished, qPrintable(run.message + run.errorLines.join(u'\n')));
         QVERIFY(run.verificationPassed());
-        QCOMPARE(run.start.value(QStringLiteral("tokens_per_step")).toInt(), 4 * 16);
+        QCOMPARE(run.start.tokensPerStep, std::int64_t(4 * 16));
         QVERIFY(run.command.contains(QStringLiteral("--batch")));
 
         panel.setBatch(3);
@@ -326,7 +326,7 @@ private slots:
         QCOMPARE(verdict.count(), 1);
         QVERIFY(verdict.first().first().toBool());
         QCOMPARE(run.ranks, 4);
-        QCOMPARE(run.start.value(QStringLiteral("mesh")).toString(), QStringLiteral("4"));
+        QCOMPARE(QString::fromStdString(run.start.mesh), QStringLiteral("4"));
         // The cost summary shows the measurement beside the prediction.
         QVERIFY2(w.costBar()->measuredText().contains(QStringLiteral("on 4 ranks")), qPrintable(w.costBar()->measuredText()));
 
@@ -390,7 +390,7 @@ private slots:
         QVERIFY(waitFinished(finished));
         const ExecutorRun run = finished.first().first().value<ExecutorRun>();
         QCOMPARE(run.predicted.profile, QStringLiteral("panel-box"));
-        QCOMPARE(run.start.value(QStringLiteral("mesh_profile")).toString(), QStringLiteral("panel-box"));
+        QCOMPARE(QString::fromStdString(run.start.predicted.meshProfile), QStringLiteral("panel-box"));
         QVERIFY(run.predicted.stepTime > 0);
         qunsetenv("XDG_DATA_HOME");
     }

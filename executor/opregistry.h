@@ -1,0 +1,97 @@
+#pragma once
+
+#include "kernels/activation.h"
+#include "kernels/binary.h"
+#include "tensorview.h"
+
+#include "ir/graph.h"
+#include "sharding/shardingspec.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapestry::exec {
+
+class Collectives;
+class Device;
+
+// An op's attributes, decoded once when a program is built.
+struct OpAttributes {
+    std::size_t axis = 0;  // "axis", made non-negative
+    float epsilon = 1e-5f;
+    kernels::GeluForm gelu = kernels::GeluForm::Erf;
+    kernels::BinaryOp binary = kernels::BinaryOp::Add;
+    std::vector<std::int64_t> perm, starts, steps;  // Transpose; Slice, per dim
+    std::vector<std::size_t> sliced;                 // Slice: the dims it names
+};
+
+// What an op's kernels see when they run. din[i] has no data when input i
+// needs no gradient; backward kernels add into din.
+struct OpArgs {
+    std::span<const TensorView> in, out, din, dout;
+    std::span<const TensorView> saved;    // statistics kept from forward for backward (mean, rstd, lse)
+    std::span<const TensorView> scratch;  // per-row scratch of a rank's vocab-parallel loss
+    IndexView index;                      // the integer input (Gather's ids, the loss's labels)
+    const OpAttributes *attributes = nullptr;
+    // Rank kernels only: the device they run on, and for vocab-parallel ops
+    // (split over the rows of an embedding or the classes of the logits)
+    // where this rank's block starts, the collectives of the mesh axes
+    // splitting it, and the whole batch's token count.
+    Device *device = nullptr;
+    std::int64_t offset = 0;
+    std::span<Collectives *const> split;
+    double denominator = 1.0;
+};
+
+using OpKernel = void (*)(const OpArgs &);
+struct OpKernels {
+    OpKernel forward = nullptr;
+    OpKernel backward = nullptr;
+    explicit operator bool() const { return forward && backward; }
+};
+
+// One op kind the executor runs, declared once in opregistry.cpp: the IR
+// (ONNX) types it serves, which inputs are integer data or restated
+// shapes, what it keeps from forward, the forms it refuses, how its
+// attributes decode, and its kernels. The single-rank interpreter, the
+// sharded program and the support check all read this table, so that a new
+// op is one entry here plus its kernels.
+//
+// Kernels come in two columns. `host` computes on host memory (kernels/*.h):
+// the interpreter's reference. `rank` runs on a rank's Device, which
+// dispatches to kernels/*.h on the CPU and to cuda/* on a GPU; where an op
+// has no rank kernels, CPU ranks run its host kernels and GPU ranks refuse
+// it up front.
+struct OpDef {
+    std::string_view name;                 // the kind, e.g. "Reshape"
+    std::vector<std::string_view> types;   // IR op types it serves
+    std::optional<std::size_t> indexInput = std::nullopt;  // integer data read by the kernels
+    bool shapeOperands = false;             // inputs past the first only restate the output's shape
+    int savedRows = 0;                      // per-row statistics kept for backward
+    int scratchRows = 0;                    // per-row scratch on ranks
+    bool gemm = false;                      // timed and counted as a GEMM (FLOPs, GEMM calls)
+    // The input dim a rank may hold a block of (vocab-parallel): 0 rows, -1 the last; unset none.
+    std::optional<int> vocabDim = std::nullopt;
+    // Why a form of the op cannot run (rank of the operands, attributes), or nothing.
+    std::optional<std::string> (*refuse)(const ir::Graph &, const ir::Op &) = nullptr;
+    // Extra attributes past axis, epsilon and the Gelu form; `x` is the first input's (local) shape.
+    void (*decode)(const ir::Op &, const ir::Shape &x, OpAttributes &) = nullptr;
+    // Why the op cannot run with its first input sharded as `input`, or nothing.
+    std::optional<std::string> (*refuseSharded)(const OpAttributes &, const sharding::ShardingSpec &input) = nullptr;
+    OpKernels host;
+    OpKernels rank;
+};
+
+// The entry serving IR op type `type`, or nullptr when the executor has none.
+const OpDef *findOp(std::string_view type);
+// Every entry, in declaration order.
+std::span<const OpDef> opRegistry();
+
+// `op`'s attributes for an input of shape `x`.
+OpAttributes decodeAttributes(const OpDef &def, const ir::Op &op, const ir::Shape &x);
+
+} // namespace tapestry::exec
