@@ -27,7 +27,7 @@ class QTableView;
 class QTreeWidgetItem;
 class QUndoStack;
 
-namespace tapestry::search {
+namespace tapestry::analysis {
 class Explainer;
 }
 
