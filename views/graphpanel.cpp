@@ -3,7 +3,11 @@
 #include "ir/error.h"
 #include "palette.h"
 
+#include <QFile>
 #include <QGridLayout>
+#include <QImage>
+#include <QPainter>
+#include <QSvgGenerator>
 #include <QtConcurrent/QtConcurrentRun>
 
 namespace tapestry::views {
@@ -187,6 +191,36 @@ void GraphPanel::rebuild()
         }
         return outcome;
     }));
+}
+
+bool GraphPanel::exportImage(const QString &path, const QString &title) const
+{
+    const QRectF source = m_scene->sceneRect();
+    if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+        QSvgGenerator svg;
+        svg.setFileName(path + QStringLiteral(".part"));
+        svg.setSize(source.size().toSize());
+        svg.setViewBox(QRectF(QPointF(0, 0), source.size()));
+        svg.setTitle(title);
+        QPainter painter;
+        if (!painter.begin(&svg))
+            return false;
+        m_scene->render(&painter, QRectF(QPointF(0, 0), source.size()), source);
+        painter.end();
+    } else {
+        // Large graphs are scaled down so the image stays a sensible size.
+        const qreal scale = std::min(2.0, 8000.0 / std::max(source.width(), source.height()));
+        QImage image((source.size() * scale).toSize(), QImage::Format_ARGB32);
+        image.fill(Qt::white);
+        QPainter painter(&image);
+        painter.setRenderHint(QPainter::Antialiasing);
+        m_scene->render(&painter, QRectF(QPointF(0, 0), source.size() * scale), source);
+        painter.end();
+        if (!image.save(path + QStringLiteral(".part"), "PNG"))
+            return false;
+    }
+    QFile::remove(path);
+    return QFile::rename(path + QStringLiteral(".part"), path);
 }
 
 } // namespace tapestry::views

@@ -48,6 +48,9 @@ public:
     // The view node showing a coarse node (folded into a block or not); -1 if none.
     int viewNodeOf(passes::NodeId node) const;
     int selectedViewNode() const;
+    // The whole graph as an image, .png or .svg by suffix; `title` names
+    // the drawing. Written to a temporary name and renamed.
+    bool exportImage(const QString &path, const QString &title) const;
 
 signals:
     void viewNodeSelected(int viewNode);  // -1: cleared
