@@ -35,6 +35,7 @@ public:
     // Why the plan changed: a derivation, a plan file, or an edit (a pin, a
     // candidate applied, undo, redo, a re-derivation around pins).
     enum class PlanChange { Derived, Opened, Edited };
+    Q_ENUM(PlanChange)
 
     explicit PlanDocument(QObject *parent = nullptr);
     ~PlanDocument() override;
