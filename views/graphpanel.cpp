@@ -81,6 +81,50 @@ void GraphPanel::setPinnedNodes(const QSet<int> &viewNodes)
     setColouring(m_colouring);
 }
 
+void GraphPanel::showPins(const plan::Plan &plan)
+{
+    QSet<int> pinned;
+    const auto &graph = *m_model.graph;
+    for (const auto &[name, tp] : plan.specs) {
+        if (tp.source != plan::SpecSource::Override)
+            continue;
+        const auto t = graph.findTensor(name);
+        if (!t || graph.tensor(*t).role != ir::Role::Parameter)
+            continue;
+        for (auto consumer : graph.tensor(*t).consumers) {
+            const int v = viewNodeOf(m_model.coarse->nodeOf(consumer));
+            if (v >= 0)
+                pinned.insert(v);
+        }
+    }
+    setPinnedNodes(pinned);
+}
+
+bool GraphPanel::selectByName(const QString &name)
+{
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i) {
+        const auto &v = m_view.nodes[i];
+        const bool hit = QString::fromStdString(v.title).contains(name) ||
+                         (v.kind == layout::ViewNode::Kind::Coarse &&
+                          QString::fromStdString(std::string(m_model.coarse->node(v.node).name)).contains(name));
+        if (hit) {
+            selectViewNode(static_cast<int>(i));
+            return true;
+        }
+    }
+    return false;
+}
+
+bool GraphPanel::expandClass(int classId)
+{
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i)
+        if (m_view.nodes[i].kind == layout::ViewNode::Kind::Block && m_view.nodes[i].cls.value == classId) {
+            toggleExpanded(static_cast<int>(i));
+            return true;
+        }
+    return false;
+}
+
 bool GraphPanel::isExpanded(int classId, std::size_t firstInstance) const
 {
     return m_expanded.count({classId, firstInstance}) > 0;

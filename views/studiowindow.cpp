@@ -266,7 +266,6 @@ void StudioWindow::derivePlan()
 
 void StudioWindow::rederiveAroundPins()
 {
-    m_doc->setPlanRequest(m_actions->request());
     if (m_doc->rederiveAroundPins())
         m_status->setText(tr("Re-deriving the plan around %n pin(s)…", nullptr,
                              static_cast<int>(analysis::pinsOf(*planned().plan).size())));
@@ -294,21 +293,7 @@ void StudioWindow::onPlanChanged(PlanDocument::PlanChange change)
 {
     const PlannedModel &current = planned();
     const plan::Plan &p = *current.plan;
-    QSet<int> pinned;
-    const auto &graph = *document().graph;
-    for (const auto &[name, tp] : p.specs) {
-        if (tp.source != plan::SpecSource::Override)
-            continue;
-        const auto t = graph.findTensor(name);
-        if (!t || graph.tensor(*t).role != ir::Role::Parameter)
-            continue;
-        for (auto consumer : graph.tensor(*t).consumers) {
-            const int v = m_graph->viewNodeOf(document().coarse->nodeOf(consumer));
-            if (v >= 0)
-                pinned.insert(v);
-        }
-    }
-    m_graph->setPinnedNodes(pinned);
+    m_graph->showPins(p);
     QVector<double> shares;
     if (document().classes && p.cost.stepTime > 0)
         for (const auto &c : document().classes->classes) {
@@ -520,29 +505,12 @@ bool StudioWindow::findNext(const QString &query)
 
 bool StudioWindow::selectByName(const QString &name)
 {
-    const auto &view = m_graph->viewGraph();
-    for (std::size_t i = 0; i < view.nodes.size(); ++i) {
-        const auto &v = view.nodes[i];
-        const bool hit = QString::fromStdString(v.title).contains(name) ||
-                         (v.kind == layout::ViewNode::Kind::Coarse &&
-                          QString::fromStdString(std::string(document().coarse->node(v.node).name)).contains(name));
-        if (hit) {
-            m_graph->selectViewNode(static_cast<int>(i));
-            return true;
-        }
-    }
-    return findNext(name);
+    return m_graph->selectByName(name) || findNext(name);
 }
 
 bool StudioWindow::expandClass(int classId)
 {
-    const auto &view = m_graph->viewGraph();
-    for (std::size_t i = 0; i < view.nodes.size(); ++i)
-        if (view.nodes[i].kind == layout::ViewNode::Kind::Block && view.nodes[i].cls.value == classId) {
-            m_graph->toggleExpanded(static_cast<int>(i));
-            return true;
-        }
-    return false;
+    return m_graph->expandClass(classId);
 }
 
 bool StudioWindow::exportImage(const QString &path)
