@@ -3,7 +3,11 @@
 #include "ir/error.h"
 #include "palette.h"
 
+#include <QFile>
 #include <QGridLayout>
+#include <QImage>
+#include <QPainter>
+#include <QSvgGenerator>
 #include <QtConcurrent/QtConcurrentRun>
 
 namespace tapestry::views {
@@ -75,6 +79,50 @@ void GraphPanel::setPinnedNodes(const QSet<int> &viewNodes)
 {
     m_pinned = viewNodes;
     setColouring(m_colouring);
+}
+
+void GraphPanel::showPins(const plan::Plan &plan)
+{
+    QSet<int> pinned;
+    const auto &graph = *m_model.graph;
+    for (const auto &[name, tp] : plan.specs) {
+        if (tp.source != plan::SpecSource::Override)
+            continue;
+        const auto t = graph.findTensor(name);
+        if (!t || graph.tensor(*t).role != ir::Role::Parameter)
+            continue;
+        for (auto consumer : graph.tensor(*t).consumers) {
+            const int v = viewNodeOf(m_model.coarse->nodeOf(consumer));
+            if (v >= 0)
+                pinned.insert(v);
+        }
+    }
+    setPinnedNodes(pinned);
+}
+
+bool GraphPanel::selectByName(const QString &name)
+{
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i) {
+        const auto &v = m_view.nodes[i];
+        const bool hit = QString::fromStdString(v.title).contains(name) ||
+                         (v.kind == layout::ViewNode::Kind::Coarse &&
+                          QString::fromStdString(std::string(m_model.coarse->node(v.node).name)).contains(name));
+        if (hit) {
+            selectViewNode(static_cast<int>(i));
+            return true;
+        }
+    }
+    return false;
+}
+
+bool GraphPanel::expandClass(int classId)
+{
+    for (std::size_t i = 0; i < m_view.nodes.size(); ++i)
+        if (m_view.nodes[i].kind == layout::ViewNode::Kind::Block && m_view.nodes[i].cls.value == classId) {
+            toggleExpanded(static_cast<int>(i));
+            return true;
+        }
+    return false;
 }
 
 bool GraphPanel::isExpanded(int classId, std::size_t firstInstance) const
@@ -187,6 +235,36 @@ void GraphPanel::rebuild()
         }
         return outcome;
     }));
+}
+
+bool GraphPanel::exportImage(const QString &path, const QString &title) const
+{
+    const QRectF source = m_scene->sceneRect();
+    if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+        QSvgGenerator svg;
+        svg.setFileName(path + QStringLiteral(".part"));
+        svg.setSize(source.size().toSize());
+        svg.setViewBox(QRectF(QPointF(0, 0), source.size()));
+        svg.setTitle(title);
+        QPainter painter;
+        if (!painter.begin(&svg))
+            return false;
+        m_scene->render(&painter, QRectF(QPointF(0, 0), source.size()), source);
+        painter.end();
+    } else {
+        // Large graphs are scaled down so the image stays a sensible size.
+        const qreal scale = std::min(2.0, 8000.0 / std::max(source.width(), source.height()));
+        QImage image((source.size() * scale).toSize(), QImage::Format_ARGB32);
+        image.fill(Qt::white);
+        QPainter painter(&image);
+        painter.setRenderHint(QPainter::Antialiasing);
+        m_scene->render(&painter, QRectF(QPointF(0, 0), source.size() * scale), source);
+        painter.end();
+        if (!image.save(path + QStringLiteral(".part"), "PNG"))
+            return false;
+    }
+    QFile::remove(path);
+    return QFile::rename(path + QStringLiteral(".part"), path);
 }
 
 } // namespace tapestry::views

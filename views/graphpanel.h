@@ -4,6 +4,7 @@
 #include "graphview.h"
 #include "layout/viewgraph.h"
 #include "loadedmodel.h"
+#include "plan/plan.h"
 
 #include <QFutureWatcher>
 #include <QWidget>
@@ -39,6 +40,8 @@ public:
     using Colouring = std::function<QColor(const layout::ViewNode &)>;
     void setColouring(Colouring colouring);
     void setPinnedNodes(const QSet<int> &viewNodes);
+    // Badges the nodes that read a weight `plan` pins (a spec marked override).
+    void showPins(const plan::Plan &plan);
 
     // Expanding a folded block lays out its first instance node by node.
     void toggleExpanded(int viewNode);
@@ -48,6 +51,14 @@ public:
     // The view node showing a coarse node (folded into a block or not); -1 if none.
     int viewNodeOf(passes::NodeId node) const;
     int selectedViewNode() const;
+    // Selects the first view node whose title, or coarse node's name,
+    // contains `name`; false when none does.
+    bool selectByName(const QString &name);
+    // Expands the first block of class `classId`; false when there is none.
+    bool expandClass(int classId);
+    // The whole graph as an image, .png or .svg by suffix; `title` names
+    // the drawing. Written to a temporary name and renamed.
+    bool exportImage(const QString &path, const QString &title) const;
 
 signals:
     void viewNodeSelected(int viewNode);  // -1: cleared

@@ -37,4 +37,15 @@ LoadedModel loadModelForView(const QString &source, const std::atomic_bool *canc
     return m;
 }
 
+std::vector<passes::NodeId> coarseNodesOf(const LoadedModel &model, const layout::ViewNode &node)
+{
+    if (node.kind == layout::ViewNode::Kind::Coarse)
+        return {node.node};
+    std::vector<passes::NodeId> nodes;
+    const auto &cls = model.classes->classes[node.cls.index()];
+    for (auto i : node.instances)
+        nodes.insert(nodes.end(), cls.instances[i].nodes.begin(), cls.instances[i].nodes.end());
+    return nodes;
+}
+
 } // namespace tapestry::views

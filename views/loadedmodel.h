@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "layout/viewgraph.h"
 #include "passes/coarsegraph.h"
 #include "passes/subgraphclasses.h"
 
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tapestry::views {
 
@@ -29,6 +31,10 @@ struct LoadedModel {
 // Loads, coarsens and prunes; throws TapestryError. Safe on a worker thread.
 // `cancelled` is polled between stages.
 LoadedModel loadModelForView(const QString &source, const std::atomic_bool *cancelled = nullptr);
+
+// The coarse nodes a view node shows: itself, or every node of a block's
+// instances.
+std::vector<passes::NodeId> coarseNodesOf(const LoadedModel &model, const layout::ViewNode &node);
 
 } // namespace tapestry::views
 

@@ -2,6 +2,7 @@
 #include "cli/modelargs.h"
 #include "cli/planreport.h"
 
+#include "analysis/pinpropagation.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
@@ -53,9 +54,7 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
     if (auto from = args.value("--keep-pins")) {
         if (method != "tap")
             throw TapestryError(Error{"--keep-pins", {}, "works with --search tap only"});
-        for (const auto &[name, tensor] : plan::readPlanFile(*from).specs)
-            if (tensor.source == plan::SpecSource::Override)
-                options.pinned[name] = tensor.spec;
+        options.pinned = analysis::pinsOf(plan::readPlanFile(*from));
     }
     auto result = method == "exact" ? search::exactSearch(graph, coarse, model, mesh, options)
                                     : search::tapSearch(graph, classes, model, mesh, options);

@@ -1,0 +1,69 @@
+#include "classesdock.h"
+
+#include "classlistmodel.h"
+
+#include <QHeaderView>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+
+namespace tapestry::views {
+
+ClassesDock::ClassesDock(QWidget *parent)
+    : QDockWidget(tr("Unique subgraphs"), parent), m_table(new QTableView(this)), m_model(new ClassListModel(this)),
+      m_proxy(new QSortFilterProxyModel(this))
+{
+    setObjectName(QStringLiteral("classes"));
+    m_proxy->setSourceModel(m_model);
+    m_proxy->setSortRole(ClassListModel::SortRole);
+    m_table->setModel(m_proxy);
+    m_table->setSortingEnabled(true);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &current) {
+        if (current.isValid())
+            emit classActivated(current.data(ClassListModel::ClassIdRole).toInt());
+    });
+    setWidget(m_table);
+}
+
+void ClassesDock::setModel(const LoadedModel &model)
+{
+    m_model->setModel(model);
+    m_table->resizeColumnsToContents();
+}
+
+void ClassesDock::selectClass(int classId)
+{
+    const int row = classId >= 0 ? m_model->rowOfClass(classId) : -1;
+    if (row >= 0)
+        m_table->selectRow(m_proxy->mapFromSource(m_model->index(row, 0)).row());
+    else
+        m_table->clearSelection();
+}
+
+int ClassesDock::currentClass() const
+{
+    const QModelIndex current = m_table->currentIndex();
+    return current.isValid() ? current.data(ClassListModel::ClassIdRole).toInt() : -1;
+}
+
+QString ClassesDock::className(int classId) const
+{
+    const int row = m_model->rowOfClass(classId);
+    return row >= 0 ? m_model->index(row, ClassListModel::Name).data().toString() : QString();
+}
+
+std::map<int, QString> ClassesDock::classNames() const
+{
+    std::map<int, QString> names;
+    for (int row = 0; row < m_model->rowCount(); ++row) {
+        const auto index = m_model->index(row, ClassListModel::Name);
+        names[index.data(ClassListModel::ClassIdRole).toInt()] = index.data().toString();
+    }
+    return names;
+}
+
+} // namespace tapestry::views

@@ -1,0 +1,79 @@
+#include "plancolouring.h"
+
+#include "palette.h"
+#include "plandocument.h"
+
+#include <algorithm>
+
+namespace tapestry::views {
+
+QColor shardingColour(const PlanDocument &document, const layout::ViewNode &node)
+{
+    const auto &planned = document.planned();
+    const auto &model = document.model();
+    if (!planned.plan)
+        return neutralColor();
+    ir::TensorId biggest;
+    for (auto n : coarseNodesOf(model, node)) {
+        for (auto t : model.coarse->node(n).parameters)
+            if (!biggest.valid() || model.graph->tensor(t).elementCount() > model.graph->tensor(biggest).elementCount())
+                biggest = t;
+        if (node.kind == layout::ViewNode::Kind::Block && biggest.valid())
+            break;
+    }
+    if (!biggest.valid())
+        return neutralColor();
+    const auto &spec = planned.specs[biggest.index()];
+    int splits = 0, dim = -1;
+    for (const auto &pl : spec.placements)
+        if (pl.isShard()) {
+            ++splits;
+            dim = pl.dim;
+        }
+    if (splits == 0)
+        return QColor(0xe0e0e0);
+    if (splits > 1)
+        return QColor(0xce93d8);
+    const int rank = static_cast<int>(model.graph->tensor(biggest).shape.size());
+    if (dim == rank - 1)
+        return QColor(0x90caf9);  // columns (output features)
+    if (dim == rank - 2)
+        return QColor(0xa5d6a7);  // rows (input features)
+    return QColor(0xffe082);
+}
+
+QColor costColour(const PlanDocument &document, const layout::ViewNode &node)
+{
+    const auto &planned = document.planned();
+    if (!planned.plan || planned.byNode.empty())
+        return neutralColor();
+    double most = 0;
+    for (const auto &[_, t] : planned.byNode)
+        most = std::max(most, t.total());
+    double mine = 0;
+    for (auto n : coarseNodesOf(document.model(), node)) {
+        auto it = planned.byNode.find(n.value);
+        if (it != planned.byNode.end())
+            mine += it->second.total();
+    }
+    if (node.kind == layout::ViewNode::Kind::Block) {
+        // A block's heat is that of one instance, comparable with single nodes.
+        mine /= std::max<std::size_t>(1, node.instances.size());
+    }
+    return heatColor(most > 0 ? mine / most : 0);
+}
+
+QColor differenceColour(const PlanDocument &document, const layout::ViewNode &node)
+{
+    const auto &model = document.model();
+    for (auto n : coarseNodesOf(model, node)) {
+        const auto &cn = model.coarse->node(n);
+        for (const auto *list : {&cn.parameters, &cn.outputs})
+            for (auto t : *list)
+                if (document.differingTensors().count(model.graph->tensor(t).name))
+                    return QColor(0xffb74d);
+    }
+    return QColor(0xeceff1);
+}
+
+} // namespace tapestry::views

@@ -1,0 +1,255 @@
+#include "studioactions.h"
+
+#include "graphpanel.h"
+#include "graphview.h"
+#include "plandocument.h"
+#include "studiowindow.h"
+#include "zoodialog.h"
+
+#include "sharding/meshprofile.h"
+
+#include <QApplication>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
+#include <QSettings>
+#include <QToolBar>
+#include <QUndoStack>
+
+#include <tuple>
+
+namespace tapestry::views {
+
+namespace {
+constexpr int kMaxRecent = 10;
+} // namespace
+
+StudioActions::StudioActions(StudioWindow *window, PlanDocument *document, QLineEdit *find)
+    : QObject(window), m_window(window), m_document(document), m_find(find)
+{
+    createFileMenu();
+    createEditMenu();
+    auto *lessons = m_window->menuBar()->addMenu(tr("&Lessons"));
+    lessons->addAction(tr("1. Y = X·B·C: column split, then row split (one all-reduce)"), m_window,
+                       [this] { m_window->openLesson(1); });
+    lessons->addAction(tr("2. The 2-layer MLP on a 4x2 mesh (all-gathers, then reduce-scatter)"), m_window,
+                       [this] { m_window->openLesson(2); });
+    createViewMenu();
+    createPlanMenu();
+    connect(m_document, &PlanDocument::planRequestChanged, this, &StudioActions::showRequest);
+}
+
+void StudioActions::createFileMenu()
+{
+    auto *file = m_window->menuBar()->addMenu(tr("&File"));
+    m_open = file->addAction(tr("&Open…"), m_window, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            m_window, tr("Open model"), QString(),
+            tr("Models (*.onnx *.json);;ONNX (*.onnx);;Tapestry model or config.json (*.json);;All files (*)"));
+        if (!path.isEmpty())
+            m_window->openModel(path);
+    });
+    m_open->setShortcut(QKeySequence::Open);
+    m_zoo = file->addAction(tr("Model &zoo…"), m_window, [this] {
+        ZooDialog dialog(m_window);
+        if (dialog.exec() == QDialog::Accepted && !dialog.spec().isEmpty())
+            m_window->openModel(dialog.spec());
+    });
+    m_zoo->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
+    m_recentMenu = file->addMenu(tr("Open &recent"));
+    rebuildRecentMenu();
+    file->addSeparator();
+    m_exportImage = file->addAction(tr("Export &image…"), m_window, [this] {
+        const QString path = QFileDialog::getSaveFileName(m_window, tr("Export graph image"), QStringLiteral("graph.png"),
+                                                          tr("PNG image (*.png);;SVG drawing (*.svg)"));
+        if (!path.isEmpty() && !m_window->exportImage(path))
+            m_window->showError(tr("%1: cannot write the image").arg(path));
+    });
+    file->addSeparator();
+    file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows)->setShortcut(QKeySequence::Quit);
+}
+
+void StudioActions::createEditMenu()
+{
+    auto *edit = m_window->menuBar()->addMenu(tr("&Edit"));
+    auto *undoStack = m_document->undoStack();
+    auto *undo = undoStack->createUndoAction(m_window, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    auto *redo = undoStack->createRedoAction(m_window, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    edit->addAction(undo);
+    edit->addAction(redo);
+    edit->addAction(tr("Reset to &derived plan"), m_window, [undoStack] { undoStack->setIndex(0); });
+    auto *wholeClass = edit->addAction(tr("Pins apply to the &whole class"));
+    wholeClass->setCheckable(true);
+    wholeClass->setChecked(m_document->pinWholeClass());
+    wholeClass->setToolTip(tr("Unchecked: a pin applies to the instance it was made on only"));
+    connect(wholeClass, &QAction::toggled, m_document, &PlanDocument::setPinWholeClass);
+    edit->addSeparator();
+    auto *find = edit->addAction(tr("&Find…"), m_window, [this] {
+        m_find->setFocus();
+        m_find->selectAll();
+    });
+    find->setShortcut(QKeySequence::Find);
+}
+
+void StudioActions::createViewMenu()
+{
+    auto *view = m_window->menuBar()->addMenu(tr("&View"));
+    for (auto *dock : m_window->findChildren<QDockWidget *>())
+        view->addAction(dock->toggleViewAction());
+    view->addSeparator();
+    auto *graph = m_window->graphPanel()->view();
+    m_fit = view->addAction(tr("&Fit to window"), graph, &GraphView::fitAll);
+    m_fit->setShortcut(QKeySequence(tr("Ctrl+0")));
+    view->addAction(tr("Zoom &in"), m_window, [graph] { graph->zoomBy(1.25); })->setShortcut(QKeySequence::ZoomIn);
+    view->addAction(tr("Zoom &out"), m_window, [graph] { graph->zoomBy(0.8); })->setShortcut(QKeySequence::ZoomOut);
+
+    auto *toolbar = m_window->addToolBar(tr("Main"));
+    toolbar->setObjectName(QStringLiteral("main"));
+    toolbar->addAction(m_open);
+    toolbar->addAction(m_zoo);
+    toolbar->addSeparator();
+    toolbar->addAction(m_fit);
+    toolbar->addAction(m_exportImage);
+}
+
+void StudioActions::createPlanMenu()
+{
+    auto *planBar = m_window->addToolBar(tr("Plan"));
+    planBar->setObjectName(QStringLiteral("plan"));
+    m_method = new QComboBox(planBar);
+    m_method->addItems({QStringLiteral("tap"), QStringLiteral("megatron"), QStringLiteral("dp"), QStringLiteral("replicate")});
+    m_method->setToolTip(tr("How the plan is made: TAP search, or a reference plan"));
+    m_mesh = new QComboBox(planBar);
+    m_mesh->setEditable(true);
+    m_mesh->addItems({QStringLiteral("8"), QStringLiteral("4"), QStringLiteral("2"), QStringLiteral("2x8"),
+                      QStringLiteral("4x2"), QStringLiteral("8x8")});
+    m_mesh->setToolTip(tr("Device mesh shape: 8 devices on one axis, 2x8 (data × model), or any shape with its "
+                          "axes named: 2x2x2 (dp, tp, sp)"));
+    // Wide enough for a mesh with its axis names, "2x2x2 (dp, tp, sp)".
+    connect(m_mesh, &QComboBox::editTextChanged, this, [this](const QString &text) {
+        m_mesh->setMinimumWidth(std::max(m_mesh->sizeHint().width(), m_window->fontMetrics().horizontalAdvance(text) + 40));
+    });
+    m_profile = new QComboBox(planBar);
+    for (const auto &name : sharding::meshProfileNames())
+        m_profile->addItem(QString::fromStdString(name));
+    m_profile->setCurrentText(QString::fromLatin1(sharding::kDefaultMeshProfile));
+    m_profile->setToolTip(tr("Machine profile: link bandwidths, device memory and FLOP/s"));
+    planBar->addWidget(new QLabel(tr(" Plan "), planBar));
+    planBar->addWidget(m_method);
+    planBar->addWidget(new QLabel(tr(" Mesh "), planBar));
+    planBar->addWidget(m_mesh);
+    planBar->addWidget(m_profile);
+    auto *derive = planBar->addAction(tr("Derive plan"), m_window, &StudioWindow::derivePlan);
+    derive->setShortcut(QKeySequence(tr("Ctrl+D")));
+    planBar->addSeparator();
+    planBar->addWidget(new QLabel(tr(" Colour by "), planBar));
+    m_colourBy = new QComboBox(planBar);
+    m_colourBy->addItems({tr("class"), tr("sharding"), tr("cost"), tr("difference")});
+    planBar->addWidget(m_colourBy);
+    connect(m_colourBy, &QComboBox::currentIndexChanged, m_window,
+            [this](int i) { m_window->setColouring(static_cast<StudioWindow::Colouring>(i)); });
+
+    auto *planMenu = m_window->menuBar()->addMenu(tr("&Plan"));
+    planMenu->addAction(derive);
+    auto *rederive = planMenu->addAction(tr("&Re-derive around pins"), m_window, &StudioWindow::rederiveAroundPins);
+    rederive->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
+    planMenu->addAction(tr("Plan &candidates for the selected class"), m_window,
+                        [this] { m_window->showPanel(QStringLiteral("candidates")); });
+    for (QComboBox *box : {m_method, m_mesh, m_profile})
+        connect(box, &QComboBox::activated, m_window, [this] { m_window->derivePlan(); });
+    auto *exportMenu = planMenu->addMenu(tr("&Export for"));
+    for (const auto &[format, label, suffix] :
+         {std::tuple{"torch", "PyTorch (parallelize_module plan)…", "py"}, std::tuple{"jax", "JAX (PartitionSpecs)…", "py"},
+          std::tuple{"megatron", "Megatron-LM (arguments)…", "txt"}})
+        exportMenu->addAction(tr(label), m_window, [this, format = QString::fromLatin1(format), suffix = QString::fromLatin1(suffix)] {
+            const QString path = QFileDialog::getSaveFileName(m_window, tr("Export plan"), QStringLiteral("plan-%1.%2").arg(format, suffix));
+            if (!path.isEmpty())
+                m_window->exportPlan(format, path);
+        });
+    auto *compare = planMenu->addMenu(tr("&Compare with"));
+    for (const char *method : {"megatron", "dp", "replicate"})
+        compare->addAction(QString::fromLatin1(method), m_window,
+                           [this, method] { m_window->compareWith(QString::fromLatin1(method)); });
+    compare->addAction(tr("Plan file…"), m_window, [this] {
+        const QString path = QFileDialog::getOpenFileName(m_window, tr("Compare with plan"), QString(), tr("Tapestry plan (*.json)"));
+        if (!path.isEmpty())
+            m_window->compareWith(path);
+    });
+    planMenu->addAction(tr("&Open plan JSON…"), m_window, [this] {
+        const QString path = QFileDialog::getOpenFileName(m_window, tr("Open plan"), QString(), tr("Tapestry plan (*.json)"));
+        if (!path.isEmpty())
+            m_window->openPlanFile(path);
+    });
+    planMenu->addAction(tr("&Save plan JSON…"), m_window, [this] {
+        if (!m_document->planned().plan) {
+            m_window->showError(tr("No plan to save: derive one first"));
+            return;
+        }
+        const QString path = QFileDialog::getSaveFileName(m_window, tr("Save plan"), QStringLiteral("plan.json"),
+                                                          tr("Tapestry plan (*.json)"));
+        if (!path.isEmpty())
+            m_window->savePlan(path);
+    });
+}
+
+PlanRequest StudioActions::request() const
+{
+    return {m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText(), {}};
+}
+
+void StudioActions::showRequest(const PlanRequest &request)
+{
+    m_method->setCurrentText(request.method);
+    m_mesh->setCurrentText(request.meshShape);
+    m_profile->setCurrentText(request.profile);
+}
+
+void StudioActions::showColouring(int colouring)
+{
+    if (m_colourBy->currentIndex() != colouring) {
+        const QSignalBlocker blocker(m_colourBy);
+        m_colourBy->setCurrentIndex(colouring);
+    }
+}
+
+void StudioActions::selectProfile(const QString &name)
+{
+    if (m_profile->findText(name) < 0)
+        m_profile->addItem(name);
+    m_profile->setCurrentText(name);
+}
+
+QStringList StudioActions::recentFiles() const
+{
+    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void StudioActions::addRecent(const QString &source)
+{
+    QStringList recent = recentFiles();
+    const QString entry = source.startsWith(QLatin1String("zoo:")) ? source : QFileInfo(source).absoluteFilePath();
+    recent.removeAll(entry);
+    recent.prepend(entry);
+    while (recent.size() > kMaxRecent)
+        recent.removeLast();
+    QSettings().setValue(QStringLiteral("recentFiles"), recent);
+    rebuildRecentMenu();
+}
+
+void StudioActions::rebuildRecentMenu()
+{
+    m_recentMenu->clear();
+    const auto recent = recentFiles();
+    for (const auto &entry : recent)
+        m_recentMenu->addAction(entry, m_window, [this, entry] { m_window->openModel(entry); });
+    m_recentMenu->setEnabled(!recent.isEmpty());
+}
+
+} // namespace tapestry::views

@@ -1,0 +1,59 @@
+#pragma once
+
+#include "plannedmodel.h"
+
+#include <QObject>
+#include <QStringList>
+
+class QAction;
+class QComboBox;
+class QLineEdit;
+class QMenu;
+
+namespace tapestry::views {
+
+class PlanDocument;
+class StudioWindow;
+
+// The studio's menus and toolbars: File, Edit, Lessons, View and Plan, the
+// plan request fields (method, mesh, profile) and the colouring. Each
+// action calls the window or its document; the fields follow the
+// document's request.
+class StudioActions : public QObject {
+    Q_OBJECT
+public:
+    StudioActions(StudioWindow *window, PlanDocument *document, QLineEdit *find);
+
+    // The request as the toolbar's fields hold it.
+    PlanRequest request() const;
+    // Shows `colouring` (StudioWindow::Colouring) in the Colour-by field.
+    void showColouring(int colouring);
+    // Selects a machine profile, adding it to the list when it is new.
+    void selectProfile(const QString &name);
+
+    QStringList recentFiles() const;
+    void addRecent(const QString &source);
+
+private:
+    void createFileMenu();
+    void createEditMenu();
+    void createViewMenu();
+    void createPlanMenu();
+    void showRequest(const PlanRequest &request);
+    void rebuildRecentMenu();
+
+    StudioWindow *m_window;
+    PlanDocument *m_document;
+    QLineEdit *m_find;
+    QMenu *m_recentMenu = nullptr;
+    QComboBox *m_method = nullptr;
+    QComboBox *m_mesh = nullptr;
+    QComboBox *m_profile = nullptr;
+    QComboBox *m_colourBy = nullptr;
+    QAction *m_open = nullptr;
+    QAction *m_zoo = nullptr;
+    QAction *m_exportImage = nullptr;
+    QAction *m_fit = nullptr;
+};
+
+} // namespace tapestry::views
