@@ -294,13 +294,7 @@ void StudioWindow::onPlanChanged(PlanDocument::PlanChange change)
     const PlannedModel &current = planned();
     const plan::Plan &p = *current.plan;
     m_graph->showPins(p);
-    QVector<double> shares;
-    if (document().classes && p.cost.stepTime > 0)
-        for (const auto &c : document().classes->classes) {
-            auto it = current.byClass.find("class " + std::to_string(c.id.value));
-            shares.push_back(it == current.byClass.end() ? 0.0 : it->second.total() / p.cost.stepTime);
-        }
-    classModel()->setCostShares(shares);
+    m_classes->showCosts(document(), current);
     m_charts->setPlanned(current, m_classes->classNames());
     m_status->setText(tr("%1 plan on %2 in %3 ms: step %4 ms%5")
                           .arg(QString::fromStdString(p.method), QString::fromStdString(p.mesh.toString()))
