@@ -35,6 +35,18 @@ void ClassesDock::setModel(const LoadedModel &model)
     m_table->resizeColumnsToContents();
 }
 
+void ClassesDock::showCosts(const LoadedModel &model, const PlannedModel &planned)
+{
+    const double step = planned.plan ? planned.plan->cost.stepTime : 0;
+    QVector<double> shares;
+    if (model.classes && step > 0)
+        for (const auto &c : model.classes->classes) {
+            auto it = planned.byClass.find("class " + std::to_string(c.id.value));
+            shares.push_back(it == planned.byClass.end() ? 0.0 : it->second.total() / step);
+        }
+    m_model->setCostShares(shares);
+}
+
 void ClassesDock::selectClass(int classId)
 {
     const int row = classId >= 0 ? m_model->rowOfClass(classId) : -1;

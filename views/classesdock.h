@@ -1,6 +1,7 @@
 #pragma once
 
 #include "loadedmodel.h"
+#include "plannedmodel.h"
 
 #include <QDockWidget>
 
@@ -24,6 +25,8 @@ public:
     QSortFilterProxyModel *proxy() const { return m_proxy; }
 
     void setModel(const LoadedModel &model);
+    // Each class' share of the plan's step time, in the Share column.
+    void showCosts(const LoadedModel &model, const PlannedModel &planned);
     // Selects the row of class `classId`; clears the selection for none.
     void selectClass(int classId);
     // The class of the current row; -1 when there is none.

@@ -1,5 +1,6 @@
 #include "studioactions.h"
 
+#include "findbar.h"
 #include "graphpanel.h"
 #include "graphview.h"
 #include "plandocument.h"
@@ -14,7 +15,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
-#include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
 #include <QSettings>
@@ -29,7 +29,7 @@ namespace {
 constexpr int kMaxRecent = 10;
 } // namespace
 
-StudioActions::StudioActions(StudioWindow *window, PlanDocument *document, QLineEdit *find)
+StudioActions::StudioActions(StudioWindow *window, PlanDocument *document, FindBar *find)
     : QObject(window), m_window(window), m_document(document), m_find(find)
 {
     createFileMenu();
@@ -91,10 +91,7 @@ void StudioActions::createEditMenu()
     wholeClass->setToolTip(tr("Unchecked: a pin applies to the instance it was made on only"));
     connect(wholeClass, &QAction::toggled, m_document, &PlanDocument::setPinWholeClass);
     edit->addSeparator();
-    auto *find = edit->addAction(tr("&Find…"), m_window, [this] {
-        m_find->setFocus();
-        m_find->selectAll();
-    });
+    auto *find = edit->addAction(tr("&Find…"), m_find, &FindBar::focusQuery);
     find->setShortcut(QKeySequence::Find);
 }
 

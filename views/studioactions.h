@@ -7,11 +7,11 @@
 
 class QAction;
 class QComboBox;
-class QLineEdit;
 class QMenu;
 
 namespace tapestry::views {
 
+class FindBar;
 class PlanDocument;
 class StudioWindow;
 
@@ -22,7 +22,7 @@ class StudioWindow;
 class StudioActions : public QObject {
     Q_OBJECT
 public:
-    StudioActions(StudioWindow *window, PlanDocument *document, QLineEdit *find);
+    StudioActions(StudioWindow *window, PlanDocument *document, FindBar *find);
 
     // The request as the toolbar's fields hold it.
     PlanRequest request() const;
@@ -44,7 +44,7 @@ private:
 
     StudioWindow *m_window;
     PlanDocument *m_document;
-    QLineEdit *m_find;
+    FindBar *m_find;
     QMenu *m_recentMenu = nullptr;
     QComboBox *m_method = nullptr;
     QComboBox *m_mesh = nullptr;

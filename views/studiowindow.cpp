@@ -8,7 +8,7 @@
 #include "costchartsview.h"
 #include "costsummarybar.h"
 #include "executorpanel.h"
-#include "finder.h"
+#include "findbar.h"
 #include "graphpanel.h"
 #include "inspectordock.h"
 #include "inspectorview.h"
@@ -22,9 +22,7 @@
 
 #include <QCloseEvent>
 #include <QDockWidget>
-#include <QHBoxLayout>
 #include <QLabel>
-#include <QLineEdit>
 #include <QMessageBox>
 #include <QFileDialog>
 #include <QProgressBar>
@@ -42,7 +40,7 @@ namespace tapestry::views {
 StudioWindow::StudioWindow(QWidget *parent)
     : QMainWindow(parent), m_doc(new PlanDocument(this)), m_graph(new GraphPanel(this)),
       m_compare(new CompareView(this)), m_charts(new CostChartsView(this)), m_costBar(new CostSummaryBar(this)),
-      m_find(new QLineEdit(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_find(new FindBar(m_graph, this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
       m_cancel(new QPushButton(tr("Cancel"), this))
 {
     setWindowTitle(tr("Tapestry[*]"));
@@ -51,19 +49,11 @@ StudioWindow::StudioWindow(QWidget *parent)
     auto *layout = new QVBoxLayout(central);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->setSpacing(0);
-    auto *findRow = new QHBoxLayout;
-    findRow->setContentsMargins(6, 4, 6, 4);
-    m_find->setPlaceholderText(tr("Find op, tensor or shape (Ctrl+F, Enter for next)"));
-    m_find->setClearButtonEnabled(true);
-    findRow->addWidget(m_find);
-    layout->addLayout(findRow);
+    layout->addWidget(m_find);
     layout->addWidget(m_graph, 1);
     layout->addWidget(m_costBar);
     setCentralWidget(central);
-    connect(m_find, &QLineEdit::returnPressed, this, [this] {
-        if (!findNext(m_find->text()))
-            statusBar()->showMessage(tr("No match for \"%1\"").arg(m_find->text()), 4000);
-    });
+    connect(m_find, &FindBar::message, statusBar(), &QStatusBar::showMessage);
 
     createDocks();
 
@@ -244,7 +234,7 @@ void StudioWindow::onModelLoaded()
                           .arg(model.loadSeconds * 1000, 0, 'f', 0)
                           .arg(model.pruneSeconds * 1000, 0, 'f', 0));
     m_actions->addRecent(model.source);
-    m_lastQuery.clear();
+    m_find->reset();
     m_costBar->clearCost();
     emit loaded();
     // A lesson brings its own plan; everything else gets one derived.
@@ -294,13 +284,7 @@ void StudioWindow::onPlanChanged(PlanDocument::PlanChange change)
     const PlannedModel &current = planned();
     const plan::Plan &p = *current.plan;
     m_graph->showPins(p);
-    QVector<double> shares;
-    if (document().classes && p.cost.stepTime > 0)
-        for (const auto &c : document().classes->classes) {
-            auto it = current.byClass.find("class " + std::to_string(c.id.value));
-            shares.push_back(it == current.byClass.end() ? 0.0 : it->second.total() / p.cost.stepTime);
-        }
-    classModel()->setCostShares(shares);
+    m_classes->showCosts(document(), current);
     m_charts->setPlanned(current, m_classes->classNames());
     m_status->setText(tr("%1 plan on %2 in %3 ms: step %4 ms%5")
                           .arg(QString::fromStdString(p.method), QString::fromStdString(p.mesh.toString()))
@@ -482,25 +466,7 @@ void StudioWindow::showNodeMenu(int viewNode, const QPoint &screenPos)
 
 bool StudioWindow::findNext(const QString &query)
 {
-    const auto found = findNodes(document(), query);
-    if (found.empty())
-        return false;
-    if (query != m_lastQuery) {
-        m_lastQuery = query;
-        m_findIndex = 0;
-    } else {
-        m_findIndex = (m_findIndex + 1) % found.size();
-    }
-    const int viewNode = m_graph->viewNodeOf(found[m_findIndex]);
-    if (viewNode < 0)
-        return false;
-    m_graph->selectViewNode(viewNode);
-    statusBar()->showMessage(tr("Match %1 of %2: %3")
-                                 .arg(m_findIndex + 1)
-                                 .arg(found.size())
-                                 .arg(QString::fromStdString(std::string(document().coarse->node(found[m_findIndex]).name))),
-                             6000);
-    return true;
+    return m_find->findNext(query);
 }
 
 bool StudioWindow::selectByName(const QString &name)

@@ -11,7 +11,6 @@
 #include <string>
 
 class QLabel;
-class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
@@ -27,6 +26,7 @@ class ClassesDock;
 class CompareView;
 class CostChartsView;
 class CostSummaryBar;
+class FindBar;
 class GraphPanel;
 class InspectorDock;
 class InspectorView;
@@ -170,7 +170,7 @@ private:
     CostChartsView *m_charts;
     CostSummaryBar *m_costBar;
     StudioActions *m_actions = nullptr;
-    QLineEdit *m_find;
+    FindBar *m_find;
     QLabel *m_status;
     QProgressBar *m_progress;
     QPushButton *m_cancel;
@@ -178,8 +178,6 @@ private:
     QString m_pendingPlanFile;
     QString m_lessonFocus;  // the node a lesson opens on, until its plan and layout are in
     QString m_lastError;
-    QString m_lastQuery;
-    std::size_t m_findIndex = 0;
     Colouring m_colouring = Colouring::ByClass;
     bool m_quietErrors = false;
     bool m_syncing = false;
