@@ -175,6 +175,18 @@ void PlanCoster::chargeOp(std::size_t k, const std::vector<ShardingSpec> &specs)
 void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &specs)
 {
     const auto id = ir::TensorId(static_cast<std::int32_t>(t));
+    // A reshard's collectives, costed and charged to the op at position k.
+    struct Collected {
+        const PlanCoster &coster;
+        std::vector<CollectiveCost> &out;
+        std::size_t k;
+        void reshard(Phase phase, ir::TensorId x, const ShardingSpec &from, const ShardingSpec &to,
+                     std::string_view reason)
+        {
+            appendReshard(out, coster.m_graph.tensor(x), from, to, phase, reason,
+                          coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
+        }
+    };
     const auto first = m_reads.begin() + m_readStart[t], last = m_reads.begin() + m_readStart[t + 1];
     std::vector<ShardingSpec> forward;
     std::vector<std::pair<ShardingSpec, std::int32_t>> contributions;
@@ -200,18 +212,7 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
         const auto at = std::upper_bound(charge.inputReshardSlot.begin(), charge.inputReshardSlot.end(), r->slot) -
                         charge.inputReshardSlot.begin();
         std::vector<CollectiveCost> reshards;
-        struct Sink {
-            const PlanCoster &coster;
-            std::vector<CollectiveCost> &out;
-            std::size_t k;
-            void reshard(Phase phase, ir::TensorId x, const ShardingSpec &from, const ShardingSpec &to,
-                         std::string_view reason)
-            {
-                appendReshard(out, coster.m_graph.tensor(x), from, to, phase, reason,
-                              coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
-            }
-        } sink{*this, reshards, static_cast<std::size_t>(r->op)};
-        chargeRead(id, specs[t], s.inputs[slot], sink);
+        chargeRead(id, specs[t], s.inputs[slot], Collected{*this, reshards, static_cast<std::size_t>(r->op)});
         charge.inputReshards.insert(charge.inputReshards.begin() + at, reshards.begin(), reshards.end());
         charge.inputReshardSlot.insert(charge.inputReshardSlot.begin() + at, reshards.size(), r->slot);
     }
@@ -220,18 +221,7 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
     reductions.clear();
     for (const auto &[spec, op] : contributions) {
         std::vector<CollectiveCost> sums;
-        struct Sink {
-            const PlanCoster &coster;
-            std::vector<CollectiveCost> &out;
-            std::size_t k;
-            void reshard(Phase phase, ir::TensorId x, const ShardingSpec &from, const ShardingSpec &to,
-                         std::string_view reason)
-            {
-                appendReshard(out, coster.m_graph.tensor(x), from, to, phase, reason,
-                              coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
-            }
-        } sink{*this, sums, static_cast<std::size_t>(op)};
-        chargeGradientSum(m_graph, id, spec, specs[t], sink);
+        chargeGradientSum(m_graph, id, spec, specs[t], Collected{*this, sums, static_cast<std::size_t>(op)});
         for (auto &c : sums)
             reductions.push_back({op, std::move(c)});
     }
