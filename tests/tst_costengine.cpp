@@ -96,12 +96,12 @@ std::vector<sharding::OpStrategy> strategies(const ir::Graph &g, const sharding:
     return out;
 }
 
-double localParameters(const ir::Graph &g, const sharding::Mesh &m, const std::vector<ShardingSpec> &specs)
+cost::ParameterLoad parameterLoad(const ir::Graph &g, const sharding::Mesh &m, const std::vector<ShardingSpec> &specs)
 {
-    std::int64_t n = 0;
+    cost::ParameterLoad load;
     for (auto t : g.tensorsWithRole(ir::Role::Parameter))
-        n += specs[t.index()].localElements(g.tensor(t).shape, m);
-    return static_cast<double>(n);
+        load += cost::parameterLoad(g.tensor(t), specs[t.index()], m);
+    return load;
 }
 
 // "zoo:NAME?layers=4&seq=64" for presets that take those knobs.
@@ -171,7 +171,7 @@ private slots:
             const cost::PlanCost whole = cost::evaluatePlan(g, m, specs);
             QVERIFY(incremental.cost(specs) == whole);
 
-            double compute = cost::optimizerSeconds(localParameters(g, m, specs), m, {}), comm = 0;
+            double compute = cost::chargeParameters(parameterLoad(g, m, specs), m, {}).seconds(), comm = 0;
             std::int64_t wire = 0;
             std::size_t collectives = 0;
             for (const auto &ops : cut) {

@@ -263,12 +263,15 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     };
     const cost::PlanCost before = costOps(m_specs), after = costOps(specs);
 
-    double parameters = 0;
+    // The per-parameter charges of what changed (linear in the load, so
+    // charged on the difference).
+    cost::ParameterLoad parameters;
     for (auto x : changed)
         if (m_graph.tensor(x).role == ir::Role::Parameter)
-            parameters += static_cast<double>(specs[x.index()].localElements(m_graph.tensor(x).shape, m_mesh) -
-                                              m_specs[x.index()].localElements(m_graph.tensor(x).shape, m_mesh));
-    const double optimizer = cost::optimizerSeconds(parameters, m_mesh, m_options);
+            parameters += cost::parameterLoad(m_graph.tensor(x), specs[x.index()], m_mesh) -
+                          cost::parameterLoad(m_graph.tensor(x), m_specs[x.index()], m_mesh);
+    const cost::ParameterCharge perParameter = cost::chargeParameters(parameters, m_mesh, m_options);
+    const double optimizer = perParameter.seconds();
 
     // Phase totals of the whole step under the alternative, as evaluatePlan
     // combines them (overlap makes step time more than a sum).
@@ -290,7 +293,7 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     alt.stepTimeDelta = step - m_cost.stepTime;
     alt.commDelta = after.comm - before.comm;
     alt.computeDelta = after.compute - before.compute + optimizer;
-    alt.memoryDelta = cost::modelStateBytes(parameters, m_options) +
+    alt.memoryDelta = perParameter.bytes +
                       (activationBytes(specs) - m_cost.memory.activations);
     alt.fits = m_cost.memory.total() + alt.memoryDelta <= m_cost.memoryCapacity;
     alt.collectivesAdded = missingFrom(after.collectives, before.collectives);

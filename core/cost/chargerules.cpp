@@ -61,28 +61,24 @@ double collectiveSeconds(const sharding::Collective &c, const sharding::Mesh &me
     return collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
 }
 
-double optimizerFlops(double localParameters, const CostOptions &options)
+ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
+                            const sharding::Mesh &mesh)
 {
-    return options.optimizerFlopsPerParameter * localParameters;
+    return {static_cast<double>(spec.localElements(parameter.shape, mesh))};
 }
 
-double optimizerSeconds(double localParameters, const sharding::Mesh &mesh, const CostOptions &options)
+ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh &mesh, const CostOptions &options)
 {
-    return computeSeconds(optimizerFlops(localParameters, options), ir::DType::F32, mesh);
-}
-
-MemoryCost modelStateMemory(double localParameters, const CostOptions &options)
-{
-    MemoryCost m;
-    m.parameters = std::llround(localParameters * options.parameterBytes);
-    m.gradients = std::llround(localParameters * options.gradientBytes);
-    m.optimizer = std::llround(localParameters * options.optimizerBytes);
-    return m;
-}
-
-std::int64_t modelStateBytes(double localParameters, const CostOptions &options)
-{
-    return std::llround(localParameters * options.bytesPerParameter());
+    ParameterCharge c;
+    // Adam's update: a fixed count of FLOPs per local element, in fp32.
+    c.optimizer.flops = options.optimizerFlopsPerParameter * load.localElements;
+    c.optimizer.compute = computeSeconds(c.optimizer.flops, ir::DType::F32, mesh);
+    c.memory.parameters = std::llround(load.localElements * options.parameterBytes);
+    c.memory.gradients = std::llround(load.localElements * options.gradientBytes);
+    c.memory.optimizer = std::llround(load.localElements * options.optimizerBytes);
+    c.unroundedBytes = load.localElements * options.bytesPerParameter();
+    c.bytes = std::llround(c.unroundedBytes);
+    return c;
 }
 
 double stepSeconds(double compute, double comm, const CostTotals &forward, const CostTotals &backward,

@@ -30,10 +30,11 @@ namespace tapestry::cost {
 //   charged to the first of them (chargeRead); its gradient contributions
 //   summed per distinct spec and resharded to its gradient spec, charged to
 //   the first reader producing each (chargeGradientSum);
-// - the optimizer's update of the local parameter shards (optimizerSeconds);
+// - per parameter: the optimizer's update of its local shard, and its model
+//   states in memory (chargeParameters);
 // - phases summed into a step, with backward overlap (stepSeconds);
-// - memory: model states by bytes per parameter (modelStateMemory); the
-//   activations in cost/activationmemory.h.
+// - memory: model states per parameter (chargeParameters); the activations
+//   in cost/activationmemory.h.
 
 // Seconds to compute `flops` of `type` on one device.
 double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh);
@@ -116,15 +117,41 @@ double reshardSeconds(const ir::Tensor &tensor, const sharding::ShardingSpec &fr
 // The time of one collective on its axis.
 double collectiveSeconds(const sharding::Collective &c, const sharding::Mesh &mesh);
 
-// Adam's update of `localParameters` elements per device.
-double optimizerFlops(double localParameters, const CostOptions &options);
-double optimizerSeconds(double localParameters, const sharding::Mesh &mesh, const CostOptions &options);
+// The per-parameter charges of a step: what every parameter costs for
+// being a parameter, apart from the ops that read it. Today: Adam's update
+// of its local elements and its model states (parameter, gradient,
+// optimizer state) in memory. A new per-parameter charge (ZeRO's gather of
+// parameter shards, its reduce-scatter of gradients) is a field of the load
+// and a term of chargeParameters: every costing path (PlanCoster, the
+// search's SegmentCoster, the explainer) sums loads and charges them here.
+//
+// The charges are linear in the load, so a search may charge a plan's
+// parameters one at a time (as rates per element) or summed at once.
+struct ParameterLoad {
+    double localElements = 0;  // per device
+    ParameterLoad &operator+=(const ParameterLoad &o)
+    {
+        localElements += o.localElements;
+        return *this;
+    }
+    friend ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b)
+    {
+        a.localElements -= b.localElements;
+        return a;
+    }
+};
+// One parameter stored in `spec`.
+ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
+                            const sharding::Mesh &mesh);
 
-// Parameter, gradient and optimizer-state bytes per device of
-// `localParameters` elements, each rounded (a plan's memory breakdown) ...
-MemoryCost modelStateMemory(double localParameters, const CostOptions &options);
-// ... and their sum rounded once (a segment's or a choice's memory).
-std::int64_t modelStateBytes(double localParameters, const CostOptions &options);
+struct ParameterCharge {
+    CostTotals optimizer;       // the update: its FLOPs and seconds (the optimizer phase)
+    MemoryCost memory;          // parameter, gradient and optimizer-state bytes, each rounded (a plan's breakdown)
+    double unroundedBytes = 0;  // their sum
+    std::int64_t bytes = 0;     // their sum rounded once (a segment's or a choice's memory)
+    double seconds() const { return optimizer.total(); }
+};
+ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh &mesh, const CostOptions &options);
 
 // A step from its phases: compute + communication (the step's totals, as
 // the caller sums them), or with overlap, forward + the larger of backward

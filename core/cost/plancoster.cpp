@@ -358,13 +358,13 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     if (anyBackward)
         cost.byPhase.emplace("backward", backward);
 
-    std::int64_t localParameters = 0;
+    ParameterLoad load;
     for (auto t : m_parameters)
-        localParameters += specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh);
-    const auto params = static_cast<double>(localParameters);
+        load += parameterLoad(m_graph.tensor(t), specs[t.index()], m_mesh);
+    const ParameterCharge perParameter = chargeParameters(load, m_mesh, m_options);
     CostTotals &optimizer = cost.byPhase["optimizer"];
-    optimizer.flops += optimizerFlops(params, m_options);
-    optimizer.compute += optimizerSeconds(params, m_mesh, m_options);
+    optimizer.flops += perParameter.optimizer.flops;
+    optimizer.compute += perParameter.optimizer.compute;
 
     for (const auto &[phase, totals] : cost.byPhase)
         cost.compute += totals.compute;
@@ -375,7 +375,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     cost.stepTime =
         stepSeconds(cost.compute, cost.comm, phase("forward"), phase("backward"), phase("optimizer"), m_options);
 
-    cost.memory = modelStateMemory(params, m_options);
+    cost.memory = perParameter.memory;
     const auto layers = transformerLayers(m_graph, m_mesh, specs);
     if (!layers.empty()) {
         cost.memory.activationModel = "korthikanti";

@@ -512,8 +512,11 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     const Segment &segment, const std::map<ir::TensorId, ShardingSpec> &boundary, std::int64_t weightCapacity,
     ir::TensorId link, const std::vector<ShardingSpec> &linkSpecs)
 {
-    const double bpp = m_options.bytesPerParameter();
-    const double optimizerPerElement = cost::optimizerSeconds(1, m_mesh, m_options);
+    // The per-parameter charges as rates per local element (they are linear
+    // in the load), so that partial plans are charged weight by weight.
+    const cost::ParameterCharge perElement = cost::chargeParameters({1}, m_mesh, m_options);
+    const double bpp = perElement.unroundedBytes;
+    const double optimizerPerElement = perElement.seconds();
     const std::int32_t replicated = intern(ShardingSpec::replicated(m_mesh.rank()));
     std::vector<std::vector<std::int32_t>> choiceIds;
     std::vector<std::vector<double>> choiceElements;  // per weight and choice: elements per device
@@ -847,10 +850,10 @@ SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh,
 
 std::int64_t SegmentCoster::weightMemory(const Segment &segment, const std::vector<ShardingSpec> &weights) const
 {
-    double elements = 0;
+    cost::ParameterLoad load;
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
-        elements += static_cast<double>(weights[w].localElements(m_graph.tensor(segment.weights[w]).shape, m_mesh));
-    return cost::modelStateBytes(elements, m_options);
+        load += cost::parameterLoad(m_graph.tensor(segment.weights[w]), weights[w], m_mesh);
+    return cost::chargeParameters(load, m_mesh, m_options).bytes;
 }
 
 SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::TensorId, ShardingSpec> &boundary,
@@ -925,14 +928,14 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         c.comm = totals.comm;
         c.stepTime = totals.compute + totals.comm;
     }
-    double localParameters = 0;
-    for (auto t : segment.weights)
-        localParameters += static_cast<double>(m_specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh));
-    for (auto t : segment.derived)
-        localParameters += static_cast<double>(m_specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh));
-    result.time = c.stepTime + cost::optimizerSeconds(localParameters, m_mesh, m_options);
+    cost::ParameterLoad load;
+    for (const auto *parameters : {&segment.weights, &segment.derived})
+        for (auto t : *parameters)
+            load += cost::parameterLoad(m_graph.tensor(t), m_specs[t.index()], m_mesh);
+    const cost::ParameterCharge perParameter = cost::chargeParameters(load, m_mesh, m_options);
+    result.time = c.stepTime + perParameter.seconds();
     result.comm = c.comm;
-    result.parameterMemory = cost::modelStateBytes(localParameters, m_options);
+    result.parameterMemory = perParameter.bytes;
 
     std::int64_t activations = 0;
     if (m_attention) {
