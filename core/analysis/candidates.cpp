@@ -52,6 +52,25 @@ search::Segment classSegment(const ir::Graph &graph, const plan::Plan &plan, con
                        std::move(ops));
 }
 
+// The way the plan stores `part`'s partial sums: the first under which its
+// weights derive the plan's specs for what the part writes inside.
+sharding::PartialResolution heldWay(const ir::Graph &graph, search::SegmentCoster &coster,
+                                    const search::Segment &part, const std::map<ir::TensorId, ShardingSpec> &boundary,
+                                    const std::vector<ShardingSpec> &weights, const std::vector<ShardingSpec> &specs)
+{
+    for (auto way : search::kPartialWays) {
+        coster.setPartialResolution(way);
+        coster.evaluate(part, boundary, weights);
+        bool same = true;
+        for (ir::OpId id : part.ops)
+            for (ir::TensorId t : graph.op(id).outputs)
+                same = same && (boundary.count(t) || coster.spec(t) == specs[t.index()]);
+        if (same)
+            return way;
+    }
+    return search::kPartialWays[0];
+}
+
 } // namespace
 
 std::map<ir::TensorId, ir::TensorId> counterparts(const ir::Graph &graph, const passes::SubgraphClasses &classes,
@@ -99,10 +118,14 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
     const auto present = weightSpecs(whole, specs);
     std::vector<ClassCandidate> all;
     std::vector<search::SegmentCost> heldCost;
+    std::vector<sharding::PartialResolution> heldWays;
     std::int64_t heldMemory = 0;
     double heldTime = 0;
     for (const search::Segment &part : parts) {
-        heldCost.push_back(coster.evaluate(part, heldBoundary(graph, part, specs), weightSpecs(part, specs)));
+        const auto boundary = heldBoundary(graph, part, specs);
+        heldWays.push_back(heldWay(graph, coster, part, boundary, weightSpecs(part, specs), specs));
+        coster.setPartialResolution(heldWays.back());
+        heldCost.push_back(coster.evaluate(part, boundary, weightSpecs(part, specs)));
         heldMemory += heldCost.back().memory;
         heldTime += heldCost.back().time;
     }
@@ -121,9 +144,26 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
                                                          std::to_string(part.weights.size()) +
                                                          " weights in one block are too many to list"});
         auto consider = [&](const std::vector<ShardingSpec> &weights) {
-            const search::SegmentCost cost = coster.evaluate(part, boundary, weights);
-            ++out.enumerated;
+            // The plan's choice as the plan has it; another in its faster
+            // way of storing partial sums, as tap would search it.
             ClassCandidate c;
+            c.chosen = weights == held;
+            search::SegmentCost cost;
+            bool costed = false;
+            for (auto way : search::kPartialWays) {
+                if (c.chosen && way != heldWays[p])
+                    continue;
+                coster.setPartialResolution(way);
+                search::SegmentCost next = coster.evaluate(part, boundary, weights);
+                if (!costed || next.time < cost.time) {
+                    cost = std::move(next);
+                    c.partials = way;
+                }
+                costed = true;
+                if (!c.chosen && !coster.partialsStored())
+                    break;  // no partial sum stored: the other way costs the same
+            }
+            ++out.enumerated;
             // The whole class' weights: this part's choice, the others as held.
             for (std::size_t w = 0; w < whole.weights.size(); ++w) {
                 ShardingSpec spec = present[w];
@@ -138,7 +178,6 @@ ClassCandidates classCandidates(const ir::Graph &graph, const passes::SubgraphCl
             c.memory = (cost.memory + othersMemory) * static_cast<std::int64_t>(n);
             c.planMemory = restMemory + c.memory;
             c.fits = c.planMemory <= capacity;
-            c.chosen = weights == held;
             c.perBlock = out.perBlock;
             // Per block, the class' time counts the other blocks as held.
             c.time += othersTime;
@@ -205,6 +244,11 @@ plan::Plan applyCandidate(const ir::Graph &graph, const passes::SubgraphClasses 
             partWeights.push_back(
                 weights[static_cast<std::size_t>(std::find(whole.weights.begin(), whole.weights.end(), w) -
                                                  whole.weights.begin())]);
+        // The part whose weights the candidate changes takes its way, the
+        // others keep the plan's.
+        const auto held = weightSpecs(part, specs);
+        coster.setPartialResolution(partWeights != held ? candidate.partials
+                                                        : heldWay(graph, coster, part, boundary, held, specs));
         coster.evaluate(part, boundary, partWeights);
         for (ir::OpId id : part.ops) {
             const ir::Op &op = graph.op(id);

@@ -3,6 +3,7 @@
 #include "ir/graph.h"
 #include "passes/subgraphclasses.h"
 #include "plan/plan.h"
+#include "sharding/propagation.h"
 #include "sharding/shardingspec.h"
 
 #include <cstddef>
@@ -27,6 +28,9 @@ struct ClassCandidate {
     bool fits = true;            // planMemory within the device's capacity
     bool chosen = false;         // the plan's present choice
     bool perBlock = false;       // costed block by block, the tensors between blocks held
+    // How the class stores its partial sums under this choice: the plan's
+    // way for the chosen one, the faster way for the others.
+    sharding::PartialResolution partials = sharding::PartialResolution::Replicate;
 };
 
 struct ClassCandidates {

@@ -15,6 +15,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 namespace tapestry::search {
 
@@ -346,7 +347,11 @@ constexpr std::int32_t kDerived = -2;
 constexpr std::size_t kMaxPartials = 1'000'000;
 
 struct SegmentCoster::Memo {
-    std::map<std::vector<std::int64_t>, std::map<State, std::vector<Partial>>> fronts;
+    struct Prefix {
+        std::map<State, std::vector<Partial>> front;
+        bool partialsStored = false;  // some op of the prefix stored a partial sum
+    };
+    std::map<std::vector<std::int64_t>, Prefix> fronts;
     // searchOrder() by segment (its first op and size).
     std::map<std::pair<std::int32_t, std::size_t>, std::vector<ir::OpId>> orders;
     // Partials record their weight choices as a chain through this trail,
@@ -450,6 +455,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     // Looked up through a reused key: most calls are hits and allocate nothing.
     std::vector<std::int32_t> &key = m_outcomeKey;
     key.assign(1, static_cast<std::int32_t>(id.index()));
+    key.push_back(static_cast<std::int32_t>(m_partial));
     key.insert(key.end(), inputs.begin(), inputs.end());
     key.insert(key.end(), pending.begin(), pending.end());
     key.insert(key.end(), fixed.begin(), fixed.end());
@@ -476,9 +482,14 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     if (derivedHere)
         out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh, ruleOf(id));
     const sharding::OpStrategy &s = out.strategy;
-    for (std::size_t o = 0; o < op.outputs.size(); ++o)
-        out.outputs.push_back(fixed[o] >= 0 ? m_interned[static_cast<std::size_t>(fixed[o])]
-                                            : withoutPartials(s.outputs[o]));
+    for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+        if (fixed[o] >= 0) {
+            out.outputs.push_back(m_interned[static_cast<std::size_t>(fixed[o])]);
+            continue;
+        }
+        out.partialsStored = out.partialsStored || s.outputs[o] != withoutPartials(s.outputs[o]);
+        out.outputs.push_back(sharding::storedSpec(s.outputs[o], m_graph.tensor(op.outputs[o]).shape, m_mesh, m_partial));
+    }
     out.flows = cost::gradientFlows(op, s, m_flow);
     struct Sink {
         SegmentCoster &coster;
@@ -655,6 +666,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                             given[i] = choiceIds[static_cast<std::size_t>(w)][c];
                 }
                 const OpOutcome &oc = opOutcome(id, given, pending, fixed);
+                m_partialsStored = m_partialsStored || oc.partialsStored;
                 const sharding::OpStrategy &s = oc.strategy;
                 st = state;  // into the scratch state's buffer: no allocation
                 double time = oc.time, comm = oc.comm;
@@ -799,7 +811,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     }
     std::vector<std::int64_t> key{ops.empty() ? -1 : ops.front().value,
                                   static_cast<std::int64_t>(ops.size()), static_cast<std::int64_t>(prefix),
-                                  weightCapacity};
+                                  weightCapacity, static_cast<std::int64_t>(m_partial)};
     {
         std::set<ir::TensorId> written;
         for (std::size_t k = 0; k < prefix; ++k) {
@@ -815,12 +827,15 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     }
     auto cached = m_memo->fronts.find(key);
     if (cached == m_memo->fronts.end()) {
+        const bool storedBefore = std::exchange(m_partialsStored, false);
         Front f{{State{}, {Partial{}}}};
         for (std::size_t k = 0; k < prefix; ++k)
             f = advance(f, k, -1);
-        cached = m_memo->fronts.emplace(std::move(key), std::move(f)).first;
+        cached = m_memo->fronts.emplace(std::move(key), Memo::Prefix{std::move(f), m_partialsStored}).first;
+        m_partialsStored = m_partialsStored || storedBefore;
     }
-    Front front = cached->second;
+    m_partialsStored = m_partialsStored || cached->second.partialsStored;
+    Front front = cached->second.front;
     std::size_t k = prefix;
     for (; k < ops.size() && !writesLink(k); ++k)
         front = advance(front, k, -1);
@@ -909,11 +924,8 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
             const ir::TensorId t = op.outputs[o];
             if (boundary.count(t))
                 continue;
-            ShardingSpec spec = s.outputs[o];
-            for (auto &p : spec.placements)
-                if (p.isPartial())
-                    p = Placement::replicate();
-            m_specs[t.index()] = spec;
+            m_partialsStored = m_partialsStored || s.outputs[o] != withoutPartials(s.outputs[o]);
+            m_specs[t.index()] = sharding::storedSpec(s.outputs[o], m_graph.tensor(t).shape, m_mesh, m_partial);
         }
         strategies.push_back(std::move(s));
     }

@@ -5,6 +5,7 @@
 #include "ir/graph.h"
 #include "search/segment.h"
 #include "sharding/mesh.h"
+#include "sharding/propagation.h"
 #include "sharding/shardingspec.h"
 #include "sharding/strategy.h"
 
@@ -16,6 +17,13 @@
 #include <vector>
 
 namespace tapestry::search {
+
+// The ways a segment may store the partial sums its ops produce (row-
+// parallel matmuls' outputs), searched as a choice of each subgraph class:
+// all-reduced to replicas, or reduce-scattered over the sequence (Megatron's
+// sequence parallelism).
+inline constexpr sharding::PartialResolution kPartialWays[] = {sharding::PartialResolution::Replicate,
+                                                               sharding::PartialResolution::ShardSequence};
 
 // One segment under one choice of weights and boundary specs, costed for a
 // single copy.
@@ -81,6 +89,18 @@ public:
     // the first found), which finds the same fastest and least-communication
     // plans from far smaller fronts.
     void setMemoryBinds(bool binds) { m_memoryBinds = binds; }
+    // How the partial sums ops produce inside a segment are stored (all-
+    // reduced, or reduce-scattered over the sequence as Megatron's sequence
+    // parallelism does); outputs the boundary fixes are stored as fixed.
+    // partialsStored() tells whether any evaluation since the last
+    // setPartialResolution stored one, that is whether another resolution
+    // could cost anything differently.
+    void setPartialResolution(sharding::PartialResolution partial)
+    {
+        m_partial = partial;
+        m_partialsStored = false;
+    }
+    bool partialsStored() const { return m_partialsStored; }
     // Parameter bytes per device of `weights` alone: a lower bound of the
     // segment's memory, checked before costing.
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;
@@ -95,6 +115,8 @@ private:
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     bool m_memoryBinds = true;
+    sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
+    bool m_partialsStored = false;
     std::vector<sharding::ShardingSpec> m_specs;
 
     // One op's costs given its stored input specs, for searchWeights.
@@ -105,6 +127,7 @@ private:
         double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes)
         double comm = 0;
         bool flows = false;
+        bool partialsStored = false;  // an output not fixed was produced as a partial sum
         double derivedElements = 0;  // per device, of the small parameters this op decides
         // The same specs interned (see intern()), for the search's state.
         std::vector<std::int32_t> inputIds, needIds, gradientIds, outputIds;

@@ -1,5 +1,6 @@
 #include "search/tapsearch.h"
 
+#include "cost/objective.h"
 #include "cost/plancoster.h"
 #include "ir/error.h"
 #include "plan/plan.h"
@@ -126,8 +127,11 @@ private:
     ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
                                                     int before, int after, std::size_t block) const;
+    // A group's plans under each way of storing its partial sums (one
+    // choice per group, see kPartialWays), merged: the group's trail starts with the index of its way.
     Fronts searchGroup(const Group &g, const std::vector<int> &vars);
-    Fronts searchGroupExhaustively(const Group &g, const std::vector<int> &vars);
+    Fronts searchBlocks(const Group &g, const std::vector<int> &vars, int partial);
+    Fronts searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial);
     // Replays a group's trail: the specs it fixes for the representative's tensors.
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                 std::map<ir::TensorId, ShardingSpec> &fixed);
@@ -288,7 +292,24 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
 
 Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
 {
-    std::map<int, Fronts> front{{-1, Fronts{{Candidate{}}, {Candidate{}}}}};
+    Fronts all;
+    for (std::size_t p = 0; p < std::size(kPartialWays); ++p) {
+        m_coster.setPartialResolution(kPartialWays[p]);
+        const Fronts f = m_options.decompose ? searchBlocks(g, vars, static_cast<int>(p))
+                                             : searchGroupExhaustively(g, vars, static_cast<int>(p));
+        all.time.insert(all.time.end(), f.time.begin(), f.time.end());
+        all.comm.insert(all.comm.end(), f.comm.begin(), f.comm.end());
+        // No op stored a partial sum: another way would cost the same.
+        if (!m_coster.partialsStored())
+            break;
+    }
+    return {paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
+}
+
+Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int partial)
+{
+    const Candidate start{0, 0, 0, {partial}};
+    std::map<int, Fronts> front{{-1, Fronts{{start}, {start}}}};
     for (std::size_t k = 0; k < g.blocks.size(); ++k) {
         const Segment &block = g.blocks[k];
         std::vector<int> afters{-1};
@@ -328,7 +349,7 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
     return front.count(-1) ? front[-1] : Fronts{};
 }
 
-Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int> &vars)
+Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial)
 {
     std::vector<Candidate> all;
     const auto layouts = static_cast<std::int64_t>(m_layouts.size());
@@ -357,7 +378,7 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
                 boundary[t] = spec;
         for (std::int64_t wc = 0; wc < weightCombos; ++wc) {
             std::vector<ShardingSpec> weights;
-            Candidate c;
+            Candidate c{0, 0, 0, {partial}};
             std::int64_t rest = wc;
             for (std::size_t k = 0; k < g.blocks.size(); ++k) {
                 const std::int64_t n = comboCount(g.blocks[k]);
@@ -381,23 +402,30 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
     for (auto *front : {&fronts.time, &fronts.comm})
         for (Candidate &c : *front)
             for (std::size_t k = 0; k < g.blocks.size(); ++k)
-                c.trail[2 * k + 1] = keep(comboChoice(g.blocks[k], c.trail[2 * k + 1]));
+                c.trail[1 + 2 * k + 1] = keep(comboChoice(g.blocks[k], c.trail[1 + 2 * k + 1]));
     return fronts;
 }
 
 void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                        std::map<ir::TensorId, ShardingSpec> &fixed)
 {
+    m_coster.setPartialResolution(kPartialWays[static_cast<std::size_t>(trail[0])]);
     int before = -1;
     for (std::size_t k = 0; k < g.blocks.size(); ++k) {
         const Segment &block = g.blocks[k];
-        const int after = static_cast<int>(trail[2 * k]);
+        const int after = static_cast<int>(trail[1 + 2 * k]);
         const auto boundary = boundaryOf(g, block, vars, before, after, k);
-        const auto weights = chosenSpecs(block, m_choices[static_cast<std::size_t>(trail[2 * k + 1])]);
+        const auto weights = chosenSpecs(block, m_choices[static_cast<std::size_t>(trail[1 + 2 * k + 1])]);
         m_coster.evaluate(block, boundary, weights);
         for (const auto &[t, spec] : boundary)
             if (m_graph.tensor(t).role != ir::Role::Output)
                 fixed[t] = spec;
+        // What the block writes is stored as searched (its partial sums as
+        // the group's way keeps them), not as propagation would default.
+        for (ir::OpId id : block.ops)
+            for (ir::TensorId t : m_graph.op(id).outputs)
+                if (m_graph.tensor(t).role != ir::Role::Output && !fixed.count(t))
+                    fixed[t] = m_coster.spec(t);
         for (auto t : block.weights)
             fixed[t] = m_coster.spec(t);
         for (auto t : block.derived)
@@ -411,7 +439,7 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
     std::map<ir::TensorId, ShardingSpec> fixed;
     std::size_t at = 0;
     for (const Group &g : m_groups) {
-        const std::size_t n = 2 * g.blocks.size();
+        const std::size_t n = 1 + 2 * g.blocks.size();
         const std::vector<std::int64_t> trail(best.trail.begin() + static_cast<std::ptrdiff_t>(at),
                                               best.trail.begin() + static_cast<std::ptrdiff_t>(at + n));
         at += n;
@@ -474,6 +502,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         bool found = false;
     };
     Best fastest, leastComm, leastMemory;
+    auto objectiveOf = [&](const Candidate &c) { return cost::Objective::of(c.time, c.memory, m_capacity); };
     std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;  // by group and its variables' layouts
     std::size_t done = 0;
     // The plans of one combination of layouts, summed over groups; the
@@ -489,9 +518,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 key.push_back(vars[static_cast<std::size_t>(v)]);
             auto it = memo.find({gi, key});
             if (it == memo.end())
-                it = memo.emplace(std::make_pair(gi, key), m_options.decompose ? searchGroup(g, vars)
-                                                                               : searchGroupExhaustively(g, vars))
-                         .first;
+                it = memo.emplace(std::make_pair(gi, key), searchGroup(g, vars)).first;
             total = sum(total, it->second);
             if (m_options.progress)
                 m_options.progress(std::min(++done, planned), planned);
@@ -499,7 +526,8 @@ SearchResult TapSearch::run(const std::string &modelSource)
         for (const auto &c : total.time) {
             if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
                 fastest = {vars, c, true};
-            if (!leastMemory.found || c.memory < leastMemory.candidate.memory)
+            // While nothing fits: the least overshoot, then the least step time.
+            if (!leastMemory.found || objectiveOf(c) < objectiveOf(leastMemory.candidate))
                 leastMemory = {vars, c, true};
         }
         for (const auto &c : total.comm)

@@ -5,6 +5,23 @@
 
 namespace tapestry::sharding {
 
+ShardingSpec storedSpec(ShardingSpec spec, const ir::Shape &shape, const Mesh &mesh, PartialResolution partial)
+{
+    for (std::size_t a = 0; a < spec.placements.size(); ++a) {
+        Placement &p = spec.placements[a];
+        if (!p.isPartial())
+            continue;
+        p = Placement::replicate();
+        if (partial == PartialResolution::ShardSequence && !shape.empty()) {
+            ShardingSpec trial = spec;
+            trial.placements[a] = Placement::shard(shape.size() >= 3 ? 1 : 0);
+            if (trial.holds(shape, mesh))
+                p = trial.placements[a];
+        }
+    }
+    return spec;
+}
+
 std::vector<ShardingSpec> propagateSpecs(const ir::Graph &graph, const Mesh &mesh,
                                          const std::map<ir::TensorId, ShardingSpec> &fixed,
                                          PartialResolution partial)
@@ -25,21 +42,7 @@ std::vector<ShardingSpec> propagateSpecs(const ir::Graph &graph, const Mesh &mes
             const ir::TensorId t = op.outputs[o];
             if (fixed.count(t))
                 continue;
-            ShardingSpec spec = s.outputs[o];
-            const ir::Shape &shape = graph.tensor(t).shape;
-            for (auto &p : spec.placements) {
-                if (!p.isPartial())
-                    continue;
-                p = Placement::replicate();
-                if (partial == PartialResolution::ShardSequence && !shape.empty()) {
-                    ShardingSpec trial = spec;
-                    const int seqDim = shape.size() >= 3 ? 1 : 0;
-                    auto &slot = trial.placements[static_cast<std::size_t>(&p - spec.placements.data())];
-                    slot = Placement::shard(seqDim);
-                    if (trial.holds(shape, mesh))
-                        p = slot;
-                }
-            }
+            const ShardingSpec spec = storedSpec(s.outputs[o], graph.tensor(t).shape, mesh, partial);
             specs[t.index()] = spec;
         }
     }

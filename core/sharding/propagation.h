@@ -16,6 +16,10 @@ enum class PartialResolution {
                     // dim 1 of a [b, s, ...] tensor, dim 0 of a [tokens, ...] one, when divisible
 };
 
+// How a tensor an op produces in `produced` is stored: its partial sums
+// resolved as `partial` says (the other placements as produced).
+ShardingSpec storedSpec(ShardingSpec produced, const ir::Shape &shape, const Mesh &mesh, PartialResolution partial);
+
 // Derives a spec for every tensor of the graph from the fixed ones, in
 // topological order: an unfixed input or parameter is replicated, an unfixed
 // activation takes the spec its producer's strategy gives it, with partial
