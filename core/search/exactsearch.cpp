@@ -420,8 +420,19 @@ SearchResult ExactSearch::run(const std::string &modelSource)
             m_options.progress(m_nodes.size() + 1, m_nodes.size() + 2);
         comm = solve(leastComm, capacity, std::max(remaining(), 0.1 * limit));
     } else {
+        // The objective (cost/objective.h) when nothing fits: the least
+        // overshoot, then the least step time among plans that small.
         best = solve([](const Strategy &s) { return static_cast<double>(s.memory) / (1 << 20); }, 0,
                      std::max(remaining(), 0.1 * limit));
+        if (best) {
+            std::int64_t least = 0;
+            for (std::size_t n = 0; n < m_nodes.size(); ++n)
+                least += m_nodes[n].strategies[best->chosen[n]].memory;
+            if (auto faster = solve(fastest, least, std::max(remaining(), 0.1 * limit))) {
+                faster->optimal = faster->optimal && best->optimal;
+                best = faster;
+            }
+        }
         if (!best) {
             std::ostringstream message;
             message << "exact: CBC found no plan within the time limit (" << limit
