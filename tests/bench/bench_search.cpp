@@ -1,13 +1,19 @@
 // Derivation time of the searches: tap with model loading, coarsening and
 // pruning excluded and included, against depth and for large presets on 2D
 // meshes; exact against tap at 24 layers. Prints figures, asserts nothing.
+// "presets": every zoo preset on 8, 2x4 and 2x2x2 with its search time and
+// its gap to the best reference plan under the planner's objective (tap is
+// never to be worse: a row marked WORSE is a bug).
 // Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
-// resnet, mesh3d, exact); all when none are given.
+// resnet, mesh3d, exact, presets); all when none are given.
+#include "cost/objective.h"
 #include "io/modelloader.h"
+#include "io/zoo/zoo.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "search/exactsearch.h"
+#include "search/referenceplan.h"
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
 
@@ -59,6 +65,50 @@ void printTap(const std::string &label, const std::string &source, const std::st
     }
     std::printf("%-28s %-15s %12.2f %14.2f %12zu %14.4f\n", label.c_str(), shape.c_str(), t.search * 1e3, t.total * 1e3,
                 t.evaluated, t.stepTime * 1e3);
+}
+
+// tap against the best reference plan that applies, under the objective.
+void printPresetGap(const std::string &source, const std::string &shape)
+{
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        const auto g = io::loadModel(source);
+        const auto m = mesh(shape);
+        const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+        const auto r = search::tapSearch(g, classes, source, m);
+        const double total = since(start);
+        const auto mine = cost::Objective::of(r.plan.cost);
+        std::string bestName;
+        auto best = cost::Objective::worst();
+        for (auto method : {search::ReferenceMethod::Megatron, search::ReferenceMethod::DataParallel,
+                            search::ReferenceMethod::Replicate})
+            for (bool sp : {false, true}) {
+                if (sp && method != search::ReferenceMethod::Megatron)
+                    continue;
+                search::ReferenceOptions options;
+                options.sequenceParallel = sp;
+                try {
+                    const auto plan = search::referencePlan(g, source, m, method, options);
+                    if (const auto theirs = cost::Objective::of(plan.cost); theirs < best) {
+                        best = theirs;
+                        bestName = std::string(search::toString(method)) + (sp ? "-sp" : "");
+                    }
+                } catch (const TapestryError &) {
+                    // not applicable to this model on this mesh
+                }
+            }
+        const bool worse = !bestName.empty() && !noWorse(mine, best);
+        const double gap = bestName.empty() || best.overshoot != mine.overshoot
+                               ? 0.0
+                               : 100.0 * (mine.stepTime - best.stepTime) / best.stepTime;
+        std::printf("%-28s %-15s %12.2f %14.2f %14.4f %-14s %+9.2f%% %s%s\n", source.c_str(), shape.c_str(),
+                    r.stats.seconds * 1e3, total * 1e3, r.plan.cost.stepTime * 1e3,
+                    bestName.empty() ? "(none)" : bestName.c_str(), gap, mine.fits() ? "" : "no fit ",
+                    worse ? "WORSE" : "");
+    } catch (const TapestryError &e) {
+        std::printf("%-28s %-15s %s\n", source.c_str(), shape.c_str(), e.what());
+    }
+    std::fflush(stdout);
 }
 
 } // namespace
@@ -118,6 +168,13 @@ int main(int argc, char **argv)
                     exact.stats.seconds / tap.stats.seconds, exact.plan.cost.stepTime * 1e3,
                     tap.plan.cost.stepTime * 1e3,
                     100.0 * (tap.plan.cost.stepTime - exact.plan.cost.stepTime) / exact.plan.cost.stepTime);
+    }
+    if (wanted("presets")) {
+        std::printf("\n%-28s %-15s %12s %14s %14s %-14s %10s\n", "preset", "mesh", "search ms", "with load ms",
+                    "tap step ms", "best reference", "tap gap");
+        for (const auto &preset : io::zoo::presets())
+            for (const char *shape : {"8", "2x4", "2x2x2 (a, b, c)"})
+                printPresetGap("zoo:" + preset.name, shape);
     }
     return 0;
 }
