@@ -90,8 +90,8 @@ public:
     int planAllReduces() const { return m_allReduces; }        // per step
 
 private:
-    // One op on this rank's shards, run by its registry entry's rank
-    // kernels (or host kernels on a CPU rank where it has none).
+    // One op on this rank's shards, run by the kernels the device has for
+    // its registry entry.
     struct OpStep {
         const OpDef *def = nullptr;
         OpAttributes attributes;
