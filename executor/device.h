@@ -1,8 +1,5 @@
 #pragma once
 
-#include "kernels/activation.h"
-#include "kernels/binary.h"
-#include "kernels/matmul.h"
 #include "kernels/optimizer.h"
 #include "kernels/strided.h"
 #include "tensorview.h"
@@ -15,6 +12,9 @@
 #include <vector>
 
 namespace tapestry::exec {
+
+struct OpDef;
+struct OpKernels;
 
 // The math precision of the GEMMs. Tensors stay float32 in every case; fp16
 // and bf16 let the GPU's tensor cores round the GEMM operands to 16 bits and
@@ -36,8 +36,10 @@ struct KernelTimes {
 // kernels of kernels/*.h (CpuDevice), or a GPU (cuda/cudadevice.h). The
 // program builder (ShardedProgram) lays out its buffers and calls the same
 // operations on either; TensorView data pointers point into the device's
-// memory. The op kernels have exactly the meaning of kernels/*.h, whose
-// host versions are the reference the device versions are checked against.
+// memory. What is not one op's lives here (memory, copies between buffers,
+// timing, the optimizer); an op's kernels come from the op registry
+// (opKernels), and have exactly the meaning of kernels/*.h, whose host
+// versions are the reference the device versions are checked against.
 // Work may run asynchronously; synchronize() waits for it, and anything that
 // hands data to the host (download) waits by itself.
 class Device {
@@ -78,62 +80,12 @@ public:
     virtual void stridedCopy(
         const kernels::StridedBlock &block, float *dst, const float *src, bool accumulate) = 0;
 
-    // The op kernels (kernels/*.h).
-    virtual void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b) = 0;
-    virtual void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b,
-        const TensorView &da, const TensorView &db) = 0;
-    virtual void binaryForward(
-        kernels::BinaryOp op, const TensorView &out, const TensorView &a, const TensorView &b) = 0;
-    virtual void binaryBackward(kernels::BinaryOp op, const TensorView &dout, const TensorView &a,
-        const TensorView &b, const TensorView &da, const TensorView &db) = 0;
-    virtual void reluForward(const TensorView &out, const TensorView &x) = 0;
-    virtual void reluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx) = 0;
-    virtual void geluForward(kernels::GeluForm form, const TensorView &out, const TensorView &x) = 0;
-    virtual void geluBackward(
-        kernels::GeluForm form, const TensorView &dout, const TensorView &x, const TensorView &dx) = 0;
-    virtual void siluForward(const TensorView &out, const TensorView &x) = 0;
-    virtual void siluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx) = 0;
-    virtual void negForward(const TensorView &out, const TensorView &x) = 0;
-    virtual void negBackward(const TensorView &dout, const TensorView &dx) = 0;
-    virtual void softmaxForward(const TensorView &out, const TensorView &x) = 0;
-    virtual void softmaxBackward(const TensorView &dout, const TensorView &out, const TensorView &dx) = 0;
-    virtual void layernormForward(const TensorView &out, const TensorView &mean, const TensorView &rstd,
-        const TensorView &x, const TensorView &weight, const TensorView &bias, float epsilon) = 0;
-    virtual void layernormBackward(const TensorView &dout, const TensorView &x, const TensorView &weight,
-        const TensorView &mean, const TensorView &rstd, const TensorView &dx, const TensorView &dweight,
-        const TensorView &dbias) = 0;
-    virtual void rmsnormForward(const TensorView &out, const TensorView &rstd, const TensorView &x,
-        const TensorView &weight, float epsilon) = 0;
-    virtual void rmsnormBackward(const TensorView &dout, const TensorView &x, const TensorView &weight,
-        const TensorView &rstd, const TensorView &dx, const TensorView &dweight) = 0;
-    virtual void reshapeForward(const TensorView &out, const TensorView &x) = 0;
-    virtual void reshapeBackward(const TensorView &dout, const TensorView &dx) = 0;
-    virtual void transposeForward(
-        const TensorView &out, const TensorView &x, std::span<const std::int64_t> perm) = 0;
-    virtual void transposeBackward(
-        const TensorView &dout, std::span<const std::int64_t> perm, const TensorView &dx) = 0;
-    virtual void splitForward(std::span<const TensorView> outs, const TensorView &x, std::size_t axis) = 0;
-    virtual void splitBackward(std::span<const TensorView> douts, std::size_t axis, const TensorView &dx) = 0;
-    virtual void concatForward(const TensorView &out, std::span<const TensorView> xs, std::size_t axis) = 0;
-    virtual void concatBackward(const TensorView &dout, std::size_t axis, std::span<const TensorView> dxs) = 0;
-    virtual void sliceForward(const TensorView &out, const TensorView &x, std::span<const std::int64_t> starts,
-        std::span<const std::int64_t> steps) = 0;
-    virtual void sliceBackward(const TensorView &dout, std::span<const std::int64_t> starts,
-        std::span<const std::int64_t> steps, const TensorView &dx) = 0;
-    virtual void expandForward(const TensorView &out, const TensorView &x) = 0;
-    virtual void expandBackward(const TensorView &dout, const TensorView &dx) = 0;
-    virtual void shardedGatherForward(
-        const TensorView &out, const TensorView &table, const IndexView &ids, std::int64_t offset) = 0;
-    virtual void shardedGatherBackward(
-        const TensorView &dout, const IndexView &ids, std::int64_t offset, const TensorView &dtable) = 0;
-    virtual void crossEntropyRowMax(const TensorView &logits, const TensorView &rowMax) = 0;
-    virtual void crossEntropyRowSums(const TensorView &logits, const IndexView &labels, std::int64_t offset,
-        const TensorView &rowMax, const TensorView &sumExp, const TensorView &target) = 0;
-    virtual void crossEntropyFinish(const TensorView &loss, const TensorView &lse, const TensorView &rowMax,
-        const TensorView &sumExp, const TensorView &target, double denominator) = 0;
-    virtual void crossEntropyShardBackward(const TensorView &dloss, const TensorView &logits,
-        const IndexView &labels, std::int64_t offset, const TensorView &lse, double denominator,
-        const TensorView &dlogits) = 0;
+    // The kernels `def` runs with here: the registry's on host memory, the
+    // ones registered under its name on a GPU; without kernels (an empty
+    // OpKernels) the device cannot run it.
+    virtual OpKernels opKernels(const OpDef &def) const = 0;
+
+    // The optimizer's update of one parameter (kernels/optimizer.h).
     virtual void sgdUpdate(const TensorView &param, const TensorView &grad, float learningRate) = 0;
     virtual void adamUpdate(const TensorView &param, const TensorView &grad, const TensorView &m,
         const TensorView &v, std::int64_t step, const kernels::AdamConfig &config) = 0;

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace tapestry::exec {
@@ -203,7 +204,7 @@ void Interpreter::initialise()
 float Interpreter::forward()
 {
     for (const Instr &ins : m_program)
-        ins.def->host.forward(ins.args());
+        run(ins.def->host.forward, ins);
     double objective = 0.0;
     for (ir::TensorId t : m_objectiveTensors) {
         const TensorView &y = m_values[t.index()];
@@ -231,7 +232,7 @@ void Interpreter::backward()
     }
     for (auto it = m_program.rbegin(); it != m_program.rend(); ++it)
         if (it->backward)
-            it->def->host.backward(it->args());
+            run(it->def->host.backward, *it);
 }
 
 void Interpreter::update()
@@ -268,6 +269,14 @@ TensorView Interpreter::grad(std::string_view tensorName) const
 {
     value(tensorName);
     return m_grads[m_graph.findTensor(tensorName)->index()];
+}
+
+void Interpreter::run(OpKernel kernel, const Instr &ins)
+{
+    const auto start = std::chrono::steady_clock::now();
+    kernel(ins.args());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (ins.def->gemm ? m_kernelTimes.gemm : m_kernelTimes.other) += s;
 }
 
 OpArgs Interpreter::Instr::args() const

@@ -3,6 +3,7 @@
 #include "arena.h"
 #include "kernels/optimizer.h"
 #include "opregistry.h"
+#include "steploop.h"
 #include "tensorview.h"
 
 #include "ir/graph.h"
@@ -35,7 +36,7 @@ enum class Objective { Loss, SumOfSquares };
 // seed (initializer.h); the same batch is used every step. All memory lives
 // in one arena laid out at construction. This is the single-rank reference
 // the plan-driven ranks are checked against.
-class Interpreter {
+class Interpreter final : public StepProgram {
 public:
     // Throws TapestryError naming `input` when the graph has ops the
     // executor cannot run, or nothing to train on.
@@ -43,10 +44,14 @@ public:
     Interpreter(const Interpreter &) = delete;
     Interpreter &operator=(const Interpreter &) = delete;
 
-    float forward();   // returns the objective
-    void backward();   // gradients of the objective for the last forward
-    void update();     // one optimizer step on every parameter
-    float step();      // all three; returns the objective before the update
+    float forward() override;   // returns the objective
+    void backward() override;   // gradients of the objective for the last forward
+    void update() override;     // one optimizer step on every parameter
+    float step();               // all three; returns the objective before the update
+    void synchronize() override { }  // the host kernels are done when they return
+    // Seconds inside the op kernels since the last reset, the GEMMs apart.
+    KernelTimes kernelTimes() override { return m_kernelTimes; }
+    void resetKernelTimes() override { m_kernelTimes = {}; }
 
     Objective objective() const { return m_objective; }
     const ir::Graph &graph() const { return m_graph; }
@@ -58,10 +63,10 @@ public:
     // Floating-point operations of one training step, counted on the matmuls
     // (forward product and each gradient GEMM); the other ops add well under
     // a percent for transformer shapes.
-    double flopsPerStep() const { return m_flops; }
+    double flopsPerStep() const override { return m_flops; }
     // Tokens in one step: elements of the first integer input (token ids), or
     // rows (all dims but the last) of the first float input.
-    std::int64_t tokensPerStep() const { return m_tokens; }
+    std::int64_t tokensPerStep() const override { return m_tokens; }
     std::int64_t arenaBytes() const { return m_arena.size() * static_cast<std::int64_t>(sizeof(float)); }
 
 private:
@@ -81,6 +86,8 @@ private:
 
     void layOut(const std::string &input);
     void initialise();
+    // Runs `kernel` on `ins`, adding its time to m_kernelTimes.
+    void run(OpKernel kernel, const Instr &ins);
 
     ir::Graph m_graph;
     InterpreterOptions m_options;
@@ -98,6 +105,7 @@ private:
     std::int64_t m_updates = 0;
     double m_flops = 0.0;
     std::int64_t m_tokens = 0;
+    KernelTimes m_kernelTimes;
 };
 
 } // namespace tapestry::exec

@@ -6,6 +6,7 @@
 #include "planrun.h"
 #include "rankmesh.h"
 #include "reportlink.h"
+#include "steploop.h"
 
 #ifdef TAPESTRY_HAVE_CUDA
 #include "cuda/cudabackend.h"
@@ -19,7 +20,6 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -69,9 +69,9 @@ constexpr const char *kUsage =
     "  --test-drop-collective N  test aid: skip the plan's N-th all-reduce of each step\n"
     "                      (1-based), a deliberately wrong plan that --verify must catch\n"
     "  --steps K           without --plan: train K steps on one rank, the single-process reference;\n"
-    "                      one JSON line per step on stdout (loss, step time, tokens/s,\n"
-    "                      GFLOP/s). A graph without a loss trains on the sum of\n"
-    "                      squares of its outputs.\n"
+    "                      the report's JSON lines on stdout (hello, start, one per step with\n"
+    "                      loss, times, tokens/s and GFLOP/s, summary). A graph without a loss\n"
+    "                      trains on the sum of squares of its outputs.\n"
     "  --seed S            seed of the parameters and the batch (default 1)\n"
     "  --optimizer O       sgd (default) or adam\n"
     "  --lr X              learning rate (default 0.01 for sgd, 0.001 for adam)\n"
@@ -300,66 +300,40 @@ std::string meshProfileFor(const Options &o, exec::Backend &backend)
     return backend.device().description().find("A100") != std::string::npos ? "dgx-a100" : "dgx-h100";
 }
 
-// The single-process reference loop: JSON lines per step on stdout.
+// The single-process reference: the one step loop on the interpreter, its
+// report (executor/REPORT.md: hello, start, a line per step, summary) on
+// stdout. A single process has no plan, mesh or prediction.
 int train(exec::Interpreter &interpreter, const Options &o, int steps)
 {
-    using Clock = std::chrono::steady_clock;
-    auto seconds = [](Clock::time_point a, Clock::time_point b) {
-        return std::chrono::duration<double>(b - a).count();
-    };
-    const double tokens = static_cast<double>(interpreter.tokensPerStep());
-    const double flops = interpreter.flopsPerStep();
-    std::cout << nlohmann::json{
-                     {"event", "start"},
-                     {"model", o.model},
-                     {"objective", interpreter.objective() == exec::Objective::Loss
-                                       ? "loss"
-                                       : "sum_of_squares"},
-                     {"parameters", interpreter.graph().parameterCount()},
-                     {"arena_bytes", interpreter.arenaBytes()},
-                     {"tokens_per_step", interpreter.tokensPerStep()},
-                     {"flops_per_step", flops},
-                     {"seed", o.seed},
-                     {"optimizer", o.optimizer == exec::Optimizer::Adam ? "adam" : "sgd"}}
-                     .dump()
-              << '\n';
-    double total = 0.0;
-    float first = 0.0f, last = 0.0f;
-    for (int s = 1; s <= steps; ++s) {
-        const auto t0 = Clock::now();
-        const float loss = interpreter.forward();
-        const auto t1 = Clock::now();
-        interpreter.backward();
-        const auto t2 = Clock::now();
-        interpreter.update();
-        const auto t3 = Clock::now();
-        const double step = seconds(t0, t3);
-        total += step;
-        if (s == 1)
-            first = loss;
-        last = loss;
-        std::cout << nlohmann::json{{"event", "step"},
-                                    {"step", s},
-                                    {"loss", loss},
-                                    {"step_time_s", step},
-                                    {"forward_s", seconds(t0, t1)},
-                                    {"backward_s", seconds(t1, t2)},
-                                    {"update_s", seconds(t2, t3)},
-                                    {"tokens_per_s", tokens / step},
-                                    {"gflops", flops / step * 1e-9}}
-                         .dump()
-                  << '\n'
-                  << std::flush;
-    }
-    std::cout << nlohmann::json{{"event", "summary"},
-                                {"steps", steps},
-                                {"first_loss", first},
-                                {"last_loss", last},
-                                {"mean_step_time_s", total / steps},
-                                {"tokens_per_s", tokens * steps / total},
-                                {"gflops", flops * steps / total * 1e-9}}
-                     .dump()
-              << '\n';
+    const std::string device = exec::CpuDevice().description();
+    const std::string_view precision = exec::toString(exec::Precision::F32);
+    plan::ReportHello hello;
+    hello.ranks = 1;
+    std::cout << plan::reportLine(hello) << '\n';
+    plan::ReportStart start;
+    start.model = o.model;
+    start.ranks = 1;
+    start.objective = interpreter.objective() == exec::Objective::Loss ? "loss" : "sum_of_squares";
+    start.tokensPerStep = interpreter.tokensPerStep();
+    start.flopsPerStepPerRank = interpreter.flopsPerStep();
+    start.arenaBytesPerRank = interpreter.arenaBytes();
+    start.backend = "cpu";
+    start.device = device;
+    start.precision = precision;
+    std::cout << plan::reportLine(start) << '\n' << std::flush;
+
+    exec::StepLoopOptions loop;
+    loop.steps = steps;
+    loop.warmup = 0;  // the first step's loss is the initial parameters'
+    loop.report = true;
+    loop.progress = false;
+    plan::ReportSummary summary = exec::runSteps(interpreter, loop, nullptr, nullptr, std::cout, std::cerr);
+    summary.model = o.model;
+    summary.ranks = 1;
+    summary.backend = "cpu";
+    summary.device = device;
+    summary.precision = precision;
+    std::cout << plan::reportLine(summary) << '\n' << std::flush;
     return 0;
 }
 

@@ -1,7 +1,6 @@
 #include "opregistry.h"
 
 #include "collectives.h"
-#include "device.h"
 #include "kernels/activation.h"
 #include "kernels/binary.h"
 #include "kernels/crossentropy.h"
@@ -11,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
+#include "kernels/vocabparallel.h"
 
 #include <algorithm>
 #include <map>
@@ -81,9 +81,7 @@ const std::vector<OpDef> kOps = {
          return std::nullopt;
      },
      .host = {[](const OpArgs &a) { kernels::matmulForward(a.out[0], a.in[0], a.in[1]); },
-              [](const OpArgs &a) { kernels::matmulBackward(a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]); }},
-     .rank = {[](const OpArgs &a) { a.device->matmulForward(a.out[0], a.in[0], a.in[1]); },
-              [](const OpArgs &a) { a.device->matmulBackward(a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]); }}},
+              [](const OpArgs &a) { kernels::matmulBackward(a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]); }}},
     {.name = "Binary",
      .types = {"Add", "Sub", "Mul", "Div"},
      .refuse = [](const ir::Graph &, const ir::Op &op) -> std::optional<std::string> {
@@ -101,17 +99,11 @@ const std::vector<OpDef> kOps = {
      .host = {[](const OpArgs &a) { kernels::binaryForward(a.attributes->binary, a.out[0], a.in[0], a.in[1]); },
               [](const OpArgs &a) {
                   kernels::binaryBackward(a.attributes->binary, a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]);
-              }},
-     .rank = {[](const OpArgs &a) { a.device->binaryForward(a.attributes->binary, a.out[0], a.in[0], a.in[1]); },
-              [](const OpArgs &a) {
-                  a.device->binaryBackward(a.attributes->binary, a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]);
               }}},
     {.name = "Relu",
      .types = {"Relu"},
      .host = {[](const OpArgs &a) { kernels::reluForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::reluBackward(a.dout[0], a.in[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->reluForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->reluBackward(a.dout[0], a.in[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::reluBackward(a.dout[0], a.in[0], a.din[0]); }}},
     {.name = "Gelu",
      .types = {"Gelu"},
      .refuse = [](const ir::Graph &, const ir::Op &op) -> std::optional<std::string> {
@@ -121,21 +113,15 @@ const std::vector<OpDef> kOps = {
          return std::nullopt;
      },
      .host = {[](const OpArgs &a) { kernels::geluForward(a.attributes->gelu, a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::geluBackward(a.attributes->gelu, a.dout[0], a.in[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->geluForward(a.attributes->gelu, a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->geluBackward(a.attributes->gelu, a.dout[0], a.in[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::geluBackward(a.attributes->gelu, a.dout[0], a.in[0], a.din[0]); }}},
     {.name = "Silu",
      .types = {"Silu"},
      .host = {[](const OpArgs &a) { kernels::siluForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::siluBackward(a.dout[0], a.in[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->siluForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->siluBackward(a.dout[0], a.in[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::siluBackward(a.dout[0], a.in[0], a.din[0]); }}},
     {.name = "Neg",
      .types = {"Neg"},
      .host = {[](const OpArgs &a) { kernels::negForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::negBackward(a.dout[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->negForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->negBackward(a.dout[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::negBackward(a.dout[0], a.din[0]); }}},
     {.name = "Softmax",
      .types = {"Softmax"},
      .refuse = [](const ir::Graph &g, const ir::Op &op) -> std::optional<std::string> {
@@ -144,9 +130,7 @@ const std::vector<OpDef> kOps = {
          return std::nullopt;
      },
      .host = {[](const OpArgs &a) { kernels::softmaxForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::softmaxBackward(a.dout[0], a.out[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->softmaxForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->softmaxBackward(a.dout[0], a.out[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::softmaxBackward(a.dout[0], a.out[0], a.din[0]); }}},
     {.name = "LayerNorm",
      .types = {"LayerNormalization"},
      .savedRows = 2,
@@ -158,14 +142,6 @@ const std::vector<OpDef> kOps = {
               [](const OpArgs &a) {
                   kernels::layernormBackward(a.dout[0], a.in[0], a.in[1], a.saved[0], a.saved[1], a.din[0],
                                              a.din[1], optional(a.din, 2));
-              }},
-     .rank = {[](const OpArgs &a) {
-                  a.device->layernormForward(a.out[0], a.saved[0], a.saved[1], a.in[0], a.in[1], optional(a.in, 2),
-                                             a.attributes->epsilon);
-              },
-              [](const OpArgs &a) {
-                  a.device->layernormBackward(a.dout[0], a.in[0], a.in[1], a.saved[0], a.saved[1], a.din[0],
-                                              a.din[1], optional(a.din, 2));
               }}},
     {.name = "RmsNorm",
      .types = {"RMSNorm", "SimplifiedLayerNormalization"},
@@ -176,12 +152,6 @@ const std::vector<OpDef> kOps = {
               },
               [](const OpArgs &a) {
                   kernels::rmsnormBackward(a.dout[0], a.in[0], a.in[1], a.saved[0], a.din[0], a.din[1]);
-              }},
-     .rank = {[](const OpArgs &a) {
-                  a.device->rmsnormForward(a.out[0], a.saved[0], a.in[0], a.in[1], a.attributes->epsilon);
-              },
-              [](const OpArgs &a) {
-                  a.device->rmsnormBackward(a.dout[0], a.in[0], a.in[1], a.saved[0], a.din[0], a.din[1]);
               }}},
     // Flatten and Identity take one input, so reading their further inputs
     // as shapes changes nothing.
@@ -189,9 +159,7 @@ const std::vector<OpDef> kOps = {
      .types = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"},
      .shapeOperands = true,
      .host = {[](const OpArgs &a) { kernels::reshapeForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::reshapeBackward(a.dout[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->reshapeForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->reshapeBackward(a.dout[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::reshapeBackward(a.dout[0], a.din[0]); }}},
     {.name = "Transpose",
      .types = {"Transpose"},
      .decode =
@@ -203,24 +171,18 @@ const std::vector<OpDef> kOps = {
                      a.perm.push_back(static_cast<std::int64_t>(i));
          },
      .host = {[](const OpArgs &a) { kernels::transposeForward(a.out[0], a.in[0], a.attributes->perm); },
-              [](const OpArgs &a) { kernels::transposeBackward(a.dout[0], a.attributes->perm, a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->transposeForward(a.out[0], a.in[0], a.attributes->perm); },
-              [](const OpArgs &a) { a.device->transposeBackward(a.dout[0], a.attributes->perm, a.din[0]); }}},
+              [](const OpArgs &a) { kernels::transposeBackward(a.dout[0], a.attributes->perm, a.din[0]); }}},
     {.name = "Split",
      .types = {"Split"},
      .shapeOperands = true,
      .refuseSharded = axisSplit,
      .host = {[](const OpArgs &a) { kernels::splitForward(a.out, a.in[0], a.attributes->axis); },
-              [](const OpArgs &a) { kernels::splitBackward(a.dout, a.attributes->axis, a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->splitForward(a.out, a.in[0], a.attributes->axis); },
-              [](const OpArgs &a) { a.device->splitBackward(a.dout, a.attributes->axis, a.din[0]); }}},
+              [](const OpArgs &a) { kernels::splitBackward(a.dout, a.attributes->axis, a.din[0]); }}},
     {.name = "Concat",
      .types = {"Concat"},
      .refuseSharded = axisSplit,
      .host = {[](const OpArgs &a) { kernels::concatForward(a.out[0], a.in, a.attributes->axis); },
-              [](const OpArgs &a) { kernels::concatBackward(a.dout[0], a.attributes->axis, a.din); }},
-     .rank = {[](const OpArgs &a) { a.device->concatForward(a.out[0], a.in, a.attributes->axis); },
-              [](const OpArgs &a) { a.device->concatBackward(a.dout[0], a.attributes->axis, a.din); }}},
+              [](const OpArgs &a) { kernels::concatBackward(a.dout[0], a.attributes->axis, a.din); }}},
     {.name = "Slice",
      .types = {"Slice"},
      .refuse = [](const ir::Graph &, const ir::Op &op) -> std::optional<std::string> {
@@ -266,20 +228,12 @@ const std::vector<OpDef> kOps = {
               },
               [](const OpArgs &a) {
                   kernels::sliceBackward(a.dout[0], a.attributes->starts, a.attributes->steps, a.din[0]);
-              }},
-     .rank = {[](const OpArgs &a) {
-                  a.device->sliceForward(a.out[0], a.in[0], a.attributes->starts, a.attributes->steps);
-              },
-              [](const OpArgs &a) {
-                  a.device->sliceBackward(a.dout[0], a.attributes->starts, a.attributes->steps, a.din[0]);
               }}},
     {.name = "Expand",
      .types = {"Expand"},
      .shapeOperands = true,
      .host = {[](const OpArgs &a) { kernels::expandForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { kernels::expandBackward(a.dout[0], a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->expandForward(a.out[0], a.in[0]); },
-              [](const OpArgs &a) { a.device->expandBackward(a.dout[0], a.din[0]); }}},
+              [](const OpArgs &a) { kernels::expandBackward(a.dout[0], a.din[0]); }}},
     {.name = "Gather",
      .types = {"Gather"},
      .indexInput = 1,
@@ -291,8 +245,13 @@ const std::vector<OpDef> kOps = {
      },
      .host = {[](const OpArgs &a) { kernels::gatherForward(a.out[0], a.in[0], a.index); },
               [](const OpArgs &a) { kernels::gatherBackward(a.dout[0], a.index, a.din[0]); }},
-     .rank = {[](const OpArgs &a) { a.device->shardedGatherForward(a.out[0], a.in[0], a.index, a.offset); },
-              [](const OpArgs &a) { a.device->shardedGatherBackward(a.dout[0], a.index, a.offset, a.din[0]); }}},
+     // Vocab-parallel: a rank holds a block of the table's rows, from `offset`.
+     .hostShard = {[](const OpArgs &a) {
+                       kernels::shardedGatherForward(a.out[0], a.in[0], a.index, a.offset);
+                   },
+                   [](const OpArgs &a) {
+                       kernels::shardedGatherBackward(a.dout[0], a.index, a.offset, a.din[0]);
+                   }}},
     {.name = "CrossEntropy",
      .types = {"SoftmaxCrossEntropyLoss"},
      .indexInput = 1,
@@ -320,22 +279,22 @@ const std::vector<OpDef> kOps = {
               }},
      // Vocab-parallel (Megatron): each rank holds a block of the classes;
      // the row max and the two row sums are reduced over the axes splitting them.
-     .rank = {[](const OpArgs &a) {
-                  const TensorView &rowMax = a.scratch[0], &sumExp = a.scratch[1], &target = a.scratch[2];
-                  a.device->crossEntropyRowMax(a.in[0], rowMax);
-                  for (Collectives *c : a.split)
-                      c->allReduceMax(rowMax);
-                  a.device->crossEntropyRowSums(a.in[0], a.index, a.offset, rowMax, sumExp, target);
-                  for (Collectives *c : a.split) {
-                      c->allReduceSum(sumExp);
-                      c->allReduceSum(target);
-                  }
-                  a.device->crossEntropyFinish(a.out[0], a.saved[0], rowMax, sumExp, target, a.denominator);
-              },
-              [](const OpArgs &a) {
-                  a.device->crossEntropyShardBackward(a.dout[0], a.in[0], a.index, a.offset, a.saved[0],
-                                                      a.denominator, a.din[0]);
-              }}},
+     .hostShard = {[](const OpArgs &a) {
+                       const TensorView &rowMax = a.scratch[0], &sumExp = a.scratch[1], &target = a.scratch[2];
+                       kernels::crossEntropyRowMax(a.in[0], rowMax);
+                       for (Collectives *c : a.split)
+                           c->allReduceMax(rowMax);
+                       kernels::crossEntropyRowSums(a.in[0], a.index, a.offset, rowMax, sumExp, target);
+                       for (Collectives *c : a.split) {
+                           c->allReduceSum(sumExp);
+                           c->allReduceSum(target);
+                       }
+                       kernels::crossEntropyFinish(a.out[0], a.saved[0], rowMax, sumExp, target, a.denominator);
+                   },
+                   [](const OpArgs &a) {
+                       kernels::crossEntropyShardBackward(a.dout[0], a.in[0], a.index, a.offset, a.saved[0],
+                                                          a.denominator, a.din[0]);
+                   }}},
 };
 
 } // namespace

@@ -37,10 +37,11 @@ struct OpArgs {
     std::span<const TensorView> scratch;  // per-row scratch of a rank's vocab-parallel loss
     IndexView index;                      // the integer input (Gather's ids, the loss's labels)
     const OpAttributes *attributes = nullptr;
-    // Rank kernels only: the device they run on, and for vocab-parallel ops
-    // (split over the rows of an embedding or the classes of the logits)
-    // where this rank's block starts, the collectives of the mesh axes
-    // splitting it, and the whole batch's token count.
+    // Rank kernels only: the device they run on (a GPU's kernels take its
+    // stream from it), and for vocab-parallel ops (split over the rows of an
+    // embedding or the classes of the logits) where this rank's block starts,
+    // the collectives of the mesh axes splitting it, and the whole batch's
+    // token count.
     Device *device = nullptr;
     std::int64_t offset = 0;
     std::span<Collectives *const> split;
@@ -57,17 +58,16 @@ struct OpKernels {
 // One op kind the executor runs, declared once in opregistry.cpp: the IR
 // (ONNX) types it serves, which inputs are integer data or restated
 // shapes, what it keeps from forward, the forms it refuses, how its
-// attributes decode, and its kernels. The single-rank interpreter, the
+// attributes decode, and its host kernels. The single-rank interpreter, the
 // sharded program and the support check all read this table, so that a new
 // op is one entry here plus its kernels.
 //
-// Kernels come in two columns. `host` computes on host memory (kernels/*.h):
-// the interpreter's reference. `rank` runs on a rank's Device, which
-// dispatches to kernels/*.h on the CPU and to cuda/* on a GPU; where an op
-// has no rank kernels, CPU ranks run its host kernels and GPU ranks refuse
-// it up front.
+// A rank runs the kernels its Device gives for the entry
+// (Device::opKernels): a CPU rank those named here, a GPU rank the CUDA
+// kernels registered under the entry's name (cuda/opkernels.cpp). An op
+// without CUDA kernels runs on CPU ranks and GPU ranks refuse it up front.
 struct OpDef {
-    std::string_view name;                 // the kind, e.g. "Reshape"
+    std::string_view name;                 // the kind, e.g. "Reshape"; CUDA kernels register under it
     std::vector<std::string_view> types;   // IR op types it serves
     std::optional<std::size_t> indexInput = std::nullopt;  // integer data read by the kernels
     bool shapeOperands = false;             // inputs past the first only restate the output's shape
@@ -82,8 +82,13 @@ struct OpDef {
     void (*decode)(const ir::Op &, const ir::Shape &x, OpAttributes &) = nullptr;
     // Why the op cannot run with its first input sharded as `input`, or nothing.
     std::optional<std::string> (*refuseSharded)(const OpAttributes &, const sharding::ShardingSpec &input) = nullptr;
-    OpKernels host;
-    OpKernels rank;
+    // The kernels of kernels/*.h on host memory: the interpreter's (the
+    // reference) on whole tensors, and a CPU rank's on its shards.
+    OpKernels host = {};
+    // A CPU rank's kernels where they differ from `host`: a vocab-parallel
+    // op runs on a block of its vocabulary dim and reduces over the ranks
+    // splitting it.
+    OpKernels hostShard = {};
 };
 
 // The entry serving IR op type `type`, or nullptr when the executor has none.

@@ -2,6 +2,7 @@
 
 #include "rankmesh.h"
 #include "shardedprogram.h"
+#include "steploop.h"
 #include "verification.h"
 
 #include "cost/costmodel.h"
@@ -13,8 +14,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <optional>
 
@@ -22,53 +21,11 @@ namespace tapestry::exec {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point a, Clock::time_point b)
-{
-    return std::chrono::duration<double>(b - a).count();
-}
-
-// Collective statistics of one step, summed over the mesh axes.
-CollectiveStats meshStats(RankMesh &mesh)
-{
-    CollectiveStats sum;
-    for (std::size_t a = 0; a < mesh.shape().size(); ++a)
-        for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
-            const auto &e = mesh.collectives(a).stats().kinds[k];
-            sum.kinds[k].calls += e.calls;
-            sum.kinds[k].bytes += e.bytes;
-            sum.kinds[k].seconds += e.seconds;
-        }
-    return sum;
-}
-
-plan::CollectiveBreakdown breakdown(const CollectiveStats &stats, double per)
-{
-    plan::CollectiveBreakdown b;
-    for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
-        const auto &e = stats.kinds[k];
-        if (e.calls == 0)
-            continue;
-        b[std::string(toString(static_cast<Collective>(k)))] = {
-            static_cast<double>(e.calls) / per, static_cast<double>(e.bytes) / per, e.seconds / per};
-    }
-    return b;
-}
-
 // The cost model names collective kinds "all-reduce", the report "all_reduce".
 std::string reportKind(std::string kind)
 {
     std::replace(kind.begin(), kind.end(), '-', '_');
     return kind;
-}
-
-double commSeconds(const CollectiveStats &stats)
-{
-    double s = 0.0;
-    for (const auto &e : stats.kinds)
-        s += e.seconds;
-    return s;
 }
 
 } // namespace
@@ -120,7 +77,6 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
                                                                     " all-reduces per step, not " +
                                                                     std::to_string(o.dropAllReduce)});
 
-    const double tokens = static_cast<double>(program.tokensPerStep());
     const double flops = program.flopsPerStep();
     if (root && o.report) {
         plan::ReportStart start;
@@ -164,104 +120,26 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
                          << " (tolerance " << tolerance << ", " << verdict->compared << " tensors)\n"
                          << std::flush;
         }
-        for (int s = 0; s < o.warmup; ++s) {
-            program.forward();
-            program.backward();
-            program.update();
-        }
-        program.synchronize();
-        double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
-        double gemmTotal = 0.0, otherTotal = 0.0;
-        float first = 0.0f, last = 0.0f;
-        CollectiveStats all;
-        for (int s = 1; s <= o.steps; ++s) {
-            for (std::size_t a = 0; a < shape.size(); ++a)
-                mesh.collectives(a).resetStats();
-            program.resetKernelTimes();
-            MPI_Barrier(world.handle());
-            const auto t0 = Clock::now();
-            const float loss = program.forward();
-            const auto t1 = Clock::now();
-            program.backward();
-            program.synchronize();  // a GPU queues its work: time it done
-            const auto t2 = Clock::now();
-            program.update();
-            program.synchronize();
-            const auto t3 = Clock::now();
-            const double step = seconds(t0, t3);
-            total += step;
-            forwardTotal += seconds(t0, t1);
-            backwardTotal += seconds(t1, t2);
-            updateTotal += seconds(t2, t3);
-            const KernelTimes kernels = program.kernelTimes();
-            gemmTotal += kernels.gemm;
-            otherTotal += kernels.other;
-            if (s == 1)
-                first = loss;
-            last = loss;
-            const CollectiveStats stats = meshStats(mesh);
-            for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
-                all.kinds[k].calls += stats.kinds[k].calls;
-                all.kinds[k].bytes += stats.kinds[k].bytes;
-                all.kinds[k].seconds += stats.kinds[k].seconds;
-            }
-            if (!root)
-                continue;
-            if (o.report) {
-                plan::ReportStep report;
-                report.step = s;
-                report.steps = o.steps;
-                report.loss = loss;
-                plan::StepFigures &f = report.figures;
-                f.stepTime = step;
-                f.forward = seconds(t0, t1);
-                f.backward = seconds(t1, t2);
-                f.update = seconds(t2, t3);
-                f.comm = commSeconds(stats);
-                f.gemm = kernels.gemm;
-                f.otherKernels = kernels.other;
-                f.collectives = breakdown(stats, 1.0);
-                f.tokensPerSecond = tokens / step;
-                f.gflopsPerRank = flops / step * 1e-9;
-                f.gemmGflopsPerRank = kernels.gemm > 0 ? flops / kernels.gemm * 1e-9 : 0.0;
-                out << plan::reportLine(report) << '\n' << std::flush;
-            }
-            char line[160];
-            std::snprintf(line, sizeof line, "step %d/%d  loss %.5g  %.2f ms  %.0f tokens/s\n", s, o.steps,
-                          static_cast<double>(loss), step * 1e3, tokens / step);
-            if (o.progress)
-                progress << "tapestry-exec: " << line << std::flush;
-        }
+        StepLoopOptions loop;
+        loop.steps = o.steps;
+        loop.warmup = o.warmup;
+        loop.report = o.report;
+        loop.progress = o.progress;
+        plan::ReportSummary summary = runSteps(program, loop, &world, &mesh, out, progress);
         if (root && o.report) {
-            plan::ReportSummary summary;
+            const double measured = summary.mean.stepTime;
             summary.model = o.model;
             summary.plan = o.plan;
             summary.mesh = RankMesh::shapeToString(shape);
             summary.ranks = world.size();
-            summary.steps = o.steps;
-            summary.firstLoss = first;
-            summary.lastLoss = last;
-            plan::StepFigures &f = summary.mean;
-            f.stepTime = total / o.steps;
-            f.forward = forwardTotal / o.steps;
-            f.backward = backwardTotal / o.steps;
-            f.update = updateTotal / o.steps;
-            f.comm = commSeconds(all) / o.steps;
-            f.gemm = gemmTotal / o.steps;
-            f.otherKernels = otherTotal / o.steps;
-            f.collectives = breakdown(all, o.steps);
-            f.tokensPerSecond = tokens * o.steps / total;
-            f.gflopsPerRank = flops * o.steps / total * 1e-9;
-            f.gemmGflopsPerRank = gemmTotal > 0 ? flops * o.steps / gemmTotal * 1e-9 : 0.0;
             summary.predictedStepTime = predicted;
             summary.meshProfile = o.meshProfile;
-            summary.predictedOverMeasured = predicted / (total / o.steps);
+            summary.predictedOverMeasured = predicted / measured;
             summary.backend = backend.name();
             summary.device = device.description();
             summary.precision = toString(o.precision);
-            summary.tflopsPerRank = flops * o.steps / total * 1e-12;
             summary.devicePeakTflops = peak * 1e-12;
-            summary.fractionOfPeak = peak > 0 ? flops * o.steps / total / peak : 0.0;
+            summary.fractionOfPeak = peak > 0 ? flops / measured / peak : 0.0;
             if (verdict)
                 summary.verification = plan::ReportVerification{verdict->passed, verdict->maxError, verdict->where,
                                                                 tolerance, verdict->compared,

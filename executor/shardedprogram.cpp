@@ -249,11 +249,8 @@ void ShardedProgram::build(const std::string &input)
         }
 
         const OpDef &def = *step.def;
-        if (def.rank)
-            step.kernels = def.rank;
-        else if (m_device.hostMemory())
-            step.kernels = def.host;
-        else
+        step.kernels = m_device.opKernels(def);
+        if (!step.kernels)
             throw TapestryError(Error{input, "op '" + op.name + "'",
                                       "no " + std::string(m_device.backend()) + " kernel for " + op.type});
         const ir::Shape x = step.in[0] == kNoSlot ? ir::Shape{} : m_buffers.shape(step.in[0]);

@@ -7,6 +7,7 @@
 #include "opregistry.h"
 #include "rankmesh.h"
 #include "reshardsteps.h"
+#include "steploop.h"
 #include "tensorview.h"
 
 #include "ir/graph.h"
@@ -47,7 +48,7 @@ struct ShardedProgramOptions {
 // verification, so that their traffic stays out of the plan's statistics.
 // Both run on RankMesh::collectives(), the buffers and kernels on `device`:
 // the same program runs on the CPU backend and on a GPU.
-class ShardedProgram {
+class ShardedProgram final : public StepProgram {
 public:
     // Throws TapestryError naming `input` when an op has no kernel or a
     // sharded form the kernels do not cover.
@@ -57,11 +58,11 @@ public:
     ShardedProgram(const ShardedProgram &) = delete;
     ShardedProgram &operator=(const ShardedProgram &) = delete;
 
-    float forward();  // the whole step's objective, the same on every rank
-    void backward();
-    void update();
+    float forward() override;  // the whole step's objective, the same on every rank
+    void backward() override;
+    void update() override;
     // Waits for the device's queued work (a GPU runs asynchronously).
-    void synchronize() { m_device.synchronize(); }
+    void synchronize() override { m_device.synchronize(); }
 
     Objective objective() const { return m_objective; }
     const ir::Graph &graph() const { return m_graph; }
@@ -74,7 +75,7 @@ public:
     std::vector<std::string> parameterNames() const;
     TensorView gatherGradient(const std::string &parameter);
 
-    double flopsPerStep() const { return m_flops; }            // this rank's matmuls
+    double flopsPerStep() const override { return m_flops; }  // this rank's matmuls
     // Seconds this rank spent inside op kernels since the last reset, by
     // family: the GEMMs (OpenBLAS, cuBLAS) apart from everything else (norms,
     // softmax, elementwise, layout copies), so that the GEMM rate is
@@ -83,15 +84,15 @@ public:
     // vocab-parallel loss, which the collective statistics count too.
     // The GEMMs of one step (forward and backward), equal shapes merged.
     std::vector<kernels::GemmCall> gemmsPerStep() const;
-    KernelTimes kernelTimes() { return m_device.kernelTimes(); }
-    void resetKernelTimes() { m_device.resetKernelTimes(); }
-    std::int64_t tokensPerStep() const { return m_tokens; }    // the whole job's
+    KernelTimes kernelTimes() override { return m_device.kernelTimes(); }
+    void resetKernelTimes() override { m_device.resetKernelTimes(); }
+    std::int64_t tokensPerStep() const override { return m_tokens; }  // the whole job's
     std::int64_t arenaBytes() const { return m_buffers.bytes(); }
     int planAllReduces() const { return m_allReduces; }        // per step
 
 private:
-    // One op on this rank's shards, run by its registry entry's rank
-    // kernels (or host kernels on a CPU rank where it has none).
+    // One op on this rank's shards, run by the kernels the device has for
+    // its registry entry.
     struct OpStep {
         const OpDef *def = nullptr;
         OpAttributes attributes;

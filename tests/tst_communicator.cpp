@@ -1,13 +1,17 @@
 // The executor's MPI layer, end to end: tapestry-exec's collectives self-test
 // on 2 and 4 ranks (meshes 2, 1x2 and 2x2, one communicator per axis), a rank
 // that fails mid-job ending the whole job quickly, a mesh that does not match
-// the rank count, and the single-process training loop's JSON lines.
+// the rank count, and the single-process training loop's report.
+#include "plan/runreport.h"
+
 #include <QtTest>
 
 #include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+
+using namespace tapestry;
 
 namespace {
 
@@ -152,7 +156,9 @@ void TestCommunicator::meshMustMatchRanks()
     QVERIFY(r.out.isEmpty());
 }
 
-// The single-process reference: one JSON object per step, the loss falling.
+// The single-process reference writes the report of a plan run (hello,
+// start, a step per step, summary), read back by the same reader as the
+// studio's and the CLI's; the loss falls.
 void TestCommunicator::trainingLoopReportsSteps()
 {
     const Run r = run(QStringLiteral(TAPESTRY_EXEC),
@@ -161,19 +167,36 @@ void TestCommunicator::trainingLoopReportsSteps()
                       30000);
     QVERIFY(r.finished);
     QVERIFY2(r.exitCode == 0, r.err.constData());
-    const auto lines = jsonLines(r.out);
-    QCOMPARE(static_cast<int>(lines.size()), 1 + 4 + 1);
-    QCOMPARE(lines.front().value(QLatin1String("objective")).toString(), QStringLiteral("sum_of_squares"));
+    plan::RunReportReader reader("tapestry-exec --steps");
+    std::vector<plan::ReportEvent> events;
+    for (const QByteArray &line : r.out.split('\n'))
+        if (auto event = reader.read(std::string_view(line.constData(), static_cast<std::size_t>(line.size()))))
+            events.push_back(std::move(*event));
+    QCOMPARE(static_cast<int>(events.size()), 1 + 1 + 4 + 1);
+    QCOMPARE(std::get<plan::ReportHello>(events[0]).ranks, 1);
+    const auto &start = std::get<plan::ReportStart>(events[1]);
+    QCOMPARE(start.objective, std::string("sum_of_squares"));
+    QCOMPARE(start.ranks, 1);
+    QCOMPARE(start.backend, std::string("cpu"));
+    QVERIFY(start.flopsPerStepPerRank > 0.0);
     double previous = 1e300;
     for (int s = 1; s <= 4; ++s) {
-        const QJsonObject &step = lines[static_cast<std::size_t>(s)];
-        QCOMPARE(step.value(QLatin1String("step")).toInt(), s);
-        for (const char *key : {"loss", "step_time_s", "tokens_per_s", "gflops"})
-            QVERIFY2(step.value(QLatin1String(key)).toDouble() > 0.0, key);
-        QVERIFY(step.value(QLatin1String("loss")).toDouble() < previous);
-        previous = step.value(QLatin1String("loss")).toDouble();
+        const auto &step = std::get<plan::ReportStep>(events[static_cast<std::size_t>(s + 1)]);
+        QCOMPARE(step.step, s);
+        QCOMPARE(step.steps, 4);
+        QVERIFY(step.loss > 0.0);
+        QVERIFY(step.figures.stepTime > 0.0);
+        QVERIFY(step.figures.tokensPerSecond > 0.0);
+        QVERIFY(step.figures.gflopsPerRank > 0.0);
+        QVERIFY(step.figures.collectives.empty());
+        QVERIFY(step.loss < previous);
+        previous = step.loss;
     }
-    QCOMPARE(lines.back().value(QLatin1String("event")).toString(), QStringLiteral("summary"));
+    const auto &summary = std::get<plan::ReportSummary>(events.back());
+    QCOMPARE(summary.steps, 4);
+    QCOMPARE(summary.lastLoss, previous);
+    QVERIFY(summary.mean.stepTime > 0.0);
+    QVERIFY(!summary.verification);
 }
 
 void TestCommunicator::refusesUnknownOptions()

@@ -1,7 +1,8 @@
 // The CUDA backend as far as a machine without a GPU can check it: the GEMM
 // plan the cuBLAS path issues (executed here by a column-major reference
 // GEMM and compared with the OpenBLAS kernels), local-rank device selection,
-// the block logic the MPI and NCCL communicators share, and tapestry-exec's
+// the CUDA op kernels' rows against the op registry, the block logic the MPI
+// and NCCL communicators share, and tapestry-exec's
 // --backend handling. What needs a GPU (NCCL set-up, the self-test on
 // device memory) is skipped with the reason when none is visible; the full
 // GPU verification suite is tests/gpu/run.sh.
@@ -12,6 +13,7 @@
 #include "cuda/cudabackend.h"
 #include "cuda/gemmplan.h"
 #include "cuda/localrank.h"
+#include "cuda/opkernels.h"
 #endif
 
 #include "ir/error.h"
@@ -22,6 +24,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 using namespace tapestry;
 using namespace tapestry::exec;
@@ -123,6 +126,7 @@ private slots:
     void gemmPlanMatchesOpenBlas_data();
     void gemmPlanMatchesOpenBlas();
     void localRankFromLauncher();
+    void cudaKernelsNameRegistryEntries();
     void collectiveBlockChecks();
     void backendChoiceWithoutGpu();
     void ncclCollectivesOnGpu();
@@ -176,6 +180,25 @@ void TestCudaBackend::gemmPlanMatchesOpenBlas()
     for (const kernels::GemmCall &c : kernels::matmulGemms(out, a, b, false, true, true))
         counted += c.count;
     QCOMPARE(planned, counted);
+#endif
+}
+
+// CUDA kernels register under an op registry entry's name: a row under a
+// name the registry lacks would never run, and a row without both kernels
+// would be taken for an op a GPU cannot run.
+void TestCudaBackend::cudaKernelsNameRegistryEntries()
+{
+#ifndef TAPESTRY_HAVE_CUDA
+    QSKIP("skipped: built without CUDA (the op kernels are part of the cuda backend)");
+#else
+    std::set<std::string_view> names;
+    for (const OpDef &def : opRegistry())
+        names.insert(def.name);
+    QVERIFY(!cudaOpKernels().empty());
+    for (const auto &[name, kernels] : cudaOpKernels()) {
+        QVERIFY2(names.count(name), std::string(name).c_str());
+        QVERIFY2(bool(kernels), std::string(name).c_str());
+    }
 #endif
 }
 

@@ -14,9 +14,9 @@ namespace tapestry::exec {
 
 // One GPU: the rank's arena in device memory, one stream for every kernel,
 // cuBLAS GEMM and NCCL collective (so they run in program order without
-// host synchronisation), cuBLAS GEMMs in the chosen precision and the CUDA
-// kernels of cuda/*.cu. Kernel times come from CUDA events around each op,
-// summed when read. Errors throw gpu::DeviceError.
+// host synchronisation), cuBLAS GEMMs in the chosen precision, and the op
+// kernels registered in cuda/opkernels.cpp. Kernel times come from CUDA
+// events around each op, summed when read. Errors throw gpu::DeviceError.
 class CudaDevice final : public Device {
 public:
     // Makes `ordinal` the calling thread's device.
@@ -26,7 +26,13 @@ public:
     CudaDevice &operator=(const CudaDevice &) = delete;
 
     int ordinal() const { return m_ordinal; }
+    // What the op kernels (cuda/opkernels.cpp) queue their work with: the
+    // stream, cuBLAS on it in the GEMMs' precision, and strided block copies
+    // on it for the layout ops.
     cudaStream_t stream() const { return m_stream; }
+    cublasHandle_t blas() const { return m_blas; }
+    Precision precision() const { return m_precision; }
+    const kernels::BlockCopier &copier() const { return m_copier; }
     // The device's 16-byte UUID, to tell whether ranks share a GPU.
     std::string uuid() const { return m_uuid; }
 
@@ -49,60 +55,7 @@ public:
     void addInto(const TensorView &dst, const TensorView &src) override;
     void stridedCopy(
         const kernels::StridedBlock &block, float *dst, const float *src, bool accumulate) override;
-    void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b) override;
-    void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b, const TensorView &da,
-        const TensorView &db) override;
-    void binaryForward(
-        kernels::BinaryOp op, const TensorView &out, const TensorView &a, const TensorView &b) override;
-    void binaryBackward(kernels::BinaryOp op, const TensorView &dout, const TensorView &a, const TensorView &b,
-        const TensorView &da, const TensorView &db) override;
-    void reluForward(const TensorView &out, const TensorView &x) override;
-    void reluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx) override;
-    void geluForward(kernels::GeluForm form, const TensorView &out, const TensorView &x) override;
-    void geluBackward(
-        kernels::GeluForm form, const TensorView &dout, const TensorView &x, const TensorView &dx) override;
-    void siluForward(const TensorView &out, const TensorView &x) override;
-    void siluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx) override;
-    void negForward(const TensorView &out, const TensorView &x) override;
-    void negBackward(const TensorView &dout, const TensorView &dx) override;
-    void softmaxForward(const TensorView &out, const TensorView &x) override;
-    void softmaxBackward(const TensorView &dout, const TensorView &out, const TensorView &dx) override;
-    void layernormForward(const TensorView &out, const TensorView &mean, const TensorView &rstd,
-        const TensorView &x, const TensorView &weight, const TensorView &bias, float epsilon) override;
-    void layernormBackward(const TensorView &dout, const TensorView &x, const TensorView &weight,
-        const TensorView &mean, const TensorView &rstd, const TensorView &dx, const TensorView &dweight,
-        const TensorView &dbias) override;
-    void rmsnormForward(const TensorView &out, const TensorView &rstd, const TensorView &x,
-        const TensorView &weight, float epsilon) override;
-    void rmsnormBackward(const TensorView &dout, const TensorView &x, const TensorView &weight,
-        const TensorView &rstd, const TensorView &dx, const TensorView &dweight) override;
-    void reshapeForward(const TensorView &out, const TensorView &x) override;
-    void reshapeBackward(const TensorView &dout, const TensorView &dx) override;
-    void transposeForward(
-        const TensorView &out, const TensorView &x, std::span<const std::int64_t> perm) override;
-    void transposeBackward(
-        const TensorView &dout, std::span<const std::int64_t> perm, const TensorView &dx) override;
-    void splitForward(std::span<const TensorView> outs, const TensorView &x, std::size_t axis) override;
-    void splitBackward(std::span<const TensorView> douts, std::size_t axis, const TensorView &dx) override;
-    void concatForward(const TensorView &out, std::span<const TensorView> xs, std::size_t axis) override;
-    void concatBackward(const TensorView &dout, std::size_t axis, std::span<const TensorView> dxs) override;
-    void sliceForward(const TensorView &out, const TensorView &x, std::span<const std::int64_t> starts,
-        std::span<const std::int64_t> steps) override;
-    void sliceBackward(const TensorView &dout, std::span<const std::int64_t> starts,
-        std::span<const std::int64_t> steps, const TensorView &dx) override;
-    void expandForward(const TensorView &out, const TensorView &x) override;
-    void expandBackward(const TensorView &dout, const TensorView &dx) override;
-    void shardedGatherForward(
-        const TensorView &out, const TensorView &table, const IndexView &ids, std::int64_t offset) override;
-    void shardedGatherBackward(
-        const TensorView &dout, const IndexView &ids, std::int64_t offset, const TensorView &dtable) override;
-    void crossEntropyRowMax(const TensorView &logits, const TensorView &rowMax) override;
-    void crossEntropyRowSums(const TensorView &logits, const IndexView &labels, std::int64_t offset,
-        const TensorView &rowMax, const TensorView &sumExp, const TensorView &target) override;
-    void crossEntropyFinish(const TensorView &loss, const TensorView &lse, const TensorView &rowMax,
-        const TensorView &sumExp, const TensorView &target, double denominator) override;
-    void crossEntropyShardBackward(const TensorView &dloss, const TensorView &logits, const IndexView &labels,
-        std::int64_t offset, const TensorView &lse, double denominator, const TensorView &dlogits) override;
+    OpKernels opKernels(const OpDef &def) const override;
     void sgdUpdate(const TensorView &param, const TensorView &grad, float learningRate) override;
     void adamUpdate(const TensorView &param, const TensorView &grad, const TensorView &m, const TensorView &v,
         std::int64_t step, const kernels::AdamConfig &config) override;
