@@ -390,6 +390,9 @@ private slots:
         QTest::newRow("llama3-8b 2 layers 2x4") << "zoo:llama3-8b?layers=2&seq=512" << "2x4" << 0.0;
         QTest::newRow("gpt2 4") << "zoo:gpt2?layers=4&seq=256" << "4" << 0.0;
         QTest::newRow("bert-large 4, tight") << "zoo:bert-large?seq=128&batch=8" << "4" << 1.7;
+        // A position bias every encoder layer reads: its reshards are made
+        // once for all layers, not once per layer.
+        QTest::newRow("t5-large 8") << "zoo:t5-large" << "8" << 0.0;
     }
     void neverWorseThanReferencePlans()
     {

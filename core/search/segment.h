@@ -4,6 +4,7 @@
 #include "sharding/shardingspec.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tapestry::search {
@@ -23,6 +24,11 @@ struct Segment {
                                           // consumer computes on them
     std::vector<ir::TensorId> inputs;     // read here, written elsewhere (activations and graph inputs)
     std::vector<ir::TensorId> outputs;    // written here, read elsewhere or graph outputs
+    // Inputs other copies of the class read too (an attention mask, a
+    // position bias computed once): the whole plan reshards such a tensor
+    // once per spec its readers need, so each copy carries its share of
+    // those reshards (this copy's readers over all copies' readers).
+    std::vector<std::pair<ir::TensorId, double>> readShare;
     // The weights' choices: per weight, its legal specs (per mesh axis
     // replicate or one split dim), the replicated one first.
     std::vector<std::vector<sharding::ShardingSpec>> choices;

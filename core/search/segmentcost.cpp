@@ -593,6 +593,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         return m_readStamp[t.index()] == stamp ? m_weightOf[t.index()] : kNotAWeight;
     };
     std::vector<Memo::Step> &trail = m_memo->trail;
+    auto shareOf = [&](ir::TensorId t) {
+        for (const auto &[shared, share] : segment.readShare)
+            if (shared == t)
+                return share;
+        return 1.0;
+    };
 
     using Front = std::map<State, std::vector<Partial>>;
     // One op: every state and partial extended by every choice of the
@@ -695,13 +701,13 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // nothing now or later, so it is not kept to tell
                     // states apart.
                     if (oc.needIds[i] != stored && st.add(at, 0, oc.needIds[i])) {
-                        const double r = reshardTime(t, stored, oc.needIds[i]);
+                        const double r = reshardTime(t, stored, oc.needIds[i]) * shareOf(t);
                         time += r;
                         comm += r;
                     }
                     if (oc.flows && m_flow[t.index()] && oc.gradientIds[i] != gradientId(stored) &&
                         st.add(st.find(static_cast<std::int32_t>(t.index())), 1, oc.gradientIds[i])) {
-                        const double r = reshardTime(t, oc.gradientIds[i], gradientId(stored));
+                        const double r = reshardTime(t, oc.gradientIds[i], gradientId(stored)) * shareOf(t);
                         time += r;
                         comm += r;
                     }
@@ -939,6 +945,35 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         c.compute = totals.compute;
         c.comm = totals.comm;
         c.stepTime = totals.compute + totals.comm;
+    }
+    // Inputs other copies also read: this copy carries its share of their
+    // reshards, as the whole plan makes them once.
+    for (const auto &[t, share] : segment.readShare) {
+        const ir::Tensor &tensor = m_graph.tensor(t);
+        const ShardingSpec &stored = m_specs[t.index()];
+        std::vector<ShardingSpec> needs, contributions;
+        double reshards = 0;
+        for (std::size_t k = 0; k < segment.ops.size(); ++k) {
+            const ir::Op &op = m_graph.op(segment.ops[k]);
+            const sharding::OpStrategy &s = strategies[k];
+            for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+                if (op.inputs[i] != t || !s.dataInputs[i])
+                    continue;
+                if (s.inputs[i] != stored && std::find(needs.begin(), needs.end(), s.inputs[i]) == needs.end()) {
+                    needs.push_back(s.inputs[i]);
+                    reshards += cost::reshardSeconds(tensor, stored, s.inputs[i], m_mesh);
+                }
+                if (cost::gradientFlows(op, s, m_flow) && m_flow[t.index()] &&
+                    s.inputGradients[i] != sharding::gradientSpec(stored) &&
+                    std::find(contributions.begin(), contributions.end(), s.inputGradients[i]) ==
+                        contributions.end()) {
+                    contributions.push_back(s.inputGradients[i]);
+                    reshards += cost::reshardSeconds(tensor, s.inputGradients[i], sharding::gradientSpec(stored), m_mesh);
+                }
+            }
+        }
+        c.comm -= reshards * (1 - share);
+        c.stepTime -= reshards * (1 - share);
     }
     cost::ParameterLoad load;
     for (const auto *parameters : {&segment.weights, &segment.derived})

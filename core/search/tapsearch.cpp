@@ -212,6 +212,32 @@ void TapSearch::buildGroups()
                 g.links.push_back(m_graph.op(blocks[b].back()).outputs[0]);
         }
         g.whole = makeSegment(m_graph, m_mesh, name, classIndex, instances, ops);
+        if (classIndex >= 0) {
+            // Inputs other copies of the class read too: this copy carries
+            // its share of their reshards.
+            std::set<ir::OpId> rep(ops.begin(), ops.end());
+            auto shareIn = [&](Segment &segment) {
+                const std::set<ir::OpId> here(segment.ops.begin(), segment.ops.end());
+                for (ir::TensorId t : segment.inputs) {
+                    const ir::Tensor &tensor = m_graph.tensor(t);
+                    double mine = 0, all = 0;
+                    for (ir::OpId c : tensor.consumers) {
+                        if (here.count(c))
+                            mine += 1;
+                        else if (rep.count(c) || c.index() >= m_classes.classOfOp.size() ||
+                                 !m_classes.classOfOp[c.index()].valid() ||
+                                 static_cast<int>(m_classes.classOfOp[c.index()].index()) != classIndex)
+                            continue;
+                        all += 1;
+                    }
+                    if (mine > 0 && all > mine)
+                        segment.readShare.emplace_back(t, mine / all);
+                }
+            };
+            shareIn(g.whole);
+            for (Segment &block : g.blocks)
+                shareIn(block);
+        }
         for (Segment *segment : {&g.whole})
             holdPins(*segment);
         for (Segment &block : g.blocks)
