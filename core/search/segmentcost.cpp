@@ -15,6 +15,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace tapestry::search {
@@ -278,6 +279,24 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             if (derived.count(t))
                 wait(firstReader.at(t.value), i);
         }
+    // Only tensors whose spec depends on a choice of this search (a weight,
+    // a derived parameter, or what is computed from them) tell states apart;
+    // a boundary tensor and what follows from boundary tensors alone has one
+    // spec per call however long it stays live.
+    std::unordered_set<std::int32_t> varies;
+    for (ir::TensorId w : segment.weights)
+        varies.insert(w.value);
+    for (ir::TensorId d : segment.derived)
+        varies.insert(d.value);
+    for (std::size_t i = 0; i < n; ++i) {
+        const ir::Op &op = graph.op(segment.ops[i]);
+        if (std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return varies.count(t.value) != 0; }))
+            for (ir::TensorId t : op.outputs)
+                varies.insert(t.value);
+    }
+    std::unordered_set<std::int32_t> weights, chosen;
+    for (ir::TensorId w : segment.weights)
+        weights.insert(w.value);
     std::set<std::int32_t> live;
     std::vector<ir::OpId> order;
     order.reserve(n);
@@ -287,11 +306,13 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             ready.push_back(i);
     while (!ready.empty()) {
         std::size_t best = 0;
-        std::pair<int, std::size_t> bestKey{0, n};
+        std::tuple<int, int, std::size_t> bestKey{0, 0, n};
         for (std::size_t r = 0; r < ready.size(); ++r) {
             const std::size_t i = ready[r];
             int change = 0;
             for (ir::TensorId t : reads[i]) {
+                if (!varies.count(t.value))
+                    continue;
                 const bool last = readers[t.value] == 1;
                 if (live.count(t.value))
                     change -= last ? 1 : 0;
@@ -299,10 +320,16 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
                     change += last ? 0 : 1;
             }
             for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
-                if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
+                if (t.valid() && varies.count(t.value) && readers.count(t.value) && readers[t.value] > 0)
                     ++change;
-            const std::pair<int, std::size_t> key{change, i};
-            if (bestKey.second == n || key < bestKey) {
+            // An op choosing a weight multiplies the states by its choices:
+            // ops that choose nothing go first, so what they finish merges
+            // before another choice is made.
+            int chooses = 0;
+            for (ir::TensorId t : reads[i])
+                chooses += weights.count(t.value) && !chosen.count(t.value) ? 1 : 0;
+            const std::tuple<int, int, std::size_t> key{chooses, change, i};
+            if (std::get<2>(bestKey) == n || key < bestKey) {
                 bestKey = key;
                 best = r;
             }
@@ -310,6 +337,9 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
         const std::size_t i = ready[best];
         ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
         order.push_back(segment.ops[i]);
+        for (ir::TensorId t : reads[i])
+            if (weights.count(t.value))
+                chosen.insert(t.value);
         for (ir::TensorId t : reads[i]) {
             if (--readers[t.value] == 0)
                 live.erase(t.value);
@@ -841,17 +871,22 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         m_partialsStored = m_partialsStored || storedBefore;
     }
     m_partialsStored = m_partialsStored || cached->second.partialsStored;
-    Front front = cached->second.front;
+    // The cached front is read in place, not copied: advancing makes a new one.
+    const Front *front = &cached->second.front;
+    Front advanced;
     std::size_t k = prefix;
-    for (; k < ops.size() && !writesLink(k); ++k)
-        front = advance(front, k, -1);
+    for (; k < ops.size() && !writesLink(k); ++k) {
+        Front next = advance(*front, k, -1);
+        advanced = std::move(next);
+        front = &advanced;
+    }
     if (k == ops.size())
-        return {finish(front)};
+        return {finish(*front)};
     // Nothing here reads the link, so the ops before its writer are searched
     // once for all of its specs.
     std::vector<std::vector<WeightChoice>> results;
     for (const auto &spec : linkSpecs) {
-        Front f = advance(front, k, intern(spec));
+        Front f = advance(*front, k, intern(spec));
         for (std::size_t rest = k + 1; rest < ops.size(); ++rest)
             f = advance(f, rest, -1);
         results.push_back(finish(f));
