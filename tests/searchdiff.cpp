@@ -120,7 +120,13 @@ bool CaseResult::passed() const
 
 std::string CaseResult::failures() const
 {
-    std::string s;
+    std::string s = "  device memory: " + std::to_string(memoryBytes) + " bytes\n";
+    if (!pins.empty()) {
+        s += "  pins (from " + pinBase + "):";
+        for (const auto &[name, spec] : pins)
+            s += " " + name + "=" + spec.toPlacements();
+        s += "\n";
+    }
     for (const auto &e : errors)
         s += "  error: " + e + "\n";
     for (const auto &x : comparisons)

@@ -57,7 +57,8 @@ struct CaseResult {
     double tapSeconds = 0, exactSeconds = 0, seconds = 0;
 
     bool passed() const;
-    // One line per error and failed comparison.
+    // The device memory and the pins, then one line per error and failed
+    // comparison.
     std::string failures() const;
 };
 
