@@ -15,7 +15,6 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 namespace tapestry::search {
@@ -279,24 +278,6 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             if (derived.count(t))
                 wait(firstReader.at(t.value), i);
         }
-    // Only tensors whose spec depends on a choice of this search (a weight,
-    // a derived parameter, or what is computed from them) tell states apart;
-    // a boundary tensor and what follows from boundary tensors alone has one
-    // spec per call however long it stays live.
-    std::unordered_set<std::int32_t> varies;
-    for (ir::TensorId w : segment.weights)
-        varies.insert(w.value);
-    for (ir::TensorId d : segment.derived)
-        varies.insert(d.value);
-    for (std::size_t i = 0; i < n; ++i) {
-        const ir::Op &op = graph.op(segment.ops[i]);
-        if (std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return varies.count(t.value) != 0; }))
-            for (ir::TensorId t : op.outputs)
-                varies.insert(t.value);
-    }
-    std::unordered_set<std::int32_t> weights, chosen;
-    for (ir::TensorId w : segment.weights)
-        weights.insert(w.value);
     std::set<std::int32_t> live;
     std::vector<ir::OpId> order;
     order.reserve(n);
@@ -306,13 +287,11 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             ready.push_back(i);
     while (!ready.empty()) {
         std::size_t best = 0;
-        std::tuple<int, int, std::size_t> bestKey{0, 0, n};
+        std::pair<int, std::size_t> bestKey{0, n};
         for (std::size_t r = 0; r < ready.size(); ++r) {
             const std::size_t i = ready[r];
             int change = 0;
             for (ir::TensorId t : reads[i]) {
-                if (!varies.count(t.value))
-                    continue;
                 const bool last = readers[t.value] == 1;
                 if (live.count(t.value))
                     change -= last ? 1 : 0;
@@ -320,16 +299,10 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
                     change += last ? 0 : 1;
             }
             for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
-                if (t.valid() && varies.count(t.value) && readers.count(t.value) && readers[t.value] > 0)
+                if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
                     ++change;
-            // An op choosing a weight multiplies the states by its choices:
-            // ops that choose nothing go first, so what they finish merges
-            // before another choice is made.
-            int chooses = 0;
-            for (ir::TensorId t : reads[i])
-                chooses += weights.count(t.value) && !chosen.count(t.value) ? 1 : 0;
-            const std::tuple<int, int, std::size_t> key{chooses, change, i};
-            if (std::get<2>(bestKey) == n || key < bestKey) {
+            const std::pair<int, std::size_t> key{change, i};
+            if (bestKey.second == n || key < bestKey) {
                 bestKey = key;
                 best = r;
             }
@@ -337,9 +310,6 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
         const std::size_t i = ready[best];
         ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
         order.push_back(segment.ops[i]);
-        for (ir::TensorId t : reads[i])
-            if (weights.count(t.value))
-                chosen.insert(t.value);
         for (ir::TensorId t : reads[i]) {
             if (--readers[t.value] == 0)
                 live.erase(t.value);
