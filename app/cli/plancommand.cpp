@@ -15,6 +15,7 @@
 #include <exception>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 namespace tapestry::cli {
 
@@ -83,7 +84,10 @@ int runPlan(const Args &args)
     plan::Plan p;
     if (searched) {
         result = searchPlan(searchName, model, args, mesh, loadSeconds);
-        p = result->plan;
+        // Taken, not copied: on a deep model the plan holds every tensor's
+        // spec and every op's cost, and the report reads only the stats and
+        // the least-communication plan from the result.
+        p = std::move(result->plan);
     } else {
         const auto graph = loadModelFromArgs(model, args);
         search::ReferenceOptions options;

@@ -5,6 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
 namespace tapestry::plan {
 
 namespace {
@@ -16,39 +21,124 @@ Json linkJson(const sharding::LinkProfile &l)
     return Json{{"name", l.name}, {"bandwidth_bytes_per_s", l.bandwidth}, {"latency_s", l.latency}};
 }
 
-Json totalsJson(const cost::CostTotals &t)
-{
-    return Json{{"flops", t.flops},       {"compute_s", t.compute},         {"comm_s", t.comm},
-                {"comm_bytes", t.commBytes}, {"collectives", t.collectives}};
-}
+// One entry per line: long sections stay readable and diff well. The
+// entries (a spec per tensor, every collective, the per-op breakdown: tens
+// of thousands on a deep model) are written straight into the text, as
+// Json::dump() would write them: a Json value per entry cost an allocation
+// per member and most of the time of writing a plan (and an ordered_json
+// object, which finds each key by a linear search, made it quadratic).
+class EntryWriter {
+public:
+    explicit EntryWriter(std::string &out) : m_out(out) {}
 
-// One entry per line: long sections stay readable and diff well.
-// An object's members in the order they are written. Built as a list: an
-// ordered_json object finds each key it is given by a linear search, which
-// made writing a plan of thousands of tensors quadratic (the studio writes
-// one on every edit, to autosave it).
-using Members = std::vector<std::pair<std::string, Json>>;
-
-std::string linesObject(const Members &members, const std::string &indent)
-{
-    if (members.empty())
-        return "{}";
-    std::string s = "{\n";
-    for (std::size_t i = 0; i < members.size(); ++i) {
-        s += indent + "  " + Json(members[i].first).dump() + ": " + members[i].second.dump();
-        s += i + 1 < members.size() ? ",\n" : "\n";
+    void string(const std::string &s)
+    {
+        // Json escapes quotes, backslashes and control characters and checks
+        // UTF-8: anything but plain printable ASCII goes through it.
+        const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+            return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+        });
+        if (!plain) {
+            m_out += Json(s).dump();
+            return;
+        }
+        m_out += '"';
+        m_out += s;
+        m_out += '"';
     }
-    return s + indent + "}";
+    void integer(std::int64_t v)
+    {
+        char buf[24];
+        const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+        m_out.append(buf, static_cast<std::size_t>(end - buf));
+    }
+    // Json's own shortest round-trip form (Grisu2), null where not finite.
+    void number(double v)
+    {
+        if (!std::isfinite(v)) {
+            m_out += "null";
+            return;
+        }
+        char buf[64];
+        const char *end = nlohmann::detail::to_chars(buf, buf + sizeof buf, v);
+        m_out.append(buf, static_cast<std::size_t>(end - buf));
+    }
+    // "key": with the key as Json writes it, no space after the colon (as
+    // in an entry written by dump()).
+    void key(const char *name)
+    {
+        m_out += '"';
+        m_out += name;
+        m_out += "\":";
+    }
+    void raw(std::string_view text) { m_out += text; }
+
+private:
+    std::string &m_out;
+};
+
+// `write(entry, w)` for each entry, one a line, as linesObject and
+// linesArray lay them out; `name(entry)` gives an object member's key.
+template <typename Range, typename Name, typename Write>
+void writeLinesObject(std::string &out, const Range &entries, const std::string &indent, Name name, Write write)
+{
+    if (entries.empty()) {
+        out += "{}";
+        return;
+    }
+    EntryWriter w(out);
+    out += "{\n";
+    std::size_t i = 0;
+    for (const auto &entry : entries) {
+        out += indent;
+        out += "  ";
+        w.string(name(entry));
+        out += ": ";
+        write(entry, w);
+        out += ++i < entries.size() ? ",\n" : "\n";
+    }
+    out += indent;
+    out += '}';
 }
 
-std::string linesArray(const Json &arr, const std::string &indent)
+template <typename Range, typename Write>
+void writeLinesArray(std::string &out, const Range &entries, const std::string &indent, Write write)
 {
-    if (arr.empty())
-        return "[]";
-    std::string s = "[\n";
-    for (std::size_t i = 0; i < arr.size(); ++i)
-        s += indent + "  " + arr[i].dump() + (i + 1 < arr.size() ? ",\n" : "\n");
-    return s + indent + "]";
+    if (entries.empty()) {
+        out += "[]";
+        return;
+    }
+    EntryWriter w(out);
+    out += "[\n";
+    std::size_t i = 0;
+    for (const auto &entry : entries) {
+        out += indent;
+        out += "  ";
+        write(entry, w);
+        out += ++i < entries.size() ? ",\n" : "\n";
+    }
+    out += indent;
+    out += ']';
+}
+
+void writeTotals(const cost::CostTotals &t, EntryWriter &w)
+{
+    w.raw("{");
+    w.key("flops");
+    w.number(t.flops);
+    w.raw(",");
+    w.key("compute_s");
+    w.number(t.compute);
+    w.raw(",");
+    w.key("comm_s");
+    w.number(t.comm);
+    w.raw(",");
+    w.key("comm_bytes");
+    w.integer(t.commBytes);
+    w.raw(",");
+    w.key("collectives");
+    w.integer(t.collectives);
+    w.raw("}");
 }
 
 // Typed access to the parsed document, naming the JSON path on any problem.
@@ -185,25 +275,6 @@ std::string writePlanJson(const Plan &plan)
                      {"optimizer_bytes", o.optimizerBytes},
                      {"optimizer_flops_per_parameter", o.optimizerFlopsPerParameter},
                      {"overlap", o.overlap}};
-    Members specs;
-    specs.reserve(plan.specs.size());
-    for (const auto &[name, entry] : plan.specs) {
-        Json placements = Json::array();
-        for (const auto &p : entry.spec.placements)
-            placements.push_back(p.toString());
-        specs.emplace_back(name, Json{{"placements", placements}, {"source", std::string(toString(entry.source))}});
-    }
-    Json collectives = Json::array();
-    for (const auto &c : plan.cost.collectives)
-        collectives.push_back(Json{{"op", c.op},
-                                   {"tensor", c.tensor},
-                                   {"kind", std::string(sharding::toString(c.kind))},
-                                   {"axis", c.axis},
-                                   {"phase", std::string(cost::toString(c.phase))},
-                                   {"bytes", c.bytes},
-                                   {"wire_bytes", c.wireBytes},
-                                   {"time_s", c.time},
-                                   {"reason", c.reason}});
     const auto &pc = plan.cost;
     Json summary{{"step_time_s", pc.stepTime},
                  {"compute_s", pc.compute},
@@ -218,30 +289,78 @@ std::string writePlanJson(const Plan &plan)
                        {"optimizer", pc.memory.optimizer},
                        {"activations", pc.memory.activations},
                        {"activation_model", pc.memory.activationModel}}}};
-    auto totalsMap = [](const std::map<std::string, cost::CostTotals> &m) {
-        Members members;
-        members.reserve(m.size());
-        for (const auto &[k, v] : m)
-            members.emplace_back(k, totalsJson(v));
-        return members;
-    };
+    auto byKey = [](const auto &entry) -> const std::string & { return entry.first; };
+    auto totals = [](const auto &entry, EntryWriter &w) { writeTotals(entry.second, w); };
 
-    std::string s = "{\n";
+    std::string s;
+    // About 60 bytes a spec and 200 a collective or an op's totals.
+    s.reserve(4096 + 64 * plan.specs.size() + 200 * (pc.collectives.size() + pc.byOp.size()));
+    s += "{\n";
     s += "  \"format\": \"tapestry.plan\",\n  \"version\": 1,\n";
     s += "  \"model\": " + model.dump() + ",\n";
     s += "  \"mesh\": " + mesh.dump() + ",\n";
     s += "  \"search\": " + search.dump() + ",\n";
     s += "  \"cost_options\": " + costOptions.dump() + ",\n";
-    s += "  \"specs\": " + linesObject(specs, "  ") + ",\n";
+    s += "  \"specs\": ";
+    writeLinesObject(s, plan.specs, "  ", byKey, [](const auto &entry, EntryWriter &w) {
+        w.raw("{");
+        w.key("placements");
+        w.raw("[");
+        const auto &placements = entry.second.spec.placements;
+        for (std::size_t i = 0; i < placements.size(); ++i) {
+            w.raw(i ? "," : "");
+            w.string(placements[i].toString());
+        }
+        w.raw("],");
+        w.key("source");
+        w.string(std::string(toString(entry.second.source)));
+        w.raw("}");
+    });
+    s += ",\n";
     s += "  \"cost\": " + summary.dump() + ",\n";
-    s += "  \"collectives\": " + linesArray(collectives, "  ") + ",\n";
+    s += "  \"collectives\": ";
+    writeLinesArray(s, pc.collectives, "  ", [](const cost::CollectiveCost &c, EntryWriter &w) {
+        w.raw("{");
+        w.key("op");
+        w.string(c.op);
+        w.raw(",");
+        w.key("tensor");
+        w.string(c.tensor);
+        w.raw(",");
+        w.key("kind");
+        w.string(std::string(sharding::toString(c.kind)));
+        w.raw(",");
+        w.key("axis");
+        w.string(c.axis);
+        w.raw(",");
+        w.key("phase");
+        w.string(std::string(cost::toString(c.phase)));
+        w.raw(",");
+        w.key("bytes");
+        w.integer(c.bytes);
+        w.raw(",");
+        w.key("wire_bytes");
+        w.integer(c.wireBytes);
+        w.raw(",");
+        w.key("time_s");
+        w.number(c.time);
+        w.raw(",");
+        w.key("reason");
+        w.string(c.reason);
+        w.raw("}");
+    });
+    s += ",\n";
     s += "  \"breakdown\": {\n";
-    s += "    \"by_phase\": " + linesObject(totalsMap(pc.byPhase), "    ") + ",\n";
-    s += "    \"by_collective\": " + linesObject(totalsMap(pc.byCollective), "    ") + ",\n";
-    s += "    \"by_op\": " + linesObject(totalsMap(pc.byOp), "    ") + "\n";
-    s += "  },\n";
-    s += "  \"warnings\": " + linesArray(Json(pc.warnings), "  ") + "\n";
-    s += "}\n";
+    s += "    \"by_phase\": ";
+    writeLinesObject(s, pc.byPhase, "    ", byKey, totals);
+    s += ",\n    \"by_collective\": ";
+    writeLinesObject(s, pc.byCollective, "    ", byKey, totals);
+    s += ",\n    \"by_op\": ";
+    writeLinesObject(s, pc.byOp, "    ", byKey, totals);
+    s += "\n  },\n";
+    s += "  \"warnings\": ";
+    writeLinesArray(s, pc.warnings, "  ", [](const std::string &warning, EntryWriter &w) { w.string(warning); });
+    s += "\n}\n";
     return s;
 }
 
