@@ -104,6 +104,9 @@ private slots:
                                                << QByteArray("as in 2x2x2 (dp, tp, pp)");
         QTest::newRow("names short of the axes") << plan + QStringList{QStringLiteral("2x2x2 (a, b)")} << QByteArray()
                                                  << QByteArray("2 axis name(s) for a mesh of 3 axes in '2x2x2 (a, b)'");
+        QTest::newRow("expert axis") << plan + QStringList{QStringLiteral("2x2"), QStringLiteral("--axes"),
+                                                           QStringLiteral("data,expert")}
+                                     << QByteArray() << QByteArray("--axes: axis 'expert': expert parallelism");
         QTest::newRow("names twice") << plan + QStringList{QStringLiteral("2x2 (a, b)"), QStringLiteral("--axes"),
                                                            QStringLiteral("c,d")}
                                      << QByteArray() << QByteArray("names its axes already");
@@ -120,6 +123,40 @@ private slots:
         for (const auto &axis : QJsonDocument::fromJson(r.out).object()[QStringLiteral("mesh")][QStringLiteral("axes")].toArray())
             names << axis.toObject()[QStringLiteral("name")].toString() + QString::number(axis.toObject()[QStringLiteral("size")].toInt());
         QCOMPARE(names.join(QLatin1Char(',')), QStringLiteral("dp2,tp2,sp2"));
+    }
+    // Given axis names constrain the search and the report says so;
+    // default names do not, and the report says what each axis carries.
+    void axesAsConstraints_data()
+    {
+        QTest::addColumn<QStringList>("axes");
+        QTest::addColumn<bool>("constrained");
+        QTest::newRow("default names") << QStringList{} << false;
+        QTest::newRow("--axes data,model") << QStringList{QStringLiteral("--axes"), QStringLiteral("data,model")} << true;
+    }
+    void axesAsConstraints()
+    {
+        QFETCH(QStringList, axes);
+        QFETCH(bool, constrained);
+        const QStringList plan{QStringLiteral("plan"),
+                               QStringLiteral("zoo:llama3-8b?layers=2&hidden=2048&heads=32&kv_heads=4&ffn=5632&"
+                                              "vocab=32000&batch=8&seq=2048"),
+                               QStringLiteral("--search"), QStringLiteral("tap"), QStringLiteral("--mesh"),
+                               QStringLiteral("2x4")};
+        Run r = cli(plan + axes + QStringList{QStringLiteral("--json")});
+        QCOMPARE(r.code, 0);
+        const auto mesh = QJsonDocument::fromJson(r.out).object()[QStringLiteral("mesh")].toObject();
+        QCOMPARE(mesh[QStringLiteral("axes_constrained")].toBool(), constrained);
+        const auto data = mesh[QStringLiteral("axes")].toArray()[0].toObject();
+        QCOMPARE(data[QStringLiteral("name")].toString(), QStringLiteral("data"));
+        // Free, tap splits weights over the axis named data; named, it may not.
+        QCOMPARE(data[QStringLiteral("carries")].toString().contains(QStringLiteral("tensor")), !constrained);
+        QCOMPARE(data[QStringLiteral("matches_name")].toBool(), constrained);
+        r = cli(plan + axes);
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains(constrained ? "axis names given: the search kept each axis to the role its name asks for"
+                                            : "axis names are not constraints here: data carries tensor"),
+                 r.out.constData());
+        QVERIFY(r.out.contains("  axis data (2)   carries "));
     }
     void badInputs()
     {

@@ -142,7 +142,8 @@ private slots:
         std::string meshAxis = "unset";
         const auto parsed = parseTorch(exports::torchPlanPython(exports::torchPlan(in, "plan.json"), p), meshAxis);
         QCOMPARE(static_cast<int>(parsed.size()), entries);
-        const int axis = meshAxis.empty() ? -1 : p.mesh.axisIndex(meshAxis).value_or(-2);
+        const auto named = std::find(in.axisNames.begin(), in.axisNames.end(), meshAxis);
+        const int axis = meshAxis.empty() ? -1 : named == in.axisNames.end() ? -2 : int(named - in.axisNames.begin());
         QVERIFY(axis != -2);
         QCOMPARE(axis, in.tensorParallelAxis);
         int split = 0;
@@ -208,7 +209,12 @@ private slots:
         const std::string source = model.toStdString();
         const auto g = io::loadModel(source);
         const auto p = makePlan(g, source, shape.toStdString(), method.toStdString(), memory);
-        const std::string text = exports::jaxPartitionSpecs(exports::exportInput(g, p, "plan.json", "jax", false));
+        const auto in = exports::exportInput(g, p, "plan.json", "jax", false);
+        const std::string text = exports::jaxPartitionSpecs(in);
+        auto axisOf = [&](const std::string &name) {
+            return static_cast<std::size_t>(std::find(in.axisNames.begin(), in.axisNames.end(), name) -
+                                            in.axisNames.begin());
+        };
         static const std::regex line("^    '([^']+)': P\\((.*)\\),$");
         static const std::regex dimEntry("None|'(\\w+)'|\\(([^)]*)\\)");
         static const std::regex name("'(\\w+)'");
@@ -229,8 +235,7 @@ private slots:
             for (std::sregex_iterator d(dims.begin(), dims.end(), dimEntry), end; d != end; ++d, ++dim) {
                 const std::string axes = (*d)[1].matched ? "'" + std::string((*d)[1]) + "'" : std::string((*d)[2]);
                 for (std::sregex_iterator a(axes.begin(), axes.end(), name); a != end; ++a)
-                    spec.placements[static_cast<std::size_t>(*p.mesh.axisIndex((*a)[1]))] =
-                        sharding::Placement::shard(dim);
+                    spec.placements[axisOf((*a)[1])] = sharding::Placement::shard(dim);
             }
             QVERIFY2(p.specs.at(m[1]).spec == spec, (std::string(m[1]) + ": " + spec.toPlacements()).c_str());
         }
@@ -254,6 +259,65 @@ private slots:
         const auto c = exports::megatronArguments(exports::exportInput(g, dp, "c.json", "megatron", true), "c.json");
         QCOMPARE(c.tensorParallel, 1);
         QCOMPARE(c.dataParallel, 8);
+        QCOMPARE(c.dataParallelAxes, (std::vector<int>{0, 1}));
+    }
+
+    // The exports map axes by what they carry, not by their names: a plan
+    // whose axis named data splits the weights (tensor parallel) and whose
+    // axis named model splits the batch.
+    void axesByWhatTheyCarry()
+    {
+        const auto g = io::loadModel(kLlama);
+        sharding::Mesh m = mesh("2x4");
+        m.axes[0].name = "model";
+        m.axes[1].name = "x";
+        auto p = search::referencePlan(g, kLlama, m, search::ReferenceMethod::Megatron);
+        p.mesh.axes[0].name = "data";
+        p.mesh.axes[1].name = "model";
+        const auto in = exports::exportInput(g, p, "p.json", "megatron", true);
+        QCOMPARE(in.carries[0].toString(), std::string("tensor"));
+        QCOMPARE(in.carries[1].toString(), std::string("data"));
+        QCOMPARE(in.axisNames, (std::vector<std::string>{"tensor", "data"}));
+        const auto a = exports::megatronArguments(in, "p.json");
+        QCOMPARE(a.tensorParallel, 2);
+        QCOMPARE(a.dataParallel, 4);
+        QCOMPARE(a.tensorParallelAxis, 0);
+        QCOMPARE(a.dataParallelAxes, std::vector<int>{1});
+        const auto torch = exports::torchPlan(in, "p.json");
+        QCOMPARE(torch.meshAxis, std::string("tensor"));
+        const std::string python = exports::torchPlanPython(torch, p);
+        QVERIFY2(python.find("mesh_dim_names = (\"tensor\", \"data\", )\n") != std::string::npos, python.c_str());
+        QVERIFY(python.find("axis data (2) carries tensor, exported as 'tensor'") != std::string::npos);
+        QVERIFY(python.find("tp_mesh_dim = \"tensor\"") != std::string::npos);
+        const std::string jax = exports::jaxPartitionSpecs(exports::exportInput(g, p, "p.json", "jax", false));
+        QVERIFY2(jax.find("mesh_axis_names = ('tensor', 'data', )") != std::string::npos, jax.c_str());
+        QVERIFY(jax.find("'model.layers.0.self_attn.q_proj.weight': P(None, 'tensor')") != std::string::npos);
+
+        // Names that say what the axes carry are kept.
+        const auto megatron = makePlan(g, kLlama, "2x4", "megatron");
+        QCOMPARE(exports::exportInput(g, megatron, "m.json", "jax", false).axisNames,
+                 (std::vector<std::string>{"data", "model"}));
+
+        // An axis besides the tensor-parallel one that splits the sequence
+        // is no data-parallel axis: Megatron-LM would run it as one.
+        auto dp = makePlan(g, kLlama, "2x4", "dp");
+        for (std::size_t t = 0; t < g.tensorCount(); ++t) {
+            const ir::Tensor &tensor = g.tensor(ir::TensorId(static_cast<std::int32_t>(t)));
+            auto &spec = dp.specs.at(tensor.name).spec;
+            if (tensor.role == ir::Role::Parameter || tensor.shape.size() != 3)
+                continue;
+            auto split = spec;
+            split.placements[1] = sharding::Placement::shard(1);
+            if (split.holds(tensor.shape, dp.mesh))
+                spec = split;
+        }
+        try {
+            exports::megatronArguments(exports::exportInput(g, dp, "dp.json", "megatron", true), "dp.json");
+            QFAIL("no error");
+        } catch (const TapestryError &e) {
+            QVERIFY2(QString::fromStdString(e.what()).contains(QStringLiteral("axis model carries data+sequence")),
+                     e.what());
+        }
     }
 
     // Plans an export cannot say: the error names the tensor.

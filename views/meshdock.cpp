@@ -45,7 +45,10 @@ MeshDock::MeshDock(PlanDocument *document, QWidget *parent)
         if (!path.isEmpty() && !m_view->exportImage(path))
             emit failed(tr("%1: cannot write the image").arg(path));
     });
-    connect(m_document, &PlanDocument::planChanged, this, [this] { m_view->setMesh(m_document->planned().plan->mesh); });
+    connect(m_document, &PlanDocument::planChanged, this, [this] {
+        const auto &plan = *m_document->planned().plan;
+        m_view->setMesh(plan.mesh, plan.axisCarries);
+    });
     connect(m_document, &PlanDocument::selectionChanged, this, [this](int, passes::NodeId node) {
         if (node.valid())
             showNode(node);
@@ -58,7 +61,7 @@ void MeshDock::showTensor(ir::TensorId tensor)
     if (!planned.plan || !tensor.valid() || tensor.index() >= planned.specs.size())
         return;
     const auto &t = m_document->model().graph->tensor(tensor);
-    m_view->setMesh(planned.plan->mesh);
+    m_view->setMesh(planned.plan->mesh, planned.plan->axisCarries);
     m_view->setTensor(QString::fromStdString(t.name), t.shape, planned.specs[tensor.index()]);
 }
 

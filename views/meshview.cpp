@@ -25,10 +25,41 @@ MeshView::MeshView(QWidget *parent) : QWidget(parent)
     });
 }
 
-void MeshView::setMesh(const sharding::Mesh &mesh)
+void MeshView::setMesh(const sharding::Mesh &mesh, const std::vector<plan::AxisCarries> &carries)
 {
     m_mesh = mesh;
+    m_carries = carries.size() == mesh.axes.size() ? carries : std::vector<plan::AxisCarries>{};
+    setToolTip(axesLegend());
     update();
+}
+
+QString MeshView::axisLegend(std::size_t a) const
+{
+    const auto &axis = m_mesh.axes[a];
+    // As deviceRect lays devices out: the last axis across, the others down.
+    const QString direction = m_mesh.rank() == 1 ? QString()
+                              : a + 1 == m_mesh.axes.size() ? tr(", columns")
+                                                            : tr(", rows");
+    QString line = tr("axis %1 (%2%3) carries %4")
+                       .arg(QString::fromStdString(axis.name))
+                       .arg(axis.size)
+                       .arg(direction, QString::fromStdString(m_carries[a].toString()));
+    if (!axisMatchesName(a))
+        line += tr(" — not %1 as named").arg(QString::fromUtf8(plan::toString(*plan::axisRoleFromName(axis.name)).data()));
+    return line;
+}
+
+bool MeshView::axisMatchesName(std::size_t a) const
+{
+    return !plan::axisRoleFromName(m_mesh.axes[a].name) || plan::carriesMatchName(m_carries[a], m_mesh.axes[a].name);
+}
+
+QString MeshView::axesLegend() const
+{
+    QStringList lines;
+    for (std::size_t a = 0; a < m_carries.size(); ++a)
+        lines << axisLegend(a);
+    return lines.join(QLatin1Char('\n'));
 }
 
 void MeshView::setTensor(const QString &name, const ir::Shape &shape, const sharding::ShardingSpec &spec)
@@ -153,7 +184,8 @@ QRectF MeshView::deviceRect(int device, const QRect &area) const
     if (m_mesh.axes.empty())
         return {};
     const QFontMetrics fm(font());
-    const int captionH = fm.height() * 2 + 4;
+    const int captionH =
+        fm.height() * 2 + 4 + static_cast<int>(m_carries.size()) * QFontMetrics(smallFont()).height() + 2;
     // Rows: every axis but the last; columns: the last axis. A 1D mesh too
     // narrow for its devices' labels wraps onto rows, in reading order.
     const int devices = m_mesh.deviceCount();
@@ -184,6 +216,17 @@ void MeshView::paintMesh(QPainter &p, const QRect &area)
         return;
     const QFont small = smallFont();
     const QFontMetrics smallFm(small);
+    // One line per axis: what the plan does with it, flagged where its
+    // name says otherwise.
+    p.setFont(small);
+    for (std::size_t a = 0; a < m_carries.size(); ++a) {
+        const QRect line(captionBox.left(), captionBox.bottom() + 2 + static_cast<int>(a) * smallFm.height(),
+                         captionBox.width(), smallFm.height());
+        p.setPen(axisMatchesName(a) ? QColor(0x37474f) : QColor(0xbf360c));
+        p.drawText(line, Qt::AlignLeft | Qt::AlignTop, smallFm.elidedText(axisLegend(a), Qt::ElideRight, line.width()));
+    }
+    p.setFont(font());
+    p.setPen(palette().color(QPalette::Text));
     const int devices = m_mesh.deviceCount();
     const int rank = static_cast<int>(shownShape().size());
     const auto &spec = shownSpec();

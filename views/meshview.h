@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "plan/axisroles.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
 
@@ -25,13 +26,17 @@ struct CollectiveStep {
 // two; a row too narrow for its devices' labels wraps), each device a tile showing which block of the selected tensor it
 // holds: one colour per distinct block, replicas share a colour, partial
 // sums hatched. With collective steps, Next/Prev (and Play) walk through
-// them: the blocks before, then after, with arrows along the axis.
+// them: the blocks before, then after, with arrows along the axis. Under
+// the caption, a legend says what each axis carries in the plan, and where
+// that is not what the axis' name says.
 class MeshView : public QWidget {
     Q_OBJECT
 public:
     explicit MeshView(QWidget *parent = nullptr);
 
-    void setMesh(const sharding::Mesh &mesh);
+    // `carries`: what the plan does with each axis, shown as a legend under
+    // the caption; empty when it is not known.
+    void setMesh(const sharding::Mesh &mesh, const std::vector<plan::AxisCarries> &carries = {});
     void setTensor(const QString &name, const ir::Shape &shape, const sharding::ShardingSpec &spec);
     void setSteps(const QVector<CollectiveStep> &steps);
     void clear();
@@ -45,6 +50,9 @@ public:
     void previous();
     void play(bool on);
     QString caption() const;
+    // One line per axis: "axis data (2, rows) carries tensor — not data as
+    // named"; empty when what the axes carry is not known.
+    QString axesLegend() const;
     // The spec shown in the current frame.
     const sharding::ShardingSpec &shownSpec() const;
     const QString &shownTensor() const;
@@ -68,8 +76,11 @@ private:
     void paintMesh(QPainter &p, const QRect &area);
     QFont smallFont() const;
     int activeAxis() const;
+    QString axisLegend(std::size_t axis) const;
+    bool axisMatchesName(std::size_t axis) const;
 
     sharding::Mesh m_mesh;
+    std::vector<plan::AxisCarries> m_carries;
     QString m_tensor;
     ir::Shape m_shape;
     sharding::ShardingSpec m_spec;

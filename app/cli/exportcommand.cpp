@@ -33,14 +33,29 @@ int runExport(const Args &args)
 
     using Json = nlohmann::ordered_json;
     Json summary{{"to", to}, {"plan", planFile}};
+    const auto in = exports::exportInput(graph, p, planFile, to, to != "jax");
+    Json axes = Json::array();
+    for (std::size_t a = 0; a < p.mesh.axes.size(); ++a)
+        axes.push_back(Json{{"name", p.mesh.axes[a].name},
+                            {"size", p.mesh.axes[a].size},
+                            {"carries", in.carries[a].toString()},
+                            {"exported_as", in.axisNames[a]}});
+    summary["axes"] = axes;
     if (to == "torch") {
-        const auto torch = exports::torchPlan(exports::exportInput(graph, p, planFile, to, true), planFile);
+        const auto torch = exports::torchPlan(in, planFile);
         summary["mesh_axis"] = torch.meshAxis;
+        summary["mesh_dim_names"] = torch.meshDimNames;
         summary["entries"] = torch.modules.size();
     } else if (to == "megatron") {
-        const auto megatron = exports::megatronArguments(exports::exportInput(graph, p, planFile, to, true), planFile);
+        const auto megatron = exports::megatronArguments(in, planFile);
         summary["tensor_parallel"] = megatron.tensorParallel;
         summary["data_parallel"] = megatron.dataParallel;
+        const auto tp = megatron.tensorParallelAxis;
+        summary["tensor_parallel_axis"] = tp >= 0 ? Json(p.mesh.axes[static_cast<std::size_t>(tp)].name) : Json(nullptr);
+        Json dataAxes = Json::array();
+        for (int a : megatron.dataParallelAxes)
+            dataAxes.push_back(p.mesh.axes[static_cast<std::size_t>(a)].name);
+        summary["data_parallel_axes"] = dataAxes;
         summary["sequence_parallel"] = megatron.sequenceParallel;
         summary["arguments"] = megatron.arguments();
     }
@@ -68,8 +83,11 @@ Registration exportCommand([] {
     c.details = "torch: a Python file defining `plan` for parallelize_module (ColwiseParallel,\n"
                 "RowwiseParallel, SequenceParallel by module name, layer indices folded into globs\n"
                 "where every layer shares the style); refused where parameters are split over two\n"
-                "mesh axes. jax: PartitionSpecs per parameter and graph input. megatron: Megatron-LM's\n"
-                "parallelism arguments, refused naming the first parameter that Megatron-LM would\n"
+                "mesh axes. Every export names the mesh's axes by what they carry: the plan's name\n"
+                "where it says so (data carrying data, model carrying tensor), else what the axis\n"
+                "carries (tensor, data, tensor_sequence, replicated). jax: PartitionSpecs per parameter and graph input. megatron: Megatron-LM's\n"
+                "parallelism arguments, the tensor-parallel size from the axis the weights are split\n"
+                "on and data parallelism on the others, whatever their names; refused naming the first parameter that Megatron-LM would\n"
                 "store otherwise. The model is loaded from the plan's source unless --model names it,\n"
                 "and must be the one the plan was made for.\n";
     c.options = modelOptions();

@@ -7,6 +7,7 @@
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "plan/planjson.h"
+#include "search/axisconstraint.h"
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
@@ -51,6 +52,12 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         }
         if (used != limit->size() || !(options.timeLimitSeconds > 0))
             throw TapestryError(Error{"--time-limit", {}, "expects a positive number of seconds, got '" + *limit + "'"});
+    }
+    if (axisNamesGiven(args)) {
+        std::vector<std::string> names;
+        for (const auto &a : mesh.axes)
+            names.push_back(a.name);
+        options.axisRoles = search::axisRolesFromNames(names, args.value("--axes") ? "--axes" : "--mesh");
     }
     if (auto from = args.value("--keep-pins")) {
         if (method != "tap")
@@ -126,6 +133,11 @@ Registration plan([] {
                 "program solved by CBC: optimal, slow, the yardstick tap is checked against), megatron (column/row-parallel linears by module\n"
                 "name, heads split, vocabulary-parallel embedding; data parallel on the other mesh\n"
                 "axes), dp (batch split over every axis, gradients all-reduced), replicate.\n"
+                "Axis names given with --axes (or in --mesh's parentheses) are constraints for tap\n"
+                "and exact: an axis named data (dp, batch) splits the batch and no weight, model\n"
+                "(tensor, tp, mp) splits weights and not the batch, sequence (seq, sp, cp) splits\n"
+                "the sequence and no weight; other names leave their axis free. Without --axes the\n"
+                "default names constrain nothing and the report says what each axis carries.\n"
                 "With --keep-pins, tap holds the weights a user pinned (specs marked override, as the\n"
                 "studio saves them) and chooses everything else around them.\n"
                 "Searches show a progress bar on stderr when they outlast a second and stderr is a\n"

@@ -60,7 +60,8 @@ std::vector<OptionSpec> meshOptions()
 {
     return {
         {"--mesh", "SHAPE", "device mesh: 8, 2x8, 4x2, or with axis names: '2x2x2 (dp, tp, sp)' (required)"},
-        {"--axes", "A,B", "axis names (default: 1D model; 2D data,model; 3D and 4D: required)"},
+        {"--axes", "A,B", "axis names (default: 1D model; 2D data,model; 3D and 4D: required); given names "
+                          "(data, model, sequence) are roles the plan searches keep each axis to"},
         {"--mesh-profile", "NAME|FILE", "machine profile: dgx-h100 (default), dgx-a100, pcie-8x, cpu-loopback, "
                                         "or a tapestry.mesh-profile .json"},
         {"--memory-gib", "G", "device memory in GiB, overriding the profile's"},
@@ -108,17 +109,35 @@ sharding::Mesh meshFromArgs(const Args &args)
     return mesh;
 }
 
+bool axisNamesGiven(const Args &args)
+{
+    if (args.value("--axes"))
+        return true;
+    const auto shape = args.value("--mesh");
+    return shape && !sharding::parseMeshText(*shape).names.empty();
+}
+
 nlohmann::ordered_json planReportJson(const plan::Plan &p)
 {
     using Json = nlohmann::ordered_json;
     const auto &c = p.cost;
     Json axes = Json::array();
-    for (const auto &a : p.mesh.axes)
-        axes.push_back(Json{{"name", a.name},
-                            {"size", a.size},
-                            {"link", a.link.name},
-                            {"bandwidth_bytes_per_s", a.link.bandwidth},
-                            {"latency_s", a.link.latency}});
+    for (std::size_t i = 0; i < p.mesh.axes.size(); ++i) {
+        const auto &a = p.mesh.axes[i];
+        Json axis{{"name", a.name}, {"size", a.size}};
+        if (i < p.axisCarries.size()) {
+            const auto &carries = p.axisCarries[i];
+            axis["carries"] = carries.toString();
+            axis["matches_name"] = plan::carriesMatchName(carries, a.name);
+            axis["weight_share"] = carries.weightShare;
+            axis["batch_share"] = carries.batchShare;
+            axis["sequence_share"] = carries.sequenceShare;
+        }
+        axis["link"] = a.link.name;
+        axis["bandwidth_bytes_per_s"] = a.link.bandwidth;
+        axis["latency_s"] = a.link.latency;
+        axes.push_back(std::move(axis));
+    }
     Json collectives = Json::object();
     for (const auto &[kind, t] : c.byCollective)
         collectives[kind] = Json{{"count", t.collectives}, {"comm_bytes", t.commBytes}, {"comm_s", t.comm}};
@@ -134,7 +153,10 @@ nlohmann::ordered_json planReportJson(const plan::Plan &p)
                 {"fingerprint", p.model.fingerprint},
                 {"method", p.method},
                 {"sequence_parallel", p.sequenceParallel},
-                {"mesh", Json{{"profile", p.mesh.profile}, {"devices", p.mesh.deviceCount()}, {"axes", axes}}},
+                {"mesh", Json{{"profile", p.mesh.profile},
+                              {"devices", p.mesh.deviceCount()},
+                              {"axes_constrained", p.axesConstrained},
+                              {"axes", axes}}},
                 {"step_time_s", c.stepTime},
                 {"compute_s", c.compute},
                 {"comm_s", c.comm},
@@ -163,9 +185,27 @@ void printPlanReport(const plan::Plan &p, std::ostream &out)
     out << "model         " << p.model.source << " (" << p.model.name << ", " << p.model.fingerprint << ")\n";
     out << "mesh          " << p.mesh.toString() << ", " << p.mesh.deviceCount() << " x " << p.mesh.device.name
         << " [" << p.mesh.profile << "]\n";
-    for (const auto &a : p.mesh.axes)
-        out << "  axis " << a.name << " (" << a.size << ")" << std::string(a.name.size() < 8 ? 8 - a.name.size() : 1, ' ')
-            << a.link.name << ", " << rate(a.link.bandwidth) << ", " << seconds(a.link.latency) << " per step\n";
+    std::vector<std::string> misnamed;
+    for (std::size_t i = 0; i < p.mesh.axes.size(); ++i) {
+        const auto &a = p.mesh.axes[i];
+        const std::string head = "  axis " + a.name + " (" + std::to_string(a.size) + ")";
+        out << head << std::string(head.size() < 18 ? 18 - head.size() : 1, ' ');
+        if (i < p.axisCarries.size()) {
+            const std::string carries = "carries " + p.axisCarries[i].toString();
+            out << carries << std::string(carries.size() < 24 ? 24 - carries.size() : 1, ' ');
+            if (!plan::carriesMatchName(p.axisCarries[i], a.name))
+                misnamed.push_back(a.name + " carries " + p.axisCarries[i].toString());
+        }
+        out << a.link.name << ", " << rate(a.link.bandwidth) << ", " << seconds(a.link.latency) << " per step\n";
+    }
+    if (p.axesConstrained) {
+        out << "  axis names given: the search kept each axis to the role its name asks for\n";
+    } else if (!misnamed.empty()) {
+        std::string list;
+        for (const auto &m : misnamed)
+            list += (list.empty() ? "" : ", ") + m;
+        out << "  axis names are not constraints here: " << list << " (--axes makes them constraints)\n";
+    }
     out << "plan          " << p.method << (p.sequenceParallel ? " with sequence parallelism" : "") << ": "
         << split << " of " << p.specs.size() << " tensors split\n\n";
     out << "step time     " << seconds(c.stepTime) << "\n";

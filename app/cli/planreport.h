@@ -16,6 +16,10 @@ namespace tapestry::cli {
 
 // --mesh SHAPE [--axes a,b] [--mesh-profile NAME|FILE] [--memory-gib G] as a mesh.
 sharding::Mesh meshFromArgs(const Args &args);
+// Whether the user named the mesh's axes (--axes, or names in --mesh's
+// parentheses) rather than taking the defaults: only given names constrain
+// the search to the roles they ask for.
+bool axisNamesGiven(const Args &args);
 std::vector<OptionSpec> meshOptions();
 
 // The readable summary of a costed plan: step time, compute/communication

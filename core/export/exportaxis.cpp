@@ -2,12 +2,16 @@
 
 #include "ir/error.h"
 
+#include <algorithm>
+
 namespace tapestry::exports {
 
 ExportInput exportInput(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
                         const std::string &format, bool oneAxis)
 {
-    ExportInput in{graph, plan, plan::planSpecs(plan, graph, planInput), -1};
+    ExportInput in{graph, plan, plan::planSpecs(plan, graph, planInput), -1, {}, {}};
+    in.carries = plan::axisCarries(graph, plan.mesh, in.specs);
+    in.axisNames = exportAxisNames(plan.mesh, in.carries);
     for (std::size_t t = 0; t < graph.tensorCount(); ++t) {
         const ir::Tensor &tensor = graph.tensor(ir::TensorId(static_cast<std::int32_t>(t)));
         if (tensor.role != ir::Role::Parameter)
@@ -29,6 +33,40 @@ ExportInput exportInput(const ir::Graph &graph, const plan::Plan &plan, const st
         }
     }
     return in;
+}
+
+std::vector<std::string> exportAxisNames(const sharding::Mesh &mesh, const std::vector<plan::AxisCarries> &carries)
+{
+    std::vector<std::string> names;
+    for (std::size_t a = 0; a < mesh.axes.size(); ++a) {
+        const std::string &given = mesh.axes[a].name;
+        const plan::AxisCarries c = a < carries.size() ? carries[a] : plan::AxisCarries{};
+        std::string name = given;
+        // A replicated axis does none of what a role's name promises.
+        const bool keep = !plan::axisRoleFromName(given) || (!c.none() && plan::carriesMatchName(c, given));
+        if (!keep) {
+            name = c.toString();
+            std::replace(name.begin(), name.end(), '+', '_');
+        }
+        if (std::find(names.begin(), names.end(), name) != names.end())
+            name += std::to_string(a);
+        names.push_back(name);
+    }
+    return names;
+}
+
+std::vector<std::string> axisNotes(const ExportInput &in)
+{
+    std::vector<std::string> notes;
+    const auto &axes = in.plan.mesh.axes;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+        std::string note = "axis " + axes[a].name + " (" + std::to_string(axes[a].size) + ") carries " +
+                           in.carries[a].toString();
+        if (in.axisNames[a] != axes[a].name)
+            note += ", exported as '" + in.axisNames[a] + "'";
+        notes.push_back(note);
+    }
+    return notes;
 }
 
 std::string moduleOf(const std::string &parameterName)

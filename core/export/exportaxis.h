@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "plan/axisroles.h"
 #include "plan/plan.h"
 #include "sharding/shardingspec.h"
 
@@ -19,7 +20,21 @@ struct ExportInput {
     // The tensor-parallel axis: the only axis any parameter is split on; -1
     // when every parameter is replicated (a data-parallel plan).
     int tensorParallelAxis = -1;
+    // What each mesh axis carries under the specs, and the name the export
+    // gives it after that (exportAxisNames).
+    std::vector<plan::AxisCarries> carries;
+    std::vector<std::string> axisNames;
 };
+
+// The names an export gives the mesh's axes, by what each carries: the
+// plan's name where it says so (an axis named data that carries data, an
+// axis named model that carries tensor, a name that asks for no role),
+// else what it carries ("tensor", "data", "tensor_sequence",
+// "replicated"), made unique with the axis index. A process group built
+// from an exported name then does what the name says.
+std::vector<std::string> exportAxisNames(const sharding::Mesh &mesh, const std::vector<plan::AxisCarries> &carries);
+// "axis data (2) carries tensor, exported as 'tensor'", one per axis.
+std::vector<std::string> axisNotes(const ExportInput &in);
 
 // Validates `plan` against `graph` (errors name `planInput`) and finds the
 // tensor-parallel axis. Frameworks with a 1-D tensor-parallel mesh (torch's

@@ -5,16 +5,23 @@ namespace tapestry::exports {
 std::string jaxPartitionSpecs(const ExportInput &in)
 {
     const ir::Graph &g = in.graph;
-    const auto &mesh = in.plan.mesh;
+    // The plan's mesh with its axes named by what each carries: the
+    // PartitionSpecs below name them so.
+    sharding::Mesh mesh = in.plan.mesh;
     std::string names, shape;
-    for (const auto &a : mesh.axes) {
-        names += "'" + a.name + "', ";
-        shape += std::to_string(a.size) + ", ";
+    for (std::size_t a = 0; a < mesh.axes.size(); ++a) {
+        mesh.axes[a].name = in.axisNames[a];
+        names += "'" + mesh.axes[a].name + "', ";
+        shape += std::to_string(mesh.axes[a].size) + ", ";
     }
     std::string s;
     s += "# JAX PartitionSpecs exported by Tapestry (tapestry-cli export --to jax) from a tapestry.plan.\n";
     s += "# model: " + in.plan.model.source + " (" + in.plan.model.fingerprint + "), method " + in.plan.method +
-         ", mesh " + mesh.toString() + "\n";
+         ", mesh " + in.plan.mesh.toString() + "\n";
+    s += "# Mesh axes, named by what each carries:\n";
+    for (const auto &note : axisNotes(in))
+        s += "#   " + note + "\n";
+    s += "# mesh = jax.sharding.Mesh(mesh_utils.create_device_mesh(mesh_shape), mesh_axis_names)\n";
     s += "from jax.sharding import PartitionSpec as P\n\n";
     s += "mesh_axis_names = (" + names + ")\n";
     s += "mesh_shape = (" + shape + ")\n";

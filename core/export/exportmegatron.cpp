@@ -20,6 +20,17 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
     const auto &mesh = in.plan.mesh;
     MegatronArguments out;
     out.dataParallel = mesh.deviceCount();
+    out.tensorParallelAxis = in.tensorParallelAxis;
+    for (std::size_t a = 0; a < mesh.axes.size(); ++a) {
+        if (static_cast<int>(a) == in.tensorParallelAxis)
+            continue;
+        if (in.carries[a].sequence)
+            throw TapestryError(Error{planInput, {}, "megatron: axis " + mesh.axes[a].name + " carries " +
+                                                         in.carries[a].toString() +
+                                                         "; Megatron-LM runs every axis but the tensor-parallel "
+                                                         "one data parallel"});
+        out.dataParallelAxes.push_back(static_cast<int>(a));
+    }
     std::vector<sharding::ShardingSpec> expected;
     if (in.tensorParallelAxis >= 0) {
         // Megatron-LM's layout is the megatron reference plan's, on the axis

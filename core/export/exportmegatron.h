@@ -11,16 +11,23 @@ namespace tapestry::exports {
 // every parameter stored as Megatron-LM stores it (column- and
 // row-parallel linears by module name, vocabulary-parallel embedding, the
 // rest replicated) on one tensor-parallel axis, the other axes data
-// parallel; or no parameter split at all (data parallel).
+// parallel; or no parameter split at all (data parallel). The axes are
+// mapped by what they carry, not by their names: the axis the weights are
+// split on gives --tensor-model-parallel-size, every other axis is data
+// parallel (Megatron-LM's data-parallel size is what remains of the world).
 struct MegatronArguments {
     int tensorParallel = 1;
     int dataParallel = 1;
+    int tensorParallelAxis = -1;        // mesh axis index; -1: none
+    std::vector<int> dataParallelAxes;  // mesh axis indices
     bool sequenceParallel = false;  // norms compute on sequence shards
     std::vector<std::string> arguments() const;  // {"--tensor-model-parallel-size", "8", ...}
 };
 
 // Throws TapestryError naming `planInput` and the first parameter whose
-// spec breaks Megatron's shape, with the spec Megatron-LM would give it.
+// spec breaks Megatron's shape, with the spec Megatron-LM would give it, or
+// an axis besides the tensor-parallel one that splits the sequence, which
+// Megatron-LM would run data parallel.
 MegatronArguments megatronArguments(const ExportInput &in, const std::string &planInput);
 
 } // namespace tapestry::exports

@@ -63,9 +63,12 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
     const ir::Graph &g = in.graph;
     const int axis = in.tensorParallelAxis;
     TorchPlan out;
+    out.meshShape = in.plan.mesh.shape();
+    out.meshDimNames = in.axisNames;
+    out.axisNotes = axisNotes(in);
     if (axis < 0)
         return out;
-    out.meshAxis = in.plan.mesh.axes[static_cast<std::size_t>(axis)].name;
+    out.meshAxis = in.axisNames[static_cast<std::size_t>(axis)];
     out.meshAxisSize = in.plan.mesh.axes[static_cast<std::size_t>(axis)].size;
     auto fail = [&](const std::string &tensor, const std::string &problem) {
         throw TapestryError(Error{planInput, tensor, "torch: " + problem});
@@ -153,7 +156,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         const bool split = it != byModule.end() && it->second.style == "ColwiseParallel" &&
                            name == it->first + ".bias";
         if (on(t) != (split ? sharding::Placement::shard(0) : sharding::Placement::replicate()))
-            fail(name, "stored " + on(t).toString() + " on axis " + out.meshAxis + " where torch stores it " +
+            fail(name, "stored " + on(t).toString() + " on axis " + in.plan.mesh.axes[static_cast<std::size_t>(axis)].name + " where torch stores it " +
                            (split ? "Shard(0)" : "Replicate()") +
                            (it != byModule.end() && !it->second.style.empty() ? " under " + it->second.style
                                                                                : std::string(" (module unsplit)")));
@@ -193,15 +196,25 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
     s += "# exported by Tapestry (tapestry-cli export --to torch) from a tapestry.plan.\n";
     s += "# model: " + source.model.source + " (" + source.model.fingerprint + "), method " + source.method +
          ", mesh " + source.mesh.toString() + "\n";
+    s += "# Mesh axes, named by what each carries:\n";
+    for (const auto &note : plan.axisNotes)
+        s += "#   " + note + "\n";
     if (plan.meshAxis.empty()) {
-        s += "# No parameter is split: the plan is data parallel, the plan below is empty.\n";
+        s += "# No parameter is split: the plan below is empty.\n";
     } else {
         s += "# Apply on the 1-D device mesh of axis \"" + plan.meshAxis + "\" (" + std::to_string(plan.meshAxisSize) +
-             " devices)";
-        s += source.mesh.rank() > 1 ? "; the plan's other axes are data parallel.\n" : ".\n";
+             " devices): parallelize_module(model, mesh[tp_mesh_dim], plan)\n";
     }
+    s += "# mesh = init_device_mesh(device_type, mesh_shape, mesh_dim_names=mesh_dim_names)\n";
     s += "from torch.distributed.tensor import Partial, Replicate, Shard\n";
     s += "from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel\n\n";
+    std::string shape, names;
+    for (std::size_t a = 0; a < plan.meshShape.size(); ++a) {
+        shape += std::to_string(plan.meshShape[a]) + ", ";
+        names += "\"" + plan.meshDimNames[a] + "\", ";
+    }
+    s += "mesh_shape = (" + shape + ")\n";
+    s += "mesh_dim_names = (" + names + ")\n";
     s += "tp_mesh_dim = " + (plan.meshAxis.empty() ? std::string("None") : "\"" + plan.meshAxis + "\"") + "\n";
     s += "plan = {\n";
     for (const auto &m : plan.modules) {

@@ -22,8 +22,13 @@ struct TorchModulePlan {
 };
 
 struct TorchPlan {
-    std::string meshAxis;  // the plan's tensor-parallel axis; empty when nothing is split
+    std::string meshAxis;  // the tensor-parallel axis' exported name; empty when nothing is split
     int meshAxisSize = 1;
+    // The whole mesh for init_device_mesh: its sizes and its axes named by
+    // what each carries (exportAxisNames), with a note per axis.
+    std::vector<int> meshShape;
+    std::vector<std::string> meshDimNames;
+    std::vector<std::string> axisNotes;
     std::vector<TorchModulePlan> modules;  // ordered by module name
 };
 
@@ -37,7 +42,8 @@ struct TorchPlan {
 // other than its module's style stores it.
 TorchPlan torchPlan(const ExportInput &in, const std::string &planInput);
 
-// A Python file defining `plan = {...}` and `tp_mesh_dim`.
+// A Python file defining `mesh_shape`, `mesh_dim_names`, `tp_mesh_dim` and
+// `plan = {...}`.
 std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source);
 
 } // namespace tapestry::exports

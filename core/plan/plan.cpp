@@ -4,6 +4,7 @@
 #include "cost/plancoster.h"
 #include "ir/error.h"
 #include "ir/validate.h"
+#include "plan/axisroles.h"
 #include "plan/fingerprint.h"
 
 namespace tapestry::plan {
@@ -54,6 +55,7 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
 {
     Plan p = uncostedPlan(graph, modelSource, mesh, specs, source, method, options);
     p.cost = cost::evaluatePlan(graph, mesh, specs, options);
+    p.axisCarries = axisCarries(graph, mesh, specs);
     return p;
 }
 
@@ -62,6 +64,7 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std:
 {
     Plan p = uncostedPlan(graph, modelSource, coster.mesh(), specs, source, method, coster.options());
     p.cost = coster.cost(specs);
+    p.axisCarries = axisCarries(graph, coster.mesh(), specs);
     return p;
 }
 
@@ -116,7 +119,9 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
 
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput)
 {
-    plan.cost = cost::evaluatePlan(graph, plan.mesh, planSpecs(plan, graph, planInput), plan.costOptions);
+    const auto specs = planSpecs(plan, graph, planInput);
+    plan.cost = cost::evaluatePlan(graph, plan.mesh, specs, plan.costOptions);
+    plan.axisCarries = axisCarries(graph, plan.mesh, specs);
 }
 
 Recoster::Recoster(const ir::Graph &graph) : m_graph(graph), m_fingerprint(modelFingerprint(graph)) {}
@@ -129,6 +134,7 @@ void Recoster::recost(Plan &plan, const std::string &planInput)
     if (!m_coster || !(m_coster->mesh() == plan.mesh) || !(m_coster->options() == plan.costOptions))
         m_coster = std::make_unique<cost::PlanCoster>(m_graph, plan.mesh, plan.costOptions);
     plan.cost = m_coster->cost(specs);
+    plan.axisCarries = axisCarries(m_graph, plan.mesh, specs);
 }
 
 std::size_t Recoster::resolvedOps() const

@@ -3,6 +3,7 @@
 #include "cost/costoptions.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
+#include "plan/axisroles.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
 
@@ -51,6 +52,15 @@ struct Plan {
     std::string method;              // "megatron", "dp", "replicate", "tap", "exact", ...
     bool sequenceParallel = false;
     std::vector<std::string> searchWarnings;  // what the method could not do as asked
+    // The mesh's axis names were given by the user and the search kept each
+    // axis to the role its name asks for (AxisRole); false: the names are
+    // defaults or the method ignores them, and axisCarries says what each
+    // axis is used for.
+    bool axesConstrained = false;
+    // What each mesh axis carries, derived from the specs whenever the plan
+    // is made or costed (axisCarries()); empty for a plan read from a file
+    // that does not say, until it is costed again.
+    std::vector<AxisCarries> axisCarries;
     cost::CostOptions costOptions;
     std::map<std::string, TensorPlan> specs;  // by tensor name, ordered for stable files
     cost::PlanCost cost;

@@ -253,14 +253,20 @@ std::string writePlanJson(const Plan &plan)
                {"ops", plan.model.ops},
                {"tensors", plan.model.tensors}};
     Json axes = Json::array();
-    for (const auto &a : plan.mesh.axes)
-        axes.push_back(Json{{"name", a.name}, {"size", a.size}, {"link", linkJson(a.link)}});
+    for (std::size_t i = 0; i < plan.mesh.axes.size(); ++i) {
+        const auto &a = plan.mesh.axes[i];
+        Json axis{{"name", a.name}, {"size", a.size}, {"link", linkJson(a.link)}};
+        if (i < plan.axisCarries.size())
+            axis["carries"] = plan.axisCarries[i].toString();
+        axes.push_back(std::move(axis));
+    }
     const auto &d = plan.mesh.device;
     Json peaks = Json::object();
     for (const auto &[dtype, flops] : d.peakFlops)
         peaks[dtype] = flops;
     Json mesh{{"profile", plan.mesh.profile},
               {"axes", axes},
+              {"axes_constrained", plan.axesConstrained},
               {"device",
                Json{{"name", d.name},
                     {"memory_bytes", d.memoryBytes},
@@ -409,7 +415,20 @@ Plan readPlanJson(const std::string &text, const std::string &input)
         if (p.mesh.axisIndex(a.name))
             r.fail(path + ".name", "axis '" + a.name + "' appears twice");
         p.mesh.axes.push_back(a);
+        // Plans written before axes said what they carry have no "carries".
+        if (axes[i].is_object() && axes[i].contains("carries")) {
+            const std::string carries = r.string(axes[i], path, "carries");
+            const auto c = AxisCarries::fromString(carries);
+            if (!c)
+                r.fail(path + ".carries", "expected data, tensor, sequence, a combination such as tensor+sequence, "
+                                          "or replicated, got '" + carries + "'");
+            p.axisCarries.push_back(*c);
+        }
     }
+    if (!p.axisCarries.empty() && p.axisCarries.size() != p.mesh.axes.size())
+        r.fail("$.mesh.axes", "some axes say what they carry and some do not");
+    if (mesh.contains("axes_constrained"))
+        p.axesConstrained = r.boolean(mesh, "$.mesh", "axes_constrained");
     const auto &device = r.object(mesh, "$.mesh", "device");
     p.mesh.device.name = r.string(device, "$.mesh.device", "name");
     p.mesh.device.memoryBytes = r.integer(device, "$.mesh.device", "memory_bytes");

@@ -4,6 +4,7 @@
 #include "sharding/legalspecs.h"
 #include "plan/plan.h"
 #include "search/activationlayout.h"
+#include "search/axisconstraint.h"
 #include "search/segmentcost.h"
 #include "sharding/propagation.h"
 
@@ -114,6 +115,7 @@ void ExactSearch::buildSpaces()
         const auto &node = m_coarse.node(id);
         NodeSpace space;
         space.segment = makeSegment(m_graph, m_mesh, std::string(node.name), -1, 1, {node.ops.begin(), node.ops.end()});
+        keepToRoles(space.segment, m_options.axisRoles);
         m_nodes.push_back(std::move(space));
     }
     std::set<ir::TensorId> sharedParameters;
@@ -149,12 +151,14 @@ void ExactSearch::enumerate(NodeSpace &node)
         const ir::Tensor &tensor = m_graph.tensor(t);
         std::vector<ShardingSpec> specs;
         if (tensor.role == ir::Role::Input) {
-            for (const auto &layout : allLayouts(m_mesh.rank()))
+            for (const auto &layout : allowedLayouts(m_mesh.rank(), m_options.axisRoles))
                 specs.push_back(layout.specFor(tensor, m_mesh));
             std::sort(specs.begin(), specs.end());
             specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
         } else {
             specs = sharding::legalSpecs(tensor.shape, m_mesh);
+            if (tensor.role == ir::Role::Parameter)
+                std::erase_if(specs, [&](const ShardingSpec &s) { return brokenAxis(m_options.axisRoles, s).has_value(); });
         }
         inputChoices.push_back(specs);
     }
@@ -166,7 +170,7 @@ void ExactSearch::enumerate(NodeSpace &node)
         const ir::Tensor &tensor = m_graph.tensor(node.shared[node.inputs + o]);
         std::vector<ShardingSpec> specs;
         if (tensor.role != ir::Role::Output && !tensor.consumers.empty())
-            for (const auto &layout : allLayouts(m_mesh.rank()))
+            for (const auto &layout : allowedLayouts(m_mesh.rank(), m_options.axisRoles))
                 specs.push_back(layout.specFor(tensor, m_mesh));
         std::sort(specs.begin(), specs.end());
         specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
@@ -468,7 +472,9 @@ SearchResult exactSearch(const ir::Graph &graph, const passes::CoarseGraph &coar
                          const sharding::Mesh &mesh, const SearchOptions &options)
 {
     ExactSearch search(graph, coarse, mesh, options);
-    return search.run(modelSource);
+    auto result = search.run(modelSource);
+    result.plan.axesConstrained = result.leastCommunication.axesConstrained = anyRole(options.axisRoles);
+    return result;
 }
 
 } // namespace tapestry::search

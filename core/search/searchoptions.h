@@ -1,12 +1,15 @@
 #pragma once
 
 #include "cost/costoptions.h"
+#include "plan/axisroles.h"
 #include "sharding/shardingspec.h"
 
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace tapestry::search {
 
@@ -35,6 +38,11 @@ struct SearchOptions {
     // only) are applied to the plan found and the specs after them derived
     // again. A pin that is not a legal spec of its tensor is an error.
     std::map<std::string, sharding::ShardingSpec> pinned;
+    // tap and exact: per mesh axis, the role the user's name for it asks
+    // for (axisRolesFromNames); an axis with none, and every axis when
+    // empty, is free. The search keeps each named axis to its role
+    // (search/axisconstraint.h): a data axis splits no weight, and so on.
+    std::vector<std::optional<plan::AxisRole>> axisRoles;
     // Called now and then with work done and work planned (units of the
     // search's choosing), from the searching thread.
     std::function<void(std::size_t done, std::size_t total)> progress;

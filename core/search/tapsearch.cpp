@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "plan/plan.h"
 #include "search/activationlayout.h"
+#include "search/axisconstraint.h"
 #include "search/segmentcost.h"
 #include "sharding/propagation.h"
 
@@ -103,7 +104,7 @@ public:
     TapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes, const sharding::Mesh &mesh,
               const SearchOptions &options)
         : m_graph(graph), m_classes(classes), m_mesh(mesh), m_options(options), m_coster(graph, mesh, options.cost),
-          m_layouts(allLayouts(mesh.rank())), m_capacity(mesh.device.memoryBytes > 0
+          m_layouts(allowedLayouts(mesh.rank(), options.axisRoles)), m_capacity(mesh.device.memoryBytes > 0
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
     {
@@ -113,6 +114,15 @@ public:
                 throw TapestryError(Error{name, {}, "pinned tensor is not in the model"});
             if (auto problem = spec.problem(graph.tensor(*t).shape, mesh))
                 throw TapestryError(Error{name, {}, "pinned spec " + spec.toPlacements() + ": " + *problem});
+            const auto broken = graph.tensor(*t).role == ir::Role::Parameter ? brokenAxis(options.axisRoles, spec)
+                                                                              : std::nullopt;
+            if (broken) {
+                const auto a = static_cast<std::size_t>(*broken);
+                throw TapestryError(Error{name, {}, "pinned spec " + spec.toPlacements() + " splits it over axis " +
+                                                        mesh.axes[a].name + ", named for " +
+                                                        std::string(plan::toString(*options.axisRoles[a])) +
+                                                        ", which splits no weight"});
+            }
         }
         buildGroups();
     }
@@ -238,6 +248,9 @@ void TapSearch::buildGroups()
             for (Segment &block : g.blocks)
                 shareIn(block);
         }
+        keepToRoles(g.whole, m_options.axisRoles);
+        for (Segment &block : g.blocks)
+            keepToRoles(block, m_options.axisRoles);
         for (Segment *segment : {&g.whole})
             holdPins(*segment);
         for (Segment &block : g.blocks)
@@ -691,7 +704,9 @@ SearchResult tapSearch(const ir::Graph &graph, const passes::SubgraphClasses &cl
                        const std::string &modelSource, const sharding::Mesh &mesh, const SearchOptions &options)
 {
     TapSearch search(graph, classes, mesh, options);
-    return search.run(modelSource);
+    auto result = search.run(modelSource);
+    result.plan.axesConstrained = result.leastCommunication.axesConstrained = anyRole(options.axisRoles);
+    return result;
 }
 
 } // namespace tapestry::search

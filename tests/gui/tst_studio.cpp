@@ -358,6 +358,29 @@ private slots:
         QVERIFY(view.deviceRect(2, narrow).top() > view.deviceRect(0, narrow).bottom());
     }
 
+    // The mesh view says what each axis carries in the plan, and flags an
+    // axis whose name says otherwise; the legend's lines push the devices down.
+    void meshAxesLegend()
+    {
+        tapestry::views::MeshView view;
+        tapestry::sharding::Mesh grid;
+        grid.axes.push_back({"data", 2, {}});
+        grid.axes.push_back({"model", 4, {}});
+        const QRect area(0, 0, 600, 400);
+        view.setMesh(grid);
+        QVERIFY(view.axesLegend().isEmpty());
+        const qreal top = view.deviceRect(0, area).top();
+        view.setMesh(grid, {*tapestry::plan::AxisCarries::fromString("tensor"),
+                            *tapestry::plan::AxisCarries::fromString("data")});
+        QCOMPARE(view.axesLegend(), QStringLiteral("axis data (2, rows) carries tensor — not data as named\n"
+                                                   "axis model (4, columns) carries data — not tensor as named"));
+        QVERIFY(view.deviceRect(0, area).top() > top);
+        view.setMesh(grid, {*tapestry::plan::AxisCarries::fromString("data"),
+                            *tapestry::plan::AxisCarries::fromString("tensor+sequence")});
+        QCOMPARE(view.axesLegend(), QStringLiteral("axis data (2, rows) carries data\n"
+                                                   "axis model (4, columns) carries tensor+sequence"));
+    }
+
     void lessonTwoDimensionalMlp()
     {
         StudioWindow w;
