@@ -44,8 +44,12 @@ QString MeshView::axisLegend(std::size_t a) const
                        .arg(QString::fromStdString(axis.name))
                        .arg(axis.size)
                        .arg(direction, QString::fromStdString(m_carries[a].toString()));
-    if (!axisMatchesName(a))
-        line += tr(" — not %1 as named").arg(QString::fromUtf8(plan::toString(*plan::axisRoleFromName(axis.name)).data()));
+    if (!axisMatchesName(a)) {
+        // Carrying the named role and more, or something else altogether.
+        const plan::AxisRole named = *plan::axisRoleFromName(axis.name);
+        const QString role = QString::fromUtf8(plan::toString(named).data());
+        line += m_carries[a].has(named) ? tr(" — more than named") : tr(" — not %1 as named").arg(role);
+    }
     return line;
 }
 
