@@ -27,19 +27,12 @@ double since(Clock::time_point start)
 
 const std::vector<std::string> kReferences{"megatron", "megatron-sp", "dp", "replicate"};
 
-// The reference plan by name, or nothing where it does not apply.
-std::optional<plan::Plan> reference(const ir::Graph &graph, const SearchCase &c, const sharding::Mesh &mesh,
-                                    const std::string &name)
+// The reference plans that apply to the case on `mesh`.
+std::vector<search::NamedPlan> references(const ir::Graph &graph, const SearchCase &c, const sharding::Mesh &mesh)
 {
-    search::ReferenceOptions options;
-    options.sequenceParallel = name == "megatron-sp";
-    options.cost.overlap = c.overlap;
-    const auto method = *search::referenceMethodFromString(name == "megatron-sp" ? "megatron" : name);
-    try {
-        return search::referencePlan(graph, c.source, mesh, method, options);
-    } catch (const TapestryError &) {
-        return std::nullopt;
-    }
+    cost::CostOptions options;
+    options.overlap = c.overlap;
+    return search::applicableReferencePlans(graph, c.source, mesh, options);
 }
 
 std::string figures(const cost::PlanCost &cost)
@@ -160,12 +153,11 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
             sharding::Mesh probe = c.mesh;
             probe.device.memoryBytes = 1;
             std::int64_t least = tap(probe, searchOptions).plan.cost.memory.total(), replicated = least;
-            for (const auto &name : kReferences)
-                if (auto p = reference(g, c, probe, name)) {
-                    least = std::min(least, p->cost.memory.total());
-                    if (name == "replicate")
-                        replicated = p->cost.memory.total();
-                }
+            for (const auto &[name, p] : references(g, c, probe)) {
+                least = std::min(least, p.cost.memory.total());
+                if (name == "replicate")
+                    replicated = p.cost.memory.total();
+            }
             replicated = std::max(replicated, least);
             mesh.device.memoryBytes =
                 c.memory == MemoryLimit::Tight
@@ -192,15 +184,14 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
             r.comparisons.push_back(std::move(x));
         }
 
-        std::map<std::string, plan::Plan> references;
-        for (const auto &name : kReferences) {
-            if (auto p = reference(g, c, mesh, name)) {
-                r.comparisons.push_back(compare(Check::Reference, name, found.plan.cost, p->cost, 1e-9));
-                references.emplace(name, std::move(*p));
-            } else {
-                r.refused.push_back(name);
-            }
+        std::map<std::string, plan::Plan> applied;
+        for (auto &[name, p] : references(g, c, mesh)) {
+            r.comparisons.push_back(compare(Check::Reference, name, found.plan.cost, p.cost, 1e-9));
+            applied.emplace(name, std::move(p));
         }
+        for (const auto &name : kReferences)
+            if (!applied.count(name))
+                r.refused.push_back(name);
         r.comparisons.push_back(compare(Check::LeastCommunication, "least-communication", found.plan.cost,
                                         found.leastCommunication.cost, 1e-9));
 
@@ -210,7 +201,7 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
             if (c.pinBase == "exact" && exact) {
                 base = &exact->plan;
                 r.pinBase = "exact";
-            } else if (auto it = references.find(c.pinBase); it != references.end()) {
+            } else if (auto it = applied.find(c.pinBase); it != applied.end()) {
                 base = &it->second;
                 r.pinBase = c.pinBase;
             }

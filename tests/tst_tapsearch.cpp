@@ -407,21 +407,9 @@ private slots:
             m.device.memoryBytes = static_cast<std::int64_t>(memoryGib * (1ll << 30));
         const auto found = tap(g, source, m);
         const auto mine = cost::Objective::of(found.plan.cost);
-        std::vector<std::pair<std::string, plan::Plan>> others{{"least communication", found.leastCommunication}};
-        for (auto method : {search::ReferenceMethod::Megatron, search::ReferenceMethod::DataParallel,
-                            search::ReferenceMethod::Replicate})
-            for (bool sp : {false, true}) {
-                if (sp && method != search::ReferenceMethod::Megatron)
-                    continue;
-                search::ReferenceOptions options;
-                options.sequenceParallel = sp;
-                try {
-                    others.emplace_back(std::string(search::toString(method)) + (sp ? " -sp" : ""),
-                                        search::referencePlan(g, source, m, method, options));
-                } catch (const TapestryError &) {
-                    // the method does not apply to this model on this mesh
-                }
-            }
+        std::vector<search::NamedPlan> others{{"least communication", found.leastCommunication}};
+        for (auto &reference : search::applicableReferencePlans(g, source, m))
+            others.push_back(std::move(reference));
         QVERIFY(others.size() >= 3);
         for (const auto &[name, other] : others) {
             const auto theirs = cost::Objective::of(other.cost);

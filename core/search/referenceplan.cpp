@@ -270,4 +270,26 @@ plan::Plan referencePlan(const ir::Graph &graph, const std::string &modelSource,
     return p;
 }
 
+std::vector<NamedPlan> applicableReferencePlans(const ir::Graph &graph, const std::string &modelSource,
+                                                const sharding::Mesh &mesh, const cost::CostOptions &cost)
+{
+    std::vector<NamedPlan> plans;
+    const std::pair<ReferenceMethod, bool> methods[] = {{ReferenceMethod::Megatron, false},
+                                                        {ReferenceMethod::Megatron, true},
+                                                        {ReferenceMethod::DataParallel, false},
+                                                        {ReferenceMethod::Replicate, false}};
+    for (const auto &[method, sequenceParallel] : methods) {
+        ReferenceOptions options;
+        options.sequenceParallel = sequenceParallel;
+        options.cost = cost;
+        try {
+            plans.push_back({std::string(toString(method)) + (sequenceParallel ? "-sp" : ""),
+                             referencePlan(graph, modelSource, mesh, method, options)});
+        } catch (const TapestryError &) {
+            // the method does not apply to this model on this mesh
+        }
+    }
+    return plans;
+}
+
 } // namespace tapestry::search

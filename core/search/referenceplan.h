@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tapestry::search {
 
@@ -32,6 +33,19 @@ struct ReferenceOptions {
 // batch the data axes do not divide.
 plan::Plan referencePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
                          ReferenceMethod method, const ReferenceOptions &options = {});
+
+// A reference plan with the name the reports give it: "megatron",
+// "megatron-sp" (with sequence parallelism), "dp", "replicate".
+struct NamedPlan {
+    std::string name;
+    plan::Plan plan;
+};
+// Every reference plan that applies to the model on the mesh, in that
+// order: the plans a searched plan is held to (tap is never to be worse
+// than any of them under cost::Objective). Methods that cannot apply (see
+// referencePlan) are left out.
+std::vector<NamedPlan> applicableReferencePlans(const ir::Graph &graph, const std::string &modelSource,
+                                                const sharding::Mesh &mesh, const cost::CostOptions &cost = {});
 
 // What Megatron does with a parameter, by the module it belongs to.
 enum class MegatronRole {

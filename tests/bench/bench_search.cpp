@@ -85,22 +85,10 @@ void printPresetGap(const std::string &source, const std::string &shape)
         const auto mine = cost::Objective::of(r.plan.cost);
         std::string bestName;
         auto best = cost::Objective::worst();
-        for (auto method : {search::ReferenceMethod::Megatron, search::ReferenceMethod::DataParallel,
-                            search::ReferenceMethod::Replicate})
-            for (bool sp : {false, true}) {
-                if (sp && method != search::ReferenceMethod::Megatron)
-                    continue;
-                search::ReferenceOptions options;
-                options.sequenceParallel = sp;
-                try {
-                    const auto plan = search::referencePlan(g, source, m, method, options);
-                    if (const auto theirs = cost::Objective::of(plan.cost); theirs < best) {
-                        best = theirs;
-                        bestName = std::string(search::toString(method)) + (sp ? "-sp" : "");
-                    }
-                } catch (const TapestryError &) {
-                    // not applicable to this model on this mesh
-                }
+        for (const auto &[name, plan] : search::applicableReferencePlans(g, source, m))
+            if (const auto theirs = cost::Objective::of(plan.cost); theirs < best) {
+                best = theirs;
+                bestName = name;
             }
         const bool worse = !bestName.empty() && !noWorse(mine, best);
         const double gap = bestName.empty() || best.overshoot != mine.overshoot
