@@ -289,6 +289,10 @@ private slots:
         QVERIFY2(python.find("mesh_dim_names = (\"tensor\", \"data\", )\n") != std::string::npos, python.c_str());
         QVERIFY(python.find("axis data (2) carries tensor, exported as 'tensor'") != std::string::npos);
         QVERIFY(python.find("tp_mesh_dim = \"tensor\"") != std::string::npos);
+        // The tensor-parallel axis is the outer one here: the file's
+        // device_mesh() moves it innermost, as parallelize_module requires.
+        QVERIFY(python.find("def device_mesh(device_type):") != std::string::npos);
+        QVERIFY(python.find(".permute(order)") != std::string::npos);
         const std::string jax = exports::jaxPartitionSpecs(exports::exportInput(g, p, "p.json", "jax", false));
         QVERIFY2(jax.find("mesh_axis_names = ('tensor', 'data', )") != std::string::npos, jax.c_str());
         QVERIFY(jax.find("'model.layers.0.self_attn.q_proj.weight': P(None, 'tensor')") != std::string::npos);

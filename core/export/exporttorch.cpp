@@ -205,7 +205,7 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
         s += "# Apply on the 1-D device mesh of axis \"" + plan.meshAxis + "\" (" + std::to_string(plan.meshAxisSize) +
              " devices): parallelize_module(model, mesh[tp_mesh_dim], plan)\n";
     }
-    s += "# mesh = init_device_mesh(device_type, mesh_shape, mesh_dim_names=mesh_dim_names)\n";
+    s += "# mesh = device_mesh(device_type)  (below: the mesh with the tensor-parallel axis innermost)\n";
     s += "from torch.distributed.tensor import Partial, Replicate, Shard\n";
     s += "from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel\n\n";
     std::string shape, names;
@@ -226,6 +226,21 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
         s += "    \"" + m.module + "\": " + m.style + "(" + args + "),\n";
     }
     s += "}\n";
+    // parallelize_module refuses a tensor-parallel mesh that is not the
+    // innermost dim of its parent, so an outer tensor-parallel axis is
+    // moved last, each axis keeping the ranks the plan groups on it.
+    s += "\n\n"
+         "def device_mesh(device_type):\n"
+         "    \"\"\"The plan's device mesh, ranks numbered row-major over mesh_shape as the plan\n"
+         "    numbers devices, with the tensor-parallel axis moved innermost (parallelize_module\n"
+         "    requires it); every axis groups the same ranks as in the plan.\"\"\"\n"
+         "    import torch\n"
+         "    from torch.distributed.device_mesh import DeviceMesh\n"
+         "    dims = range(len(mesh_shape))\n"
+         "    order = [d for d in dims if mesh_dim_names[d] != tp_mesh_dim] + \\\n"
+         "        [d for d in dims if mesh_dim_names[d] == tp_mesh_dim]\n"
+         "    ranks = torch.arange(torch.Size(mesh_shape).numel()).reshape(mesh_shape).permute(order)\n"
+         "    return DeviceMesh(device_type, ranks, mesh_dim_names=tuple(mesh_dim_names[d] for d in order))\n";
     return s;
 }
 

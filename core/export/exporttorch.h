@@ -24,7 +24,7 @@ struct TorchModulePlan {
 struct TorchPlan {
     std::string meshAxis;  // the tensor-parallel axis' exported name; empty when nothing is split
     int meshAxisSize = 1;
-    // The whole mesh for init_device_mesh: its sizes and its axes named by
+    // The whole mesh (device_mesh() in the Python): its sizes and its axes named by
     // what each carries (exportAxisNames), with a note per axis.
     std::vector<int> meshShape;
     std::vector<std::string> meshDimNames;
@@ -42,8 +42,10 @@ struct TorchPlan {
 // other than its module's style stores it.
 TorchPlan torchPlan(const ExportInput &in, const std::string &planInput);
 
-// A Python file defining `mesh_shape`, `mesh_dim_names`, `tp_mesh_dim` and
-// `plan = {...}`.
+// A Python file defining `mesh_shape`, `mesh_dim_names`, `tp_mesh_dim`,
+// `plan = {...}` and `device_mesh(device_type)`, the plan's mesh as a
+// DeviceMesh with the tensor-parallel axis innermost (parallelize_module
+// refuses it elsewhere) and the same ranks on each axis.
 std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source);
 
 } // namespace tapestry::exports
