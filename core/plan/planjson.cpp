@@ -73,8 +73,31 @@ public:
     }
     void raw(std::string_view text) { m_out += text; }
 
+    // An object written member by member: open(), field() for each (commas
+    // between them), close().
+    void open()
+    {
+        m_out += '{';
+        m_first = true;
+    }
+    void close() { m_out += '}'; }
+    void field(const char *name, const std::string &value) { next(name); string(value); }
+    void field(const char *name, std::string_view value) { next(name); string(std::string(value)); }
+    void field(const char *name, std::int64_t value) { next(name); integer(value); }
+    void field(const char *name, int value) { next(name); integer(value); }
+    void field(const char *name, double value) { next(name); number(value); }
+
 private:
+    void next(const char *name)
+    {
+        if (!m_first)
+            m_out += ',';
+        m_first = false;
+        key(name);
+    }
+
     std::string &m_out;
+    bool m_first = true;
 };
 
 // `write(entry, w)` for each entry, one a line, as linesObject and
@@ -123,22 +146,13 @@ void writeLinesArray(std::string &out, const Range &entries, const std::string &
 
 void writeTotals(const cost::CostTotals &t, EntryWriter &w)
 {
-    w.raw("{");
-    w.key("flops");
-    w.number(t.flops);
-    w.raw(",");
-    w.key("compute_s");
-    w.number(t.compute);
-    w.raw(",");
-    w.key("comm_s");
-    w.number(t.comm);
-    w.raw(",");
-    w.key("comm_bytes");
-    w.integer(t.commBytes);
-    w.raw(",");
-    w.key("collectives");
-    w.integer(t.collectives);
-    w.raw("}");
+    w.open();
+    w.field("flops", t.flops);
+    w.field("compute_s", t.compute);
+    w.field("comm_s", t.comm);
+    w.field("comm_bytes", t.commBytes);
+    w.field("collectives", t.collectives);
+    w.close();
 }
 
 // Typed access to the parsed document, naming the JSON path on any problem.
@@ -326,34 +340,17 @@ std::string writePlanJson(const Plan &plan)
     s += "  \"cost\": " + summary.dump() + ",\n";
     s += "  \"collectives\": ";
     writeLinesArray(s, pc.collectives, "  ", [](const cost::CollectiveCost &c, EntryWriter &w) {
-        w.raw("{");
-        w.key("op");
-        w.string(c.op);
-        w.raw(",");
-        w.key("tensor");
-        w.string(c.tensor);
-        w.raw(",");
-        w.key("kind");
-        w.string(std::string(sharding::toString(c.kind)));
-        w.raw(",");
-        w.key("axis");
-        w.string(c.axis);
-        w.raw(",");
-        w.key("phase");
-        w.string(std::string(cost::toString(c.phase)));
-        w.raw(",");
-        w.key("bytes");
-        w.integer(c.bytes);
-        w.raw(",");
-        w.key("wire_bytes");
-        w.integer(c.wireBytes);
-        w.raw(",");
-        w.key("time_s");
-        w.number(c.time);
-        w.raw(",");
-        w.key("reason");
-        w.string(c.reason);
-        w.raw("}");
+        w.open();
+        w.field("op", c.op);
+        w.field("tensor", c.tensor);
+        w.field("kind", sharding::toString(c.kind));
+        w.field("axis", c.axis);
+        w.field("phase", cost::toString(c.phase));
+        w.field("bytes", c.bytes);
+        w.field("wire_bytes", c.wireBytes);
+        w.field("time_s", c.time);
+        w.field("reason", c.reason);
+        w.close();
     });
     s += ",\n";
     s += "  \"breakdown\": {\n";
