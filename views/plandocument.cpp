@@ -315,16 +315,24 @@ void PlanDocument::discardEdits()
     clearAutosave();
 }
 
-bool PlanDocument::requestCandidates(int classId)
+std::optional<std::size_t> PlanDocument::classIndex(int classId) const
 {
     if (!m_planned.plan || !m_model.classes)
-        return false;
+        return std::nullopt;
     const auto &classes = m_model.classes->classes;
     const auto found = std::find_if(classes.begin(), classes.end(), [classId](const auto &c) { return c.id.value == classId; });
     if (found == classes.end())
+        return std::nullopt;
+    return static_cast<std::size_t>(found - classes.begin());
+}
+
+bool PlanDocument::requestCandidates(int classId)
+{
+    const auto at = classIndex(classId);
+    if (!at)
         return false;
     m_candidatesClass = classId;
-    const std::size_t index = static_cast<std::size_t>(found - classes.begin());
+    const std::size_t index = *at;
     const LoadedModel model = m_model;
     const auto plan = m_planned.plan;
     m_candidateWorker.setFuture(QtConcurrent::run([model, plan, index] {
@@ -339,15 +347,12 @@ bool PlanDocument::requestCandidates(int classId)
 
 bool PlanDocument::applyCandidate(int classId, int row, const analysis::ClassCandidate &candidate)
 {
-    if (!m_planned.plan || !m_model.classes)
-        return false;
-    const auto &classes = m_model.classes->classes;
-    const auto found = std::find_if(classes.begin(), classes.end(), [classId](const auto &c) { return c.id.value == classId; });
-    if (found == classes.end())
+    const auto at = classIndex(classId);
+    if (!at)
         return false;
     try {
-        auto edited = std::make_shared<plan::Plan>(analysis::applyCandidate(
-            *m_model.graph, *m_model.classes, *m_planned.plan, static_cast<std::size_t>(found - classes.begin()), candidate));
+        auto edited = std::make_shared<plan::Plan>(
+            analysis::applyCandidate(*m_model.graph, *m_model.classes, *m_planned.plan, *at, candidate));
         pushPlanEdit(tr("Apply candidate %1 of class %2").arg(row + 1).arg(classId), edited);
         return true;
     } catch (const std::exception &e) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -128,6 +129,10 @@ signals:
     void failed(const QString &message);
 
 private:
+    // The position in the model's classes of class `classId`; nothing
+    // without a plan or such a class.
+    std::optional<std::size_t> classIndex(int classId) const;
+
     void startPlanner(const PlanRequest &request);
     void onPlannerFinished();
     void adoptPlan(const PlannedModel &planned, PlanChange change);
