@@ -65,7 +65,7 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         options.pinned = analysis::pinsOf(plan::readPlanFile(*from));
     }
     auto result = method == "exact" ? search::exactSearch(graph, coarse, model, mesh, options)
-                                    : search::tapSearch(graph, classes, model, mesh, options);
+                                    : search::tapSearch(graph, coarse, classes, model, mesh, options);
     bar.finish();
     return result;
 }

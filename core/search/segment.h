@@ -38,6 +38,15 @@ struct Segment {
     // reuses one plan for a class' instances, they take one choice: the
     // weights that play the same part in each are tied to the first one's.
     std::vector<int> tiedTo;
+    // Tensors one coarse node writes and another reads inside the segment
+    // (a column-parallel matmul's activation before the row-parallel one,
+    // the attention scores): each may be stored as produced or in any
+    // allowed activation layout, the freedom exact has at every coarse
+    // node's output. Per such tensor its layouts' specs, distinct; a
+    // choice (WeightChoice::choice, after the weights') of 0 stores it as
+    // produced, k > 0 as storedChoices[j][k - 1].
+    std::vector<ir::TensorId> stored;
+    std::vector<std::vector<sharding::ShardingSpec>> storedChoices;
 };
 
 } // namespace tapestry::search

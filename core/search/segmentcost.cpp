@@ -60,6 +60,17 @@ public:
         return -1;
     }
     std::int32_t spec(int at) const { return m_flat[static_cast<std::size_t>(at) + 1]; }
+    void setSpec(int at, std::int32_t spec) { m_flat[static_cast<std::size_t>(at) + 1] = spec; }
+    // Whether the entry's needs (list 0) or gradients (list 1) hold `value`.
+    bool has(int at, int list, std::int32_t value) const
+    {
+        std::size_t p = static_cast<std::size_t>(at) + 2;
+        if (list == 1)
+            p = endOfList(p) + 1;
+        const auto first = m_flat.begin() + static_cast<std::ptrdiff_t>(p);
+        const auto last = m_flat.begin() + static_cast<std::ptrdiff_t>(endOfList(p));
+        return std::binary_search(first, last, value);
+    }
     // Adds t with stored spec `spec` where it sorts; its entry's position.
     int insert(std::int32_t t, std::int32_t spec)
     {
@@ -128,7 +139,7 @@ struct Partial {
     // Its weight choices: the last of them in the memo's trail, -1 for none,
     // and the choice of the last op's new weights until it is kept.
     std::int32_t trail = -1;
-    std::int32_t pending = -1;
+    std::int64_t pending = -1;
 };
 
 // Whether `a` is at least as good as `b` for every completion, in `time`
@@ -172,15 +183,17 @@ void prune(std::vector<Partial> &ps, double bytesPerParameter)
                 }
             }
     } else {
-        std::vector<std::size_t> order(n), kept;
+        std::vector<std::pair<double, std::size_t>> keyed;
+        keyed.reserve(n);
+        std::vector<std::size_t> kept;
         for (bool byComm : {false, true}) {
+            // By the metric, ties in their order: (metric, index) pairs are distinct.
+            keyed.clear();
             for (std::size_t i = 0; i < n; ++i)
-                order[i] = i;
-            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-                return byComm ? ps[a].comm < ps[b].comm : ps[a].time < ps[b].time;
-            });
+                keyed.emplace_back(byComm ? ps[i].comm : ps[i].time, i);
+            std::sort(keyed.begin(), keyed.end());
             kept.clear();
-            for (std::size_t i : order) {
+            for (const auto &[unused, i] : keyed) {
                 const bool beaten = std::any_of(kept.begin(), kept.end(), [&](std::size_t k) {
                     return dominates(ps[k], ps[i], byComm, bytesPerParameter);
                 });
@@ -338,6 +351,10 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 
 } // namespace
 
+// A need no spec is: a Segment::stored tensor whose writer chose how to
+// store it (a partial sum), which its first reader does not re-store.
+constexpr std::int32_t kDecided = std::numeric_limits<std::int32_t>::max();
+
 // searchWeights' m_weightOf for a tensor that is not one of the segment's
 // weights, and for one of its derived parameters.
 constexpr std::int32_t kNotAWeight = -1;
@@ -369,20 +386,24 @@ struct SegmentCoster::Memo {
 std::int64_t comboCount(const Segment &segment)
 {
     std::int64_t n = 1;
-    for (std::size_t w = 0; w < segment.choices.size(); ++w) {
-        if (segment.tiedTo[w] >= 0)
-            continue;
-        const auto k = static_cast<std::int64_t>(segment.choices[w].size());
-        if (n > std::numeric_limits<std::int64_t>::max() / k)
-            return std::numeric_limits<std::int64_t>::max();
-        n *= k;
-    }
+    auto times = [&n](std::size_t k) {
+        const auto kk = static_cast<std::int64_t>(k);
+        if (n > std::numeric_limits<std::int64_t>::max() / kk)
+            n = std::numeric_limits<std::int64_t>::max();
+        else
+            n *= kk;
+    };
+    for (std::size_t w = 0; w < segment.choices.size(); ++w)
+        if (segment.tiedTo[w] < 0)
+            times(segment.choices[w].size());
+    for (const auto &c : segment.storedChoices)
+        times(1 + c.size());
     return n;
 }
 
 std::vector<std::uint16_t> comboChoice(const Segment &segment, std::int64_t combo)
 {
-    std::vector<std::uint16_t> choice(segment.choices.size(), 0);
+    std::vector<std::uint16_t> choice(segment.choices.size() + segment.stored.size(), 0);
     for (std::size_t w = 0; w < segment.choices.size(); ++w) {
         if (const int leader = segment.tiedTo[w]; leader >= 0) {
             choice[w] = choice[static_cast<std::size_t>(leader)];
@@ -390,6 +411,11 @@ std::vector<std::uint16_t> comboChoice(const Segment &segment, std::int64_t comb
         }
         const auto k = static_cast<std::int64_t>(segment.choices[w].size());
         choice[w] = static_cast<std::uint16_t>(combo % k);
+        combo /= k;
+    }
+    for (std::size_t j = 0; j < segment.stored.size(); ++j) {
+        const auto k = static_cast<std::int64_t>(1 + segment.storedChoices[j].size());
+        choice[segment.choices.size() + j] = static_cast<std::uint16_t>(combo % k);
         combo /= k;
     }
     return choice;
@@ -401,6 +427,18 @@ std::vector<ShardingSpec> chosenSpecs(const Segment &segment, const std::vector<
     specs.reserve(segment.choices.size());
     for (std::size_t w = 0; w < segment.choices.size(); ++w)
         specs.push_back(segment.choices[w][choice[w]]);
+    return specs;
+}
+
+std::vector<std::pair<ir::TensorId, ShardingSpec>> storedSpecs(const Segment &segment,
+                                                               const std::vector<std::uint16_t> &choice)
+{
+    std::vector<std::pair<ir::TensorId, ShardingSpec>> specs;
+    for (std::size_t j = 0; j < segment.stored.size(); ++j) {
+        const std::size_t at = segment.choices.size() + j;
+        if (at < choice.size() && choice[at] > 0)
+            specs.emplace_back(segment.stored[j], segment.storedChoices[j][choice[at] - 1u]);
+    }
     return specs;
 }
 
@@ -440,7 +478,7 @@ double SegmentCoster::reshardTime(ir::TensorId t, std::int32_t from, std::int32_
 {
     if (from == to)
         return 0;
-    const auto key = std::make_tuple(static_cast<std::int32_t>(t.index()), from, to);
+    const ReshardKey key{static_cast<std::int32_t>(t.index()), from, to};
     if (auto it = m_reshards.find(key); it != m_reshards.end())
         return it->second;
     const double time = cost::reshardSeconds(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
@@ -592,6 +630,16 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     auto weightOf = [&](ir::TensorId t) {
         return m_readStamp[t.index()] == stamp ? m_weightOf[t.index()] : kNotAWeight;
     };
+    // Where each Segment::stored tensor is first read, in the search's order.
+    std::map<ir::TensorId, std::size_t> firstReads;
+    for (std::size_t k = ops.size(); k-- > 0;)
+        for (ir::TensorId t : m_graph.op(ops[k]).inputs)
+            if (std::find(segment.stored.begin(), segment.stored.end(), t) != segment.stored.end())
+                firstReads[t] = k;
+    auto firstRead = [&](ir::TensorId t) {
+        const auto it = firstReads.find(t);
+        return it == firstReads.end() ? ops.size() : it->second;
+    };
     std::vector<Memo::Step> &trail = m_memo->trail;
     auto shareOf = [&](ir::TensorId t) {
         for (const auto &[shared, share] : segment.readShare)
@@ -613,6 +661,47 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 fixed[o] = linkSpec;
             else if (auto it = boundary.find(op.outputs[o]); it != boundary.end())
                 fixed[o] = intern(it->second);
+        // Segment::stored tensors are stored as searched. One is re-stored
+        // where it is first read: the reader takes it in a layout of its
+        // choice, charged the reshard from the produced spec, so that the
+        // search's states carry one spec per tensor between writer and
+        // reader. A partial sum cannot be (storing it as produced has
+        // already reduced it, which a reduce-scatter into the layout
+        // would not), so its writer chooses at once and marks it decided.
+        // Per such output: its index, its interned layout specs, its
+        // index in Segment::stored; per such input the same.
+        struct Storing {
+            std::size_t slot;
+            std::vector<std::int32_t> ids;
+            std::size_t stored;
+        };
+        std::vector<Storing> storedOuts, storedIns;
+        std::int64_t storings = 1;
+        auto storingOf = [&](ir::TensorId t, std::size_t slot) -> std::optional<Storing> {
+            const auto j = std::find(segment.stored.begin(), segment.stored.end(), t);
+            if (j == segment.stored.end())
+                return std::nullopt;
+            Storing st{slot, {}, static_cast<std::size_t>(j - segment.stored.begin())};
+            for (const auto &spec : segment.storedChoices[st.stored])
+                st.ids.push_back(intern(spec));
+            storings *= static_cast<std::int64_t>(1 + st.ids.size());
+            return st;
+        };
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            if (fixed[o] < 0)
+                if (auto st = storingOf(op.outputs[o], o))
+                    storedOuts.push_back(std::move(*st));
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            if (firstRead(op.inputs[i]) == k &&
+                std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), op.inputs[i]) ==
+                    op.inputs.begin() + static_cast<std::ptrdiff_t>(i))
+                if (auto st = storingOf(op.inputs[i], i))
+                    storedIns.push_back(std::move(*st));
+        std::int64_t restorings = 1;
+        for (const Storing &in : storedIns)
+            restorings *= static_cast<std::int64_t>(1 + in.ids.size());
+        std::vector<std::pair<ir::TensorId, std::int32_t>> restored;
+        std::vector<ir::TensorId> decided;
         Front next;
         std::size_t extended = 0;  // partials made, before pruning
         std::vector<std::int32_t> given;
@@ -659,7 +748,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             std::int64_t choices = 1;
             for (int w : newWeights)
                 choices *= static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
-            for (std::int64_t choice = 0; choice < choices; ++choice) {
+            for (std::int64_t combined = 0; combined < choices * storings; ++combined) {
+                const std::int64_t choice = combined % choices;
                 double weightElements = tiedElements;
                 for (std::int64_t r = choice; int w : newWeights) {
                     const auto &cs = segment.choices[static_cast<std::size_t>(w)];
@@ -671,6 +761,60 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                         if (op.inputs[i] == t)
                             given[i] = choiceIds[static_cast<std::size_t>(w)][c];
                 }
+                // The Segment::stored tensors read here first, each as
+                // stored or re-stored in a layout (the same as stored, or
+                // decided by its writer: that plan is made otherwise).
+                std::int64_t r = combined / choices;
+                bool again = false;
+                restored.clear();
+                for (const Storing &in : storedIns) {
+                    const ir::TensorId t = op.inputs[in.slot];
+                    const int at = state.find(static_cast<std::int32_t>(t.index()));
+                    const auto n = static_cast<std::int64_t>(1 + in.ids.size());
+                    const auto c = static_cast<std::size_t>(r % n);
+                    r /= n;
+                    if (at < 0) {
+                        again = again || c > 0;
+                        continue;
+                    }
+                    std::int32_t spec = state.spec(at);
+                    if (c > 0) {
+                        again = again || state.has(at, 0, kDecided) || spec == in.ids[c - 1];
+                        spec = in.ids[c - 1];
+                        restored.emplace_back(t, spec);
+                    }
+                    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+                        if (op.inputs[i] == t)
+                            given[i] = spec;
+                }
+                if (again)
+                    continue;
+                // The partial sums written here: stored as produced, or
+                // reduced into a layout at once.
+                const OpOutcome *produced = nullptr;
+                decided.clear();
+                r = (combined / choices) / restorings;
+                for (const Storing &out : storedOuts) {
+                    const auto n = static_cast<std::int64_t>(1 + out.ids.size());
+                    const auto c = static_cast<std::size_t>(r % n);
+                    r /= n;
+                    if (!produced) {
+                        for (const Storing &o : storedOuts)
+                            fixed[o.slot] = -1;
+                        produced = &opOutcome(id, given, pending, fixed);
+                    }
+                    const ShardingSpec &raw = produced->strategy.outputs[out.slot];
+                    const bool partial = raw != withoutPartials(raw);
+                    if (c > 0 && (!partial || produced->outputIds[out.slot] == out.ids[c - 1])) {
+                        again = true;
+                        break;
+                    }
+                    fixed[out.slot] = c > 0 ? out.ids[c - 1] : -1;
+                    if (partial)
+                        decided.push_back(op.outputs[out.slot]);
+                }
+                if (again)
+                    continue;
                 const OpOutcome &oc = opOutcome(id, given, pending, fixed);
                 m_partialsStored = m_partialsStored || oc.partialsStored;
                 const sharding::OpStrategy &s = oc.strategy;
@@ -678,6 +822,24 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 double time = oc.time, comm = oc.comm;
                 const double derivedElements = oc.derivedElements;
                 std::int64_t activations = 0;
+                // Re-stored here: moved from the produced spec, forward and
+                // its gradient back, as its writer would store it so.
+                for (const auto &[t, spec] : restored) {
+                    const int at = st.find(static_cast<std::int32_t>(t.index()));
+                    const std::int32_t from = st.spec(at);
+                    double r = reshardTime(t, from, spec);
+                    if (m_flow[t.index()] && sharding::isFloat(m_graph.tensor(t).dtype))
+                        r += reshardTime(t, gradientId(spec), gradientId(from));
+                    time += r;
+                    comm += r;
+                    if (m_saved[t.index()]) {
+                        const auto &shape = m_graph.tensor(t).shape;
+                        activations += (m_interned[static_cast<std::size_t>(spec)].localElements(shape, m_mesh) -
+                                        m_interned[static_cast<std::size_t>(from)].localElements(shape, m_mesh)) *
+                                       ir::byteSize(m_graph.tensor(t).dtype);
+                    }
+                    st.setSpec(at, spec);
+                }
                 auto entry = [&](ir::TensorId t, std::int32_t spec) {
                     const auto ti = static_cast<std::int32_t>(t.index());
                     if (const int at = st.find(ti); at >= 0)
@@ -726,6 +888,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
                     if (readHere(static_cast<std::int32_t>(op.outputs[o].index())))
                         entry(op.outputs[o], oc.outputIds[o]);
+                for (ir::TensorId t : decided)
+                    if (const int at = st.find(static_cast<std::int32_t>(t.index())); at >= 0)
+                        st.add(at, 0, kDecided);
                 st.dropWhere([&](std::int32_t t) { return lastRead(t) <= k; });
                 auto &slot = next[st];
                 for (const Partial &p : partials) {
@@ -740,7 +905,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // Weight memory only grows: over capacity now, over at the end.
                     if (std::llround(n.weightElements * bpp) > weightCapacity)
                         continue;
-                    n.pending = newWeights.empty() ? -1 : static_cast<std::int32_t>(choice);
+                    n.pending = newWeights.empty() && storedOuts.empty() && storedIns.empty() ? -1 : combined;
                     slot.push_back(n);
                     ++extended;
                 }
@@ -764,14 +929,25 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             for (Partial &p : ps) {
                 if (p.pending < 0)
                     continue;
-                if (trail.size() + newWeights.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+                if (trail.size() + newWeights.size() + storedOuts.size() + storedIns.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
                     throw TapestryError(Error{segment.name, {}, "tap: too many partial plans to search"});
-                for (std::int64_t r = p.pending; int w : newWeights) {
+                std::int64_t r = p.pending;
+                for (int w : newWeights) {
                     const auto n = static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
                     trail.push_back({p.trail, w, static_cast<std::int32_t>(r % n)});
                     r /= n;
                     p.trail = static_cast<std::int32_t>(trail.size() - 1);
                 }
+                for (const auto *list : {&storedIns, &storedOuts})
+                    for (const Storing &st : *list) {
+                        const auto n = static_cast<std::int64_t>(1 + st.ids.size());
+                        if (r % n > 0) {
+                            trail.push_back({p.trail, static_cast<std::int32_t>(segment.weights.size() + st.stored),
+                                             static_cast<std::int32_t>(r % n)});
+                            p.trail = static_cast<std::int32_t>(trail.size() - 1);
+                        }
+                        r /= n;
+                    }
                 p.pending = -1;
             }
         }
@@ -782,11 +958,11 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         for (const auto &[state, partials] : front)
             for (const Partial &p : partials) {
                 ++m_evaluations;
-                std::vector<std::uint16_t> choice(segment.weights.size(), 0);
+                std::vector<std::uint16_t> choice(segment.weights.size() + segment.stored.size(), 0);
                 for (std::int32_t at = p.trail; at >= 0; at = trail[static_cast<std::size_t>(at)].previous)
                     choice[static_cast<std::size_t>(trail[static_cast<std::size_t>(at)].weight)] =
                         static_cast<std::uint16_t>(trail[static_cast<std::size_t>(at)].choice);
-                for (std::size_t w = 0; w < choice.size(); ++w)
+                for (std::size_t w = 0; w < segment.weights.size(); ++w)
                     if (const int leader = segment.tiedTo[w]; leader >= 0)
                         choice[w] = choice[static_cast<std::size_t>(leader)];
                 result.push_back({p.time, p.comm,
@@ -1168,6 +1344,59 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
     }
     tieNestedRepeats(graph, s);
     return s;
+}
+
+namespace {
+
+// Whether op `c`'s coarse node computes on what it reads in a way its
+// layout decides (a matmul, a convolution, an attention core, a norm, a
+// loss): where storing that input otherwise than as produced can pay. A
+// pointwise or reshaping node (a residual add, a rotary embedding) follows
+// the layout it is given, so storing its inputs otherwise only repeats what
+// storing its readers' inputs otherwise does.
+bool computesOn(const passes::CoarseGraph &coarse, ir::OpId c)
+{
+    switch (coarse.node(coarse.nodeOf(c)).kind) {
+    case passes::NodeKind::Linear:
+    case passes::NodeKind::MatMul:
+    case passes::NodeKind::Conv:
+    case passes::NodeKind::Attention:
+    case passes::NodeKind::Norm:
+    case passes::NodeKind::Loss:
+        return true;
+    default:
+        return false;
+    }
+}
+
+} // namespace
+
+void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
+                        const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts)
+{
+    segment.stored.clear();
+    segment.storedChoices.clear();
+    const std::set<ir::OpId> inside(segment.ops.begin(), segment.ops.end());
+    for (ir::OpId id : segment.ops) {
+        const passes::NodeId node = coarse.nodeOf(id);
+        for (ir::TensorId t : graph.op(id).outputs) {
+            const ir::Tensor &tensor = graph.tensor(t);
+            if (tensor.role == ir::Role::Output)
+                continue;
+            bool crosses = false;
+            for (ir::OpId c : tensor.consumers)
+                crosses = crosses || (inside.count(c) && coarse.nodeOf(c) != node && computesOn(coarse, c));
+            if (!crosses)
+                continue;
+            std::vector<ShardingSpec> specs;
+            for (const auto &layout : layouts)
+                specs.push_back(layout.specFor(tensor, mesh));
+            std::sort(specs.begin(), specs.end());
+            specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
+            segment.stored.push_back(t);
+            segment.storedChoices.push_back(std::move(specs));
+        }
+    }
 }
 
 } // namespace tapestry::search

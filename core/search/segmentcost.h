@@ -3,6 +3,8 @@
 #include "cost/costoptions.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
+#include "passes/coarsegraph.h"
+#include "search/activationlayout.h"
 #include "search/segment.h"
 #include "sharding/mesh.h"
 #include "sharding/propagation.h"
@@ -41,17 +43,24 @@ struct WeightChoice {
     double time = 0;
     double comm = 0;
     std::int64_t memory = 0;
-    // Per weight of the segment, the index of its spec in Segment::choices.
+    // Per weight of the segment, the index of its spec in Segment::choices;
+    // then per Segment::stored tensor, how it is stored (0: as produced).
     std::vector<std::uint16_t> choice;
 };
 
 // The specs `choice` picks from each weight's choices.
 std::vector<sharding::ShardingSpec> chosenSpecs(const Segment &segment, const std::vector<std::uint16_t> &choice);
-// The number of choices of a segment's weights, tied weights counted once;
-// the largest int64 when it is larger.
+// The Segment::stored tensors `choice` stores otherwise than as produced,
+// with their specs: what evaluate() takes in its boundary to store them so.
+std::vector<std::pair<ir::TensorId, sharding::ShardingSpec>> storedSpecs(const Segment &segment,
+                                                                        const std::vector<std::uint16_t> &choice);
+// The number of choices of a segment's weights, tied weights counted once,
+// times the ways of storing its Segment::stored tensors; the largest int64
+// when it is larger.
 std::int64_t comboCount(const Segment &segment);
 // Choice `combo` (0 <= combo < comboCount) in mixed radix over the untied
-// weights, the first least significant; tied weights take their leader's.
+// weights, the first least significant, then the stored tensors; tied
+// weights take their leader's.
 std::vector<std::uint16_t> comboChoice(const Segment &segment, std::int64_t combo);
 
 // Costs segments against one working copy of the graph's specs, so that an
@@ -150,7 +159,20 @@ private:
     // By op, then opOutcome()'s arguments; values stay where they are as it grows.
     std::unordered_map<std::vector<std::int32_t>, OpOutcome, KeyHash> m_outcomes;
     std::vector<std::int32_t> m_outcomeKey;
-    std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, double> m_reshards;
+    struct ReshardKey {
+        std::int32_t tensor, from, to;
+        friend bool operator==(const ReshardKey &, const ReshardKey &) = default;
+    };
+    struct ReshardHash {
+        std::size_t operator()(const ReshardKey &k) const noexcept
+        {
+            std::uint64_t h = static_cast<std::uint32_t>(k.tensor);
+            h = h * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint32_t>(k.from);
+            h = h * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint32_t>(k.to);
+            return static_cast<std::size_t>(h ^ (h >> 29));
+        }
+    };
+    std::unordered_map<ReshardKey, double, ReshardHash> m_reshards;
     std::map<sharding::ShardingSpec, std::int32_t> m_specIds;
     std::vector<sharding::ShardingSpec> m_interned;
     std::vector<std::int32_t> m_gradientIds;  // -1 until asked
@@ -177,5 +199,10 @@ std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, c
 // and weight choices on `mesh`.
 Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::string name, int classIndex,
                     int instances, std::vector<ir::OpId> ops);
+// Fills segment.stored: every tensor one node of `coarse` writes and
+// another reads inside the segment may be stored in each of `layouts`, as
+// exact may store it.
+void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
+                        const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts);
 
 } // namespace tapestry::search

@@ -3,6 +3,7 @@
 #include "cost/objective.h"
 #include "cost/plancoster.h"
 #include "ir/error.h"
+#include "passes/coarsen.h"
 #include "plan/plan.h"
 #include "search/activationlayout.h"
 #include "search/axisconstraint.h"
@@ -89,6 +90,14 @@ Fronts sum(const Fronts &a, const Fronts &b)
     return {paretoSum(a.time, b.time, Metric::Time), paretoSum(a.comm, b.comm, Metric::Comm)};
 }
 
+// The most activation layouts for which a block's coarse-node outputs are
+// stored as searched (Segment::stored): a 1D mesh's three, a 2D mesh's four
+// where its axis names restrict them. Past that, a block's search grows by
+// the layouts squared where one op reads two such tensors (the attention
+// scores), twenty-fold on a 2x4 mesh, and those outputs follow the strategy
+// rules instead (core/search/README.md, Known gaps).
+constexpr std::size_t kStoredLayoutsUpTo = 4;
+
 // One class (or the ops outside classes): its blocks and the tensors linking them.
 struct Group {
     int classIndex = -1;
@@ -101,9 +110,9 @@ struct Group {
 
 class TapSearch {
 public:
-    TapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes, const sharding::Mesh &mesh,
-              const SearchOptions &options)
-        : m_graph(graph), m_classes(classes), m_mesh(mesh), m_options(options), m_coster(graph, mesh, options.cost),
+    TapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse, const passes::SubgraphClasses &classes,
+              const sharding::Mesh &mesh, const SearchOptions &options)
+        : m_graph(graph), m_coarse(coarse), m_classes(classes), m_mesh(mesh), m_options(options), m_coster(graph, mesh, options.cost),
           m_layouts(allowedLayouts(mesh.rank(), options.axisRoles)), m_capacity(mesh.device.memoryBytes > 0
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
@@ -155,6 +164,7 @@ private:
     std::unique_ptr<cost::PlanCoster> m_planCoster;
 
     const ir::Graph &m_graph;
+    const passes::CoarseGraph &m_coarse;
     const passes::SubgraphClasses &m_classes;
     const sharding::Mesh &m_mesh;
     const SearchOptions &m_options;
@@ -249,8 +259,11 @@ void TapSearch::buildGroups()
                 shareIn(block);
         }
         keepToRoles(g.whole, m_options.axisRoles);
-        for (Segment &block : g.blocks)
+        for (Segment &block : g.blocks) {
             keepToRoles(block, m_options.axisRoles);
+            if (m_options.storedLayouts && m_layouts.size() <= kStoredLayoutsUpTo)
+                allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_layouts);
+        }
         for (Segment *segment : {&g.whole})
             holdPins(*segment);
         for (Segment &block : g.blocks)
@@ -410,19 +423,23 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
         std::vector<int> linkLayout;
         for (std::int64_t r = lc, k = 0; k < static_cast<std::int64_t>(g.links.size()); ++k, r /= layouts)
             linkLayout.push_back(static_cast<int>(r % layouts));
-        std::map<ir::TensorId, ShardingSpec> boundary;
+        std::map<ir::TensorId, ShardingSpec> links;
         for (std::size_t k = 0; k < g.blocks.size(); ++k)
             for (auto &[t, spec] : boundaryOf(g, g.blocks[k], vars, k > 0 ? linkLayout[k - 1] : -1,
                                               k < g.links.size() ? linkLayout[k] : -1, k))
-                boundary[t] = spec;
+                links[t] = spec;
         for (std::int64_t wc = 0; wc < weightCombos; ++wc) {
             std::vector<ShardingSpec> weights;
+            auto boundary = links;
             Candidate c{0, 0, 0, {partial}};
             std::int64_t rest = wc;
             for (std::size_t k = 0; k < g.blocks.size(); ++k) {
                 const std::int64_t n = comboCount(g.blocks[k]);
-                const auto specs = chosenSpecs(g.blocks[k], comboChoice(g.blocks[k], rest % n));
+                const auto choice = comboChoice(g.blocks[k], rest % n);
+                const auto specs = chosenSpecs(g.blocks[k], choice);
                 weights.insert(weights.end(), specs.begin(), specs.end());
+                for (auto &[t, spec] : storedSpecs(g.blocks[k], choice))
+                    boundary[t] = spec;
                 c.trail.push_back(k < g.links.size() ? linkLayout[k] : -1);
                 c.trail.push_back(rest % n);
                 rest /= n;
@@ -453,8 +470,11 @@ void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::
     for (std::size_t k = 0; k < g.blocks.size(); ++k) {
         const Segment &block = g.blocks[k];
         const int after = static_cast<int>(trail[1 + 2 * k]);
-        const auto boundary = boundaryOf(g, block, vars, before, after, k);
-        const auto weights = chosenSpecs(block, m_choices[static_cast<std::size_t>(trail[1 + 2 * k + 1])]);
+        auto boundary = boundaryOf(g, block, vars, before, after, k);
+        const auto &choice = m_choices[static_cast<std::size_t>(trail[1 + 2 * k + 1])];
+        for (auto &[t, spec] : storedSpecs(block, choice))
+            boundary[t] = spec;
+        const auto weights = chosenSpecs(block, choice);
         m_coster.evaluate(block, boundary, weights);
         for (const auto &[t, spec] : boundary)
             if (m_graph.tensor(t).role != ir::Role::Output)
@@ -703,7 +723,14 @@ SearchResult TapSearch::run(const std::string &modelSource)
 SearchResult tapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes,
                        const std::string &modelSource, const sharding::Mesh &mesh, const SearchOptions &options)
 {
-    TapSearch search(graph, classes, mesh, options);
+    return tapSearch(graph, passes::Coarsen().run(graph), classes, modelSource, mesh, options);
+}
+
+SearchResult tapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse,
+                       const passes::SubgraphClasses &classes, const std::string &modelSource,
+                       const sharding::Mesh &mesh, const SearchOptions &options)
+{
+    TapSearch search(graph, coarse, classes, mesh, options);
     auto result = search.run(modelSource);
     result.plan.axesConstrained = result.leastCommunication.axesConstrained = anyRole(options.axisRoles);
     return result;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/coarsegraph.h"
 #include "passes/subgraphclasses.h"
 #include "search/searchoptions.h"
 #include "search/searchresult.h"
@@ -26,5 +27,11 @@ namespace tapestry::search {
 SearchResult tapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes,
                        const std::string &modelSource, const sharding::Mesh &mesh,
                        const SearchOptions &options = {});
+// The same with the coarse graph the classes were found on (its nodes'
+// outputs inside a block are stored as searched, see Segment::stored);
+// the overload above coarsens the graph again.
+SearchResult tapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse,
+                       const passes::SubgraphClasses &classes, const std::string &modelSource,
+                       const sharding::Mesh &mesh, const SearchOptions &options = {});
 
 } // namespace tapestry::search
