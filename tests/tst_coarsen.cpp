@@ -296,6 +296,16 @@ private slots:
         QTest::newRow("onnx nn.TransformerEncoder")
             << Builder([] { return loadSample("transformer-encoder.onnx"); })
             << QStringLiteral("attention:4 elementwise:8 linear:16 norm:8");
+        // nn.Transformer, 2 encoder and 3 decoder layers: per encoder layer
+        // in_proj, out_proj, linear1 (+ReLU), linear2; per decoder layer
+        // those, cross attention's q and packed kv projections and its
+        // out_proj; an attention core per attention, a norm and a residual
+        // add per sublayer, the encoder's and decoder's final norms. The
+        // transposition of the encoder's memory, exported once for all
+        // decoder layers, stands alone.
+        QTest::newRow("onnx nn.Transformer")
+            << Builder([] { return loadSample("transformer-2x3.onnx"); })
+            << QStringLiteral("attention:8 elementwise:13 linear:29 norm:15 other:1");
         // Batch norms are folded into the convs on export; each block's
         // residual Add takes its ReLU; the stem's max pool stands alone.
         QTest::newRow("onnx resnet18") << Builder([] { return loadSample("resnet18-shapes.onnx"); })

@@ -10,10 +10,13 @@
 #include <QTest>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <ctime>
+#include <limits>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <variant>
@@ -42,6 +45,15 @@ public:
         return *this;
     }
     Wire &message(int field, const Wire &w) { return bytes(field, w.m_s); }
+    Wire &fixed32(int field, float f)
+    {
+        tag(field, 5);
+        std::uint32_t bits;
+        std::memcpy(&bits, &f, sizeof bits);
+        for (int i = 0; i < 4; ++i)
+            m_s += static_cast<char>(bits >> (8 * i) & 0xff);
+        return *this;
+    }
     // The header of a length-delimited field whose `size` bytes follow.
     Wire &header(int field, std::uint64_t size)
     {
@@ -133,6 +145,62 @@ Wire reluGraph(const std::string &inputName = "x")
         .message(11, valueInfo("x", kFloat, {2, 3}))
         .message(12, valueInfo("y", kFloat, {2, 3}));
     return g;
+}
+
+// AttributeProto: name 1, f 2, i 3, ints 8, type 20 (FLOAT 1, INT 2, INTS 7).
+Wire intAttribute(const std::string &name, std::int64_t v)
+{
+    Wire a;
+    a.bytes(1, name).varint(20, 2).varint(3, static_cast<std::uint64_t>(v));
+    return a;
+}
+
+Wire constantInts(const std::string &output, const std::vector<std::int64_t> &values)
+{
+    Wire a;
+    a.bytes(1, "value_ints").varint(20, 7);
+    for (auto v : values)
+        a.varint(8, static_cast<std::uint64_t>(v));
+    return node("Constant", output + "/Constant", {}, {output}).message(5, a);
+}
+
+Wire constantFloat(const std::string &output, float value)
+{
+    Wire a;
+    a.bytes(1, "value_float").varint(20, 1).fixed32(2, value);
+    return node("Constant", output + "/Constant", {}, {output}).message(5, a);
+}
+
+// x[4, 6, 24] reshaped to [4, 6, a mod b, last] and scaled by 1/sqrt(24),
+// both computed from x's Shape the way torch.onnx exports
+// nn.MultiheadAttention: the target by Slice up to a Mod and Concat, the
+// scale by Slice -> Cast -> Sqrt -> Div.
+Wire shapeArithmeticGraph(std::int64_t a, std::int64_t b, bool fmod, std::int64_t last)
+{
+    Wire g;
+    g.message(1, node("Shape", "attn/Shape", {"x"}, {"shape"}))
+        .message(1, constantInts("a", {a}))
+        .message(1, constantInts("b", {b}))
+        .message(1, node("Mod", "attn/Mod", {"a", "b"}, {"m"}).message(5, intAttribute("fmod", fmod)))
+        .message(1, constantInts("zero", {0}))
+        .message(1, constantInts("two", {2}))
+        .message(1, node("Slice", "attn/Slice", {"shape", "zero", "two"}, {"lead"}))
+        .message(1, constantInts("last", {last}))
+        .message(1, node("Concat", "attn/Concat", {"lead", "m", "last"}, {"target"}).message(5, intAttribute("axis", 0)))
+        .message(1, node("Reshape", "attn/Reshape", {"x", "target"}, {"y"}))
+        .message(1, constantInts("minus1", {-1}))
+        .message(1, constantInts("end", {std::numeric_limits<std::int64_t>::max()}))
+        .message(1, node("Slice", "attn/Slice_1", {"shape", "minus1", "end"}, {"width"}))
+        .message(1, node("Cast", "attn/Cast", {"width"}, {"widthf"}).message(5, intAttribute("to", kFloat)))
+        .message(1, node("Sqrt", "attn/Sqrt", {"widthf"}, {"root"}))
+        .message(1, constantFloat("one", 1.0f))
+        .message(1, node("Div", "attn/Div", {"one", "root"}, {"scale"}))
+        .message(1, node("Mul", "attn/Mul", {"y", "scale"}, {"z"}))
+        .bytes(2, "attention")
+        .message(11, valueInfo("x", kFloat, {4, 6, 24}));
+    Wire out;
+    out.bytes(1, "z");
+    return g.message(12, out);
 }
 
 void writeBytes(const std::string &path, const std::string &bytes)
@@ -332,6 +400,114 @@ private slots:
         QCOMPARE(ir::intAttr(gpt.op(*range).attributes, "limit").value(), std::int64_t(128));
     }
 
+    // Reshape targets and factors computed from Shape ops, as torch.onnx
+    // exports nn.MultiheadAttention: the Mod follows ONNX (fmod 0 takes the
+    // divisor's sign, fmod 1 the dividend's), the computed target sizes the
+    // Reshape, and the scale, a single element, becomes a constant tensor, so
+    // only Reshape and Mul are left.
+    void shapeArithmeticIsEvaluated_data()
+    {
+        QTest::addColumn<qint64>("a");
+        QTest::addColumn<qint64>("b");
+        QTest::addColumn<bool>("fmod");
+        QTest::addColumn<qint64>("last");
+        QTest::addColumn<QString>("shape");
+        QTest::newRow("-5 mod 3 is 1") << qint64(-5) << qint64(3) << false << qint64(24) << "[4, 6, 1, 24]";
+        QTest::newRow("fmod(10, -4) is 2") << qint64(10) << qint64(-4) << true << qint64(12) << "[4, 6, 2, 12]";
+    }
+
+    void shapeArithmeticIsEvaluated()
+    {
+        QFETCH(qint64, a);
+        QFETCH(qint64, b);
+        QFETCH(bool, fmod);
+        QFETCH(qint64, last);
+        QFETCH(QString, shape);
+        const std::string path = m_dir.filePath("arithmetic.onnx").toStdString();
+        writeBytes(path, model(shapeArithmeticGraph(a, b, fmod, last)).str());
+        const auto g = io::loadOnnx(path, {});
+        QCOMPARE(g.opCount(), std::size_t(2));
+        QCOMPARE(QString::fromStdString(ir::shapeToString(g.tensor(*g.findTensor("y")).shape)), shape);
+        const auto reshape = g.findOp("attn/Reshape");
+        QVERIFY(reshape);
+        QCOMPARE(g.op(*reshape).inputs.size(), std::size_t(1));
+        const auto mul = g.findOp("attn/Mul");
+        QVERIFY(mul);
+        const ir::Tensor &scale = g.tensor(g.op(*mul).inputs[1]);
+        QCOMPARE(scale.name, std::string("scale"));
+        QVERIFY(scale.role == ir::Role::Parameter);
+        QCOMPARE(scale.shape, ir::Shape{1});
+    }
+
+    // torch.onnx merges parameters that hold equal values into one
+    // initializer read through Identity nodes; each alias is a parameter of
+    // its own again.
+    void identityAliasesAreParameters()
+    {
+        Wire g;
+        g.message(1, node("MatMul", "fc1/MatMul", {"x", "W"}, {"h"}))
+            .message(1, node("Identity", "Identity_0", {"W"}, {"fc2.weight"}))
+            .message(1, node("MatMul", "fc2/MatMul", {"h", "fc2.weight"}, {"y"}))
+            .bytes(2, "aliases")
+            .message(5, tensorHeader("W", kFloat, {4, 4}))
+            .message(11, valueInfo("x", kFloat, {2, 4}))
+            .message(12, valueInfo("y", kFloat, {2, 4}));
+        const std::string path = m_dir.filePath("aliases.onnx").toStdString();
+        writeBytes(path, model(g).str());
+        const auto graph = io::loadOnnx(path, {});
+        QCOMPARE(graph.opCount(), std::size_t(2));
+        for (const char *name : {"W", "fc2.weight"}) {
+            const auto t = graph.findTensor(name);
+            QVERIFY2(t, name);
+            QVERIFY(graph.tensor(*t).role == ir::Role::Parameter);
+            QCOMPARE(graph.tensor(*t).shape, (ir::Shape{4, 4}));
+        }
+        QCOMPARE(graph.parameterCount(), std::int64_t(32));
+    }
+
+    // torch.nn.Transformer as PyTorch 2.6 exports it (export_transformer.py):
+    // every reshape target comes from Shape arithmetic, the attention scale
+    // from a Shape, and fresh parameters are merged through Identity nodes.
+    // What loads is the compute graph with concrete shapes and torch's own
+    // parameters, each under its module name.
+    void transformerExportLoads()
+    {
+        const auto g = io::loadOnnx(kSamples + "transformer-2x3.onnx", {});
+        for (const auto &t : g.tensors())
+            for (auto d : t.shape)
+                QVERIFY2(d > 0, t.name.c_str());
+        const std::set<std::string> compute{"Add",  "Gather",  "Gemm",    "LayerNormalization", "MatMul",   "Mul",
+                                            "Relu", "Reshape", "Softmax", "Squeeze",            "Transpose", "Unsqueeze"};
+        for (const auto &op : g.ops())
+            QVERIFY2(compute.count(op.type), (op.type + " " + op.name).c_str());
+        // d_model 32, ffn 64: an encoder layer holds attention (4·32² + 4·32),
+        // the MLP (2·32·64 + 64 + 32) and two norms (4·32); a decoder layer
+        // one more attention and norm; then two final norms. The single
+        // elements computed from shapes (attention scales) come on top.
+        const std::int64_t encoder = 4 * 32 * 32 + 4 * 32 + 2 * 32 * 64 + 64 + 32 + 4 * 32;
+        const std::int64_t decoder = encoder + 4 * 32 * 32 + 4 * 32 + 2 * 32;
+        std::int64_t weights = 0;
+        for (auto t : g.tensorsWithRole(ir::Role::Parameter))
+            if (g.tensor(t).elementCount() > 1)
+                weights += g.tensor(t).elementCount();
+        QCOMPARE(weights, 2 * encoder + 3 * decoder + 2 * 2 * 32);
+        for (const char *name : {"t.encoder.layers.1.self_attn.in_proj_bias", "t.decoder.layers.2.norm3.weight"}) {
+            const auto t = g.findTensor(name);
+            QVERIFY2(t, name);
+            QVERIFY(g.tensor(*t).role == ir::Role::Parameter);
+        }
+        const std::pair<const char *, const char *> shapes[] = {
+            {"out", "[8, 8, 32]"},
+            {"/t/encoder/layers.0/self_attn/Reshape_2_output_0", "[16, 8, 3, 32]"},
+            {"/t/decoder/layers.2/multihead_attn/Softmax_output_0", "[8, 4, 8, 16]"},
+        };
+        for (const auto &[name, shape] : shapes) {
+            const auto t = g.findTensor(name);
+            QVERIFY2(t, name);
+            QCOMPARE(ir::shapeToString(g.tensor(*t).shape), std::string(shape));
+        }
+    }
+
     void symbolicDimsBind_data()
     {
         QTest::addColumn<QString>("file");
@@ -522,6 +698,28 @@ private slots:
             g.message(1, softmax).message(11, valueInfo("x", kFloat, {2, 3})).message(12, valueInfo("y", kFloat, {2, 3}));
             add("attribute out of range", "softmax.onnx", model(g), "node 'head/Softmax' (Softmax)");
         }
+        // A Reshape target computed from shapes that cannot be had, or that
+        // does not fit the data.
+        add("reshape target with a mod by zero", "modzero.onnx", model(shapeArithmeticGraph(5, 0, false, 24)),
+            "tensor 'y' (output of node 'attn/Reshape' (Reshape)): has no shape: its shape input 'target' is not "
+            "known at load time (node 'attn/Mod' (Mod) cannot be evaluated)");
+        {
+            Wire g;
+            g.message(1, node("Shape", "Shape", {"ids"}, {"shape"}))
+                .message(1, node("Mul", "Mul", {"shape", "n"}, {"target"}))
+                .message(1, node("Reshape", "view/Reshape", {"x", "target"}, {"y"}))
+                .message(11, valueInfo("x", kFloat, {4, 6}))
+                .message(11, valueInfo("ids", kInt64, {2}))
+                .message(11, valueInfo("n", kInt64, {1}));
+            Wire out;
+            out.bytes(1, "y");
+            g.message(12, out);
+            add("reshape target from input data", "runtime.onnx", model(g),
+                "tensor 'y' (output of node 'view/Reshape' (Reshape)): has no shape: its shape input 'target' "
+                "is not known at load time (it depends on the values of 'n')");
+        }
+        add("computed reshape target that does not fit", "misfit.onnx", model(shapeArithmeticGraph(-5, 3, false, 5)),
+            "op 'attn/Reshape' (Reshape): Reshape from [4, 6, 24] to [4, 6, 1, 5] changes the element count");
         {
             // ONNX's own shape function would divide by the zero stride.
             Wire g;

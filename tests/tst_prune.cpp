@@ -340,6 +340,13 @@ private slots:
             << numbered(QStringLiteral("layers."), 4);
         QTest::newRow("gpt2-external: 12 layers") << QStringLiteral("gpt2-external.onnx") << QStringLiteral("12x51")
                                                   << numbered(QStringLiteral("h."), 12);
+        // The decoder's first layer also holds the transposition of the
+        // encoder's memory that every decoder layer reads (exported once),
+        // so it is a class of its own.
+        QTest::newRow("nn.Transformer: 2 encoder, 3 decoder layers")
+            << QStringLiteral("transformer-2x3.onnx") << QStringLiteral("2x39 1x73 2x72")
+            << QStringLiteral("t/encoder/layers.0 t/encoder/layers.1 | t/decoder/layers.0 | "
+                              "t/decoder/layers.1 t/decoder/layers.2");
         // resnet18 has two BasicBlocks per stage. Stage 1 keeps 64 channels,
         // so its blocks match; every later stage opens with a strided block
         // with a 1x1 downsample conv (6 ops) and follows with a block of its

@@ -431,6 +431,11 @@ private slots:
         // A position bias every encoder layer reads: its reshards are made
         // once for all layers, not once per layer.
         QTest::newRow("t5-large 8") << "zoo:t5-large" << "8" << 0.0;
+        // torch.nn.Transformer as PyTorch 2.6 exports it; megatron does not
+        // apply (its packed q/k/v reshape reads as 3 heads).
+        for (const char *shape : {"4", "2x4"})
+            QTest::newRow(qPrintable(QStringLiteral("onnx nn.Transformer %1").arg(QLatin1String(shape))))
+                << QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/onnx/transformer-2x3.onnx") << shape << 0.0;
     }
     void neverWorseThanReferencePlans()
     {

@@ -12,6 +12,10 @@ Every sample is a real torch.onnx.export of a PyTorch module:
   gpt2-external.onnx        the GPT decoder at GPT-2 small size, weights saved as
                             external data whose file is not shipped, opset 14
 
+transformer-2x3.onnx (torch.nn.Transformer as PyTorch 2.6 exports it) is made by
+export_transformer.py, which runs in the torch root; tst_onnx checks it on its own,
+it has no entry in expected.json.
+
 expected.json holds what the loader must report for each sample: op counts per type
 after shape subgraphs are folded, parameter counts and a few tensor shapes. They are
 computed here with python onnx's own shape inference and an independent reading of

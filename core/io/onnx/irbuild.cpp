@@ -49,6 +49,9 @@ public:
         }
         for (const auto &[name, type] : m_initializerTypes)
             m_types.emplace(name, &type);
+        for (const auto &node : m_graph.node())
+            for (const auto &out : node.output())
+                m_producers.emplace(out, &node);
     }
 
     ir::Graph build()
@@ -58,12 +61,13 @@ public:
             if (!m_initializers.count(in.name()))
                 addTensor(in.name(), ir::Role::Input, nullptr);
 
-        const std::vector<bool> keep = computeNodes(m_graph);
+        const std::vector<bool> folded = foldedNodes(m_graph, m_values, m_initializers);
+        const std::vector<bool> keep = computeNodes(m_graph, folded);
         for (int i = 0; i < m_graph.node_size(); ++i) {
             const auto &node = m_graph.node(i);
             if (!keep[static_cast<std::size_t>(i)])
                 continue;
-            if (isFoldedConstant(node)) {
+            if (folded[static_cast<std::size_t>(i)]) {
                 m_constantNodes.emplace(node.output(0), &node);
                 continue;
             }
@@ -73,17 +77,48 @@ public:
     }
 
 private:
-    // A Constant read as data is a constant tensor like an initializer; the
-    // op itself is folded away unless its value is a graph output.
-    bool isFoldedConstant(const ::onnx::NodeProto &node) const
-    {
-        return node.op_type() == "Constant" && isStandardDomain(node.domain()) &&
-               node.output_size() == 1 && !m_outputs.count(node.output(0));
-    }
-
     static std::string nodeWhere(const ::onnx::NodeProto &node)
     {
         return "node '" + node.name() + "' (" + node.op_type() + ")";
+    }
+
+    // Where a value that sizes an op (a Reshape's target) could not be had:
+    // following the unknown inputs back, the first node that gives none
+    // from known inputs, or the graph input the value depends on.
+    std::string missingValue(std::string name) const
+    {
+        for (int depth = 0; depth < 64; ++depth) {
+            auto producer = m_producers.find(name);
+            if (producer == m_producers.end())
+                return "it depends on the values of '" + name + "'";
+            const auto &node = *producer->second;
+            std::string unknown;
+            if (node.op_type() != "Shape" && node.op_type() != "Size")
+                for (const auto &in : node.input())
+                    if (!in.empty() && !m_values.count(in)) {
+                        unknown = in;
+                        break;
+                    }
+            if (unknown.empty())
+                return nodeWhere(node) + " cannot be evaluated";
+            name = unknown;
+        }
+        return "it is computed by a chain too long to follow";
+    }
+
+    // Why `producer` gives an output without a concrete shape, where one of
+    // its shape inputs has no value; empty otherwise.
+    std::string unknownShapeInput(const ::onnx::NodeProto *producer) const
+    {
+        if (!producer)
+            return {};
+        for (int slot = 0; slot < producer->input_size(); ++slot) {
+            const std::string &name = producer->input(slot);
+            if (!name.empty() && isShapeEdge(*producer, slot) && !m_values.count(name))
+                return ": its " + std::string(findShapeInput(producer->op_type(), slot)->attribute) + " input '" +
+                       name + "' is not known at load time (" + missingValue(name) + ")";
+        }
+        return {};
     }
 
     ir::TensorId addTensor(const std::string &name, ir::Role role, const ::onnx::NodeProto *producer)
@@ -92,13 +127,16 @@ private:
             "tensor '" + name + "'" + (producer ? " (output of " + nodeWhere(*producer) + ")" : "");
         auto type = m_types.find(name);
         if (type == m_types.end() || !type->second->has_tensor_type() ||
-            !type->second->tensor_type().has_shape())
+            !type->second->tensor_type().has_shape()) {
+            const std::string why = unknownShapeInput(producer);
             throw TapestryError(Error{m_input, where,
-                                      "has no shape: ONNX shape inference cannot derive it and the "
-                                      "file declares none in value_info"});
+                                      why.empty() ? "has no shape: ONNX shape inference cannot derive it and the "
+                                                    "file declares none in value_info"
+                                                  : "has no shape" + why});
+        }
         const ShapeResult shape = concreteShape(*type->second);
         if (!shape.problem.empty())
-            throw TapestryError(Error{m_input, where, shape.problem});
+            throw TapestryError(Error{m_input, where, shape.problem + unknownShapeInput(producer)});
         const int elemType = type->second->tensor_type().elem_type();
         const auto dtype = dtypeFromOnnx(elemType);
         if (!dtype)
@@ -112,8 +150,8 @@ private:
     {
         if (auto id = m_ir.findTensor(name))
             return *id;
-        // Not yet seen: an initializer or a folded Constant, met at its first
-        // reader. Everything else was added by its producer, which comes first.
+        // Not yet seen: an initializer or a folded node (foldedNodes), met
+        // at its first reader. Everything else was added by its producer, which comes first.
         auto constant = m_constantNodes.find(name);
         return addTensor(name, ir::Role::Parameter,
                          constant == m_constantNodes.end() ? nullptr : constant->second);
@@ -165,6 +203,7 @@ private:
     std::unordered_map<std::string, const ::onnx::TypeProto *> m_types;
     std::unordered_set<std::string> m_outputs;
     std::unordered_map<std::string, const ::onnx::NodeProto *> m_constantNodes;
+    std::unordered_map<std::string, const ::onnx::NodeProto *> m_producers;
     ir::Graph m_ir;
 };
 

@@ -12,8 +12,8 @@ namespace tapestry::io::onnximport {
 
 // Turns the sorted, shape-inferred ONNX graph into the IR: the nodes that
 // computeNodes keeps become ops named by their node names; graph inputs
-// become Input tensors, initializers and Constants read as data become
-// Parameters, graph outputs Outputs. Shape edges are cut and their values
+// become Input tensors, initializers and the nodes foldedNodes folds, read
+// as data, become Parameters, graph outputs Outputs. Shape edges are cut and their values
 // kept as attributes where `values` knows them (a Reshape's `shape` is its
 // concrete output shape).
 // Ops without a schema at the model's opset keep their domain ("ai.onnx"

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <limits>
 #include <optional>
 
@@ -99,18 +98,17 @@ bool isIntegerType(int type)
            type == ::onnx::TensorProto_DataType_BOOL;
 }
 
-// Broadcast of two integer tensors of rank <= 1 (shape arithmetic never
-// needs more).
-std::optional<Ints> binary(const Ints &a, const Ints &b,
-                           const std::function<std::optional<std::int64_t>(std::int64_t, std::int64_t)> &f,
-                           int resultType)
+// Broadcast of two tensors of rank <= 1 (shape arithmetic never needs more);
+// `f` gives nothing where the result is not defined.
+template <typename T, typename F>
+std::optional<T> binary(const T &a, const T &b, F f, int resultType)
 {
     if (a.dims.size() > 1 || b.dims.size() > 1)
         return std::nullopt;
     const std::size_t n = std::max(a.v.size(), b.v.size());
     if ((a.v.size() != n && a.v.size() != 1) || (b.v.size() != n && b.v.size() != 1))
         return std::nullopt;
-    Ints out;
+    T out;
     out.dims = a.dims.size() >= b.dims.size() ? a.dims : b.dims;
     if (!out.dims.empty())
         out.dims[0] = static_cast<std::int64_t>(n);
@@ -155,12 +153,23 @@ std::optional<std::int64_t> checkedDiv(std::int64_t a, std::int64_t b)
     return a / b;
 }
 
-std::optional<Ints> evaluate(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
-                             const std::vector<const ::onnx::TypeProto *> &outputTypes, const KnownValues &values)
+// ONNX Mod: with fmod 0 the result takes the divisor's sign (Python's %),
+// with fmod 1 the dividend's (C's %).
+std::optional<std::int64_t> modulo(std::int64_t a, std::int64_t b, bool fmod)
+{
+    if (b == 0 || (a == std::numeric_limits<std::int64_t>::min() && b == -1))
+        return std::nullopt;
+    std::int64_t r = a % b;
+    if (!fmod && r != 0 && ((r < 0) != (b < 0)))
+        r += b;
+    return r;
+}
+
+std::optional<Ints> evaluateInts(const ::onnx::NodeProto &node,
+                                 const std::vector<const ::onnx::TypeProto *> &inputTypes, const KnownValues &values)
 {
     const std::string &op = node.op_type();
     auto in = [&](int i) { return i < node.input_size() ? known(values, node.input(i)) : std::nullopt; };
-    auto outDims = [&]() { return outputTypes.empty() ? std::nullopt : concreteDims(outputTypes[0]); };
 
     if (op == "Shape") {
         auto dims = inputTypes.empty() ? std::nullopt : concreteDims(inputTypes[0]);
@@ -185,16 +194,6 @@ std::optional<Ints> evaluate(const ::onnx::NodeProto &node, const std::vector<co
             if (__builtin_mul_overflow(n, d, &n))
                 return std::nullopt;
         return Ints{{}, {n}};
-    }
-    // Ops that keep the values and change only the dims, which inference
-    // already knows.
-    if (op == "Identity" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten") {
-        auto x = in(0);
-        auto dims = outDims();
-        if (!x || !dims)
-            return std::nullopt;
-        x->dims = *dims;
-        return x;
     }
     if (op == "Cast") {
         auto x = in(0);
@@ -244,6 +243,13 @@ std::optional<Ints> evaluate(const ::onnx::NodeProto &node, const std::vector<co
         if (!a || !b || node.input_size() != 2 || a->type == ::onnx::TensorProto_DataType_BOOL)
             return std::nullopt;
         return binary(*a, *b, fn, a->type);
+    }
+    if (op == "Mod") {
+        auto a = in(0), b = in(1);
+        if (!a || !b || a->type == ::onnx::TensorProto_DataType_BOOL)
+            return std::nullopt;
+        const bool fmod = intAttribute(node, "fmod", 0) != 0;
+        return binary(*a, *b, [fmod](std::int64_t x, std::int64_t y) { return modulo(x, y, fmod); }, a->type);
     }
     static const std::vector<std::pair<std::string, BinaryFn>> kComparisons{
         {"Equal", [](std::int64_t a, std::int64_t b) -> std::optional<std::int64_t> { return a == b; }},
@@ -353,6 +359,177 @@ std::optional<Ints> evaluate(const ::onnx::NodeProto &node, const std::vector<co
     return std::nullopt;
 }
 
+// A floating-point tensor under evaluation: the factors PyTorch computes
+// from shapes, such as attention's scale 1/sqrt(head_dim) from a Shape.
+struct Reals {
+    std::vector<std::int64_t> dims;
+    std::vector<double> v;
+    int type = ::onnx::TensorProto_DataType_FLOAT;
+};
+
+bool isRealType(int type)
+{
+    return type == ::onnx::TensorProto_DataType_FLOAT || type == ::onnx::TensorProto_DataType_DOUBLE;
+}
+
+// A known value as reals: floats as they are, integers converted (the input
+// of a Cast to float).
+std::optional<Reals> knownReals(const KnownValues &values, const std::string &name)
+{
+    if (name.empty())
+        return std::nullopt;
+    auto it = values.find(name);
+    if (it == values.end())
+        return std::nullopt;
+    Reals t;
+    t.dims.assign(it->second.dims().begin(), it->second.dims().end());
+    t.type = it->second.data_type();
+    if (auto ints = tensorInts(it->second)) {
+        t.v.assign(ints->begin(), ints->end());
+        return t;
+    }
+    if (!isRealType(t.type))
+        return std::nullopt;
+    const auto value = tensorValue(it->second);
+    if (!value)
+        return std::nullopt;
+    if (const auto *d = std::get_if<double>(&*value))
+        t.v = {*d};
+    else if (const auto *l = std::get_if<std::vector<double>>(&*value))
+        t.v = *l;
+    else
+        return std::nullopt;
+    return t;
+}
+
+// Rounds every result to its element type; infinities and NaNs are never
+// kept, they would only stand for a division by zero.
+std::optional<Reals> finished(Reals t)
+{
+    for (auto &x : t.v) {
+        if (t.type == ::onnx::TensorProto_DataType_FLOAT)
+            x = static_cast<double>(static_cast<float>(x));
+        if (!std::isfinite(x))
+            return std::nullopt;
+    }
+    return t;
+}
+
+::onnx::TensorProto toTensor(const Reals &t)
+{
+    ::onnx::TensorProto out;
+    out.set_data_type(t.type);
+    for (auto d : t.dims)
+        out.add_dims(d);
+    for (auto x : t.v) {
+        if (t.type == ::onnx::TensorProto_DataType_DOUBLE)
+            out.add_double_data(x);
+        else
+            out.add_float_data(static_cast<float>(x));
+    }
+    return out;
+}
+
+std::optional<::onnx::TensorProto> evaluateReals(const ::onnx::NodeProto &node, const KnownValues &values)
+{
+    const std::string &op = node.op_type();
+    auto in = [&](int i) { return i < node.input_size() ? knownReals(values, node.input(i)) : std::nullopt; };
+
+    if (op == "Cast") {
+        auto x = in(0);
+        const int to = static_cast<int>(intAttribute(node, "to", 0));
+        if (!x)
+            return std::nullopt;
+        if (isRealType(to)) {
+            x->type = to;
+            auto r = finished(*x);
+            return r ? std::optional(toTensor(*r)) : std::nullopt;
+        }
+        // Float to integer truncates toward zero; out of range is undefined
+        // in ONNX, so such a value stays unknown.
+        if ((to != ::onnx::TensorProto_DataType_INT64 && to != ::onnx::TensorProto_DataType_INT32) ||
+            !isRealType(x->type))
+            return std::nullopt;
+        Ints out;
+        out.dims = x->dims;
+        out.type = to;
+        const double limit = to == ::onnx::TensorProto_DataType_INT64 ? 9.2e18 : 2.1e9;
+        for (auto e : x->v) {
+            if (!std::isfinite(e) || std::abs(e) > limit)
+                return std::nullopt;
+            out.v.push_back(static_cast<std::int64_t>(std::trunc(e)));
+        }
+        return toTensor(out);
+    }
+    using UnaryFn = double (*)(double);
+    static const std::vector<std::pair<std::string, UnaryFn>> kUnary{
+        {"Sqrt", [](double x) { return x < 0 ? std::nan("") : std::sqrt(x); }},
+        {"Reciprocal", [](double x) { return 1.0 / x; }},
+        {"Neg", [](double x) { return -x; }},
+        {"Abs", [](double x) { return std::abs(x); }},
+        {"Floor", [](double x) { return std::floor(x); }},
+        {"Ceil", [](double x) { return std::ceil(x); }},
+    };
+    for (const auto &[name, fn] : kUnary) {
+        if (op != name)
+            continue;
+        auto x = in(0);
+        if (!x || !isRealType(x->type))
+            return std::nullopt;
+        for (auto &e : x->v)
+            e = fn(e);
+        auto r = finished(*x);
+        return r ? std::optional(toTensor(*r)) : std::nullopt;
+    }
+    using BinaryFn = std::optional<double> (*)(double, double);
+    static const std::vector<std::pair<std::string, BinaryFn>> kArithmetic{
+        {"Add", [](double a, double b) -> std::optional<double> { return a + b; }},
+        {"Sub", [](double a, double b) -> std::optional<double> { return a - b; }},
+        {"Mul", [](double a, double b) -> std::optional<double> { return a * b; }},
+        {"Div", [](double a, double b) -> std::optional<double> { return a / b; }},
+        {"Pow", [](double a, double b) -> std::optional<double> { return std::pow(a, b); }},
+        {"Max", [](double a, double b) -> std::optional<double> { return std::max(a, b); }},
+        {"Min", [](double a, double b) -> std::optional<double> { return std::min(a, b); }},
+    };
+    for (const auto &[name, fn] : kArithmetic) {
+        if (op != name)
+            continue;
+        auto a = in(0), b = in(1);
+        // Pow may raise a float to an integer exponent; elsewhere both are of one type.
+        if (!a || !b || node.input_size() != 2 || !isRealType(a->type) ||
+            (op != "Pow" && a->type != b->type))
+            return std::nullopt;
+        auto r = binary(*a, *b, fn, a->type);
+        if (r)
+            r = finished(*r);
+        return r ? std::optional(toTensor(*r)) : std::nullopt;
+    }
+    return std::nullopt;
+}
+
+// Ops that keep the values and change only the dims, which inference
+// already knows; of any element type.
+std::optional<::onnx::TensorProto> redimensioned(const ::onnx::NodeProto &node,
+                                                 const std::vector<const ::onnx::TypeProto *> &outputTypes,
+                                                 const KnownValues &values)
+{
+    const std::string &op = node.op_type();
+    if (op != "Unsqueeze" && op != "Squeeze" && op != "Reshape" && op != "Flatten")
+        return std::nullopt;
+    auto it = node.input_size() > 0 ? values.find(node.input(0)) : values.end();
+    auto dims = outputTypes.empty() ? std::nullopt : concreteDims(outputTypes[0]);
+    if (it == values.end() || !dims)
+        return std::nullopt;
+    const std::vector<std::int64_t> from(it->second.dims().begin(), it->second.dims().end());
+    if (elementCount(from) != elementCount(*dims))
+        return std::nullopt;
+    ::onnx::TensorProto out = it->second;
+    out.clear_dims();
+    for (auto d : *dims)
+        out.add_dims(d);
+    return out;
+}
+
 } // namespace
 
 void evaluateNode(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
@@ -404,11 +581,18 @@ void evaluateNode(const ::onnx::NodeProto &node, const std::vector<const ::onnx:
     }
     if (node.output_size() != 1 || node.output(0).empty())
         return;
-    auto result = evaluate(node, inputTypes, outputTypes, values);
-    if (!result || !elementCount(result->dims) ||
-        *elementCount(result->dims) != static_cast<std::int64_t>(result->v.size()))
+    std::optional<::onnx::TensorProto> result = redimensioned(node, outputTypes, values);
+    if (!result)
+        if (auto ints = evaluateInts(node, inputTypes, values))
+            result = toTensor(*ints);
+    if (!result)
+        result = evaluateReals(node, values);
+    // Kept only when the values fill the dims exactly and stay small.
+    const std::vector<std::int64_t> dims = result ? std::vector<std::int64_t>(result->dims().begin(), result->dims().end())
+                                                  : std::vector<std::int64_t>{};
+    if (!result || !elementCount(dims) || !tensorValue(*result))
         return;
-    values.emplace(node.output(0), toTensor(*result));
+    values.emplace(node.output(0), std::move(*result));
 }
 
 } // namespace tapestry::io::onnximport

@@ -16,14 +16,16 @@ using KnownValues = std::unordered_map<std::string, ::onnx::TensorProto>;
 // handful of integers; anything bigger is data.
 inline constexpr std::int64_t kMaxEvaluatedElements = 4096;
 
-// Computes the outputs of one node when they are small integer tensors that
-// follow from known inputs and from the shapes inference already gave: the
-// Shape -> Gather -> Add/Mul/Div -> Unsqueeze -> Concat arithmetic PyTorch
-// exports to size Reshapes, Slices and Ranges. Their values feed the
-// inference of later nodes (ONNX 1.12 infers a Slice or Range output only
-// from known input data) and become attributes where the loader cuts shape
-// edges. `inputTypes` and `outputTypes` hold the node's inferred types, null
-// where unknown. Integer ops only; floats pass through Constant and Identity.
+// Computes the outputs of one node when they are small tensors that follow
+// from known inputs and from the shapes inference already gave: the
+// Shape -> Gather/Slice -> Add/Mul/Div/Mod -> Unsqueeze -> Concat arithmetic
+// PyTorch exports to size Reshapes, Slices and Ranges, and the float factors
+// it derives from shapes (Shape -> Cast -> Sqrt -> Div for attention's
+// scale). Their values feed the inference of later nodes (ONNX 1.12 infers
+// a Reshape, Slice or Range output only from known input data), become
+// attributes where the loader cuts shape edges, and let the loader fold
+// single-element values into constants (shapefolding.h). `inputTypes` and
+// `outputTypes` hold the node's inferred types, null where unknown.
 void evaluateNode(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
                   const std::vector<const ::onnx::TypeProto *> &outputTypes, KnownValues &values);
 

@@ -13,9 +13,9 @@ namespace tapestry::io::onnximport {
 // value_info, node by node with ONNX's own inference functions (the per-op
 // functions onnx::shape_inference::InferShapes runs, with its contexts, its
 // merge with declared shapes and its subgraph inferencer). Between nodes,
-// evaluateNode computes the small integer values of shape arithmetic, so a
-// Slice or Range whose bounds come from Shape ops gets a concrete output in
-// the same single pass; InferShapes alone leaves those unknown in ONNX 1.12
+// evaluateNode computes the small values of shape arithmetic, so a Reshape,
+// Slice or Range whose target or bounds come from Shape ops gets a concrete
+// output in the same single pass; InferShapes alone leaves those unknown in ONNX 1.12
 // and would need one more run per layer to catch up.
 // Every node with a schema is first checked against it, which keeps malformed
 // nodes away from the inference functions. Initializers whose data was left
