@@ -32,12 +32,12 @@ std::optional<SpecSource> specSourceFromString(std::string_view s)
 
 namespace {
 
-Plan uncostedPlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
-                  const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
-                  const cost::CostOptions &options)
+Plan uncostedPlan(const ir::Graph &graph, const std::string &modelSource, const std::string &fingerprint,
+                  const sharding::Mesh &mesh, const std::vector<sharding::ShardingSpec> &specs, SpecSource source,
+                  const std::string &method, const cost::CostOptions &options)
 {
     Plan p;
-    p.model = {modelSource, graph.name, modelFingerprint(graph), static_cast<std::int64_t>(graph.opCount()),
+    p.model = {modelSource, graph.name, fingerprint, static_cast<std::int64_t>(graph.opCount()),
                static_cast<std::int64_t>(graph.tensorCount())};
     p.mesh = mesh;
     p.method = method;
@@ -53,7 +53,7 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
               const std::vector<sharding::ShardingSpec> &specs, SpecSource source, const std::string &method,
               const cost::CostOptions &options)
 {
-    Plan p = uncostedPlan(graph, modelSource, mesh, specs, source, method, options);
+    Plan p = uncostedPlan(graph, modelSource, modelFingerprint(graph), mesh, specs, source, method, options);
     p.cost = cost::evaluatePlan(graph, mesh, specs, options);
     p.axisCarries = axisCarries(graph, mesh, specs);
     return p;
@@ -62,7 +62,13 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
 Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
               SpecSource source, const std::string &method, cost::PlanCoster &coster)
 {
-    Plan p = uncostedPlan(graph, modelSource, coster.mesh(), specs, source, method, coster.options());
+    return makePlan(graph, modelSource, specs, source, method, coster, modelFingerprint(graph));
+}
+
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
+              SpecSource source, const std::string &method, cost::PlanCoster &coster, const std::string &fingerprint)
+{
+    Plan p = uncostedPlan(graph, modelSource, fingerprint, coster.mesh(), specs, source, method, coster.options());
     p.cost = coster.cost(specs);
     p.axisCarries = axisCarries(graph, coster.mesh(), specs);
     return p;

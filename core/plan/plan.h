@@ -76,6 +76,10 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const shar
 // graph's facts once and costs the second plan by what differs.
 Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
               SpecSource source, const std::string &method, cost::PlanCoster &coster);
+// The same with the graph's modelFingerprint() known: computing it walks
+// the whole graph, and a search making two plans of one graph does it once.
+Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
+              SpecSource source, const std::string &method, cost::PlanCoster &coster, const std::string &fingerprint);
 
 // Checks that `plan` fits `graph` and returns its specs indexed by tensor
 // id. Throws TapestryError naming `planInput` and, where it is about one

@@ -4,6 +4,7 @@
 #include "cost/plancoster.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
+#include "plan/fingerprint.h"
 #include "plan/plan.h"
 #include "search/activationlayout.h"
 #include "search/axisconstraint.h"
@@ -154,7 +155,10 @@ private:
     // Replays a group's trail: the specs it fixes for the representative's tensors.
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                 std::map<ir::TensorId, ShardingSpec> &fixed);
-    plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best);
+    // The plan of a trail; a copy of `previous` (assembled just before) where
+    // their specs are the same.
+    plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
+                        const plan::Plan *previous = nullptr);
     // Keeps a block's weight choice for the trails, which hold its index.
     std::int64_t keep(std::vector<std::uint16_t> choice)
     {
@@ -162,6 +166,8 @@ private:
         return static_cast<std::int64_t>(m_choices.size() - 1);
     }
     std::unique_ptr<cost::PlanCoster> m_planCoster;
+    std::string m_fingerprint;                    // the graph's, once assemble() needed it
+    std::vector<ShardingSpec> m_assembledSpecs;  // the last plan's, by tensor id
 
     const ir::Graph &m_graph;
     const passes::CoarseGraph &m_coarse;
@@ -493,10 +499,22 @@ void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::
     }
 }
 
-plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best)
+plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
+                               const plan::Plan *previous)
 {
-    std::map<ir::TensorId, ShardingSpec> fixed;
+    std::vector<ShardingSpec> specs(m_graph.tensorCount());
+    std::vector<bool> fixed(m_graph.tensorCount(), false);
+    auto fix = [&](ir::TensorId t, const ShardingSpec &spec) {
+        specs[t.index()] = spec;
+        fixed[t.index()] = true;
+    };
+    // Per tensor of the representative: the instance's tensor in its
+    // place (the first place it takes, op by op), valid where `mappedFor`
+    // names the instance being stamped.
+    std::vector<ir::TensorId> mapped(m_graph.tensorCount());
+    std::vector<std::int32_t> mappedFor(m_graph.tensorCount(), -1);
     std::size_t at = 0;
+    std::int32_t stamp = 0;
     for (const Group &g : m_groups) {
         const std::size_t n = 1 + 2 * g.blocks.size();
         const std::vector<std::int64_t> trail(best.trail.begin() + static_cast<std::ptrdiff_t>(at),
@@ -505,36 +523,49 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
         std::map<ir::TensorId, ShardingSpec> groupFixed;
         replay(g, vars, trail, groupFixed);
         if (g.classIndex < 0) {
-            for (auto &[t, spec] : groupFixed)
-                fixed[t] = spec;
+            for (const auto &[t, spec] : groupFixed)
+                fix(t, spec);
             continue;
         }
         // Every instance stores its tensors as the representative does,
-        // matched op by op (instances are structurally identical).
+        // matched op by op (instances are structurally identical); a
+        // tensor two instances share keeps the first one's spec.
         const auto &cls = m_classes.classes[static_cast<std::size_t>(g.classIndex)];
         const auto &rep = cls.instances[cls.representative];
         for (const auto &inst : cls.instances) {
-            std::map<ir::TensorId, ir::TensorId> same;
+            ++stamp;
+            auto map = [&](ir::TensorId a, ir::TensorId b) {
+                if (mappedFor[a.index()] != stamp) {
+                    mappedFor[a.index()] = stamp;
+                    mapped[a.index()] = b;
+                }
+            };
             for (std::size_t k = 0; k < rep.ops.size() && k < inst.ops.size(); ++k) {
                 const ir::Op &a = m_graph.op(rep.ops[k]), &b = m_graph.op(inst.ops[k]);
                 for (std::size_t i = 0; i < a.inputs.size() && i < b.inputs.size(); ++i)
-                    same.emplace(a.inputs[i], b.inputs[i]);
+                    map(a.inputs[i], b.inputs[i]);
                 for (std::size_t o = 0; o < a.outputs.size() && o < b.outputs.size(); ++o)
-                    same.emplace(a.outputs[o], b.outputs[o]);
+                    map(a.outputs[o], b.outputs[o]);
             }
             for (const auto &[t, spec] : groupFixed)
-                if (auto it = same.find(t); it != same.end() && !fixed.count(it->second))
-                    fixed[it->second] = spec;
+                if (mappedFor[t.index()] == stamp && !fixed[mapped[t.index()].index()])
+                    fix(mapped[t.index()], spec);
         }
     }
     for (const auto &[name, spec] : m_options.pinned)
-        fixed[*m_graph.findTensor(name)] = spec;  // checked in the constructor
-    const auto specs = sharding::propagateSpecs(m_graph, m_mesh, fixed);
+        fix(*m_graph.findTensor(name), spec);  // checked in the constructor
+    specs = sharding::propagateSpecs(m_graph, m_mesh, std::move(specs), fixed);
+    if (previous && specs == m_assembledSpecs)
+        return *previous;
+    m_assembledSpecs = specs;
     // The fastest plan and the least-communication one share a coster:
     // the second is costed by what differs from the first.
-    if (!m_planCoster)
+    if (!m_planCoster) {
         m_planCoster = std::make_unique<cost::PlanCoster>(m_graph, m_mesh, m_options.cost);
-    auto plan = plan::makePlan(m_graph, modelSource, specs, plan::SpecSource::Search, "tap", *m_planCoster);
+        m_fingerprint = plan::modelFingerprint(m_graph);
+    }
+    auto plan =
+        plan::makePlan(m_graph, modelSource, specs, plan::SpecSource::Search, "tap", *m_planCoster, m_fingerprint);
     for (const auto &[name, spec] : m_options.pinned)
         plan.specs[name].source = plan::SpecSource::Override;
     return plan;
@@ -708,7 +739,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         result.stats.segments += g.blocks.size();
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.plan = assemble(modelSource, fastest.vars, fastest.candidate);
-    result.leastCommunication = assemble(modelSource, leastComm.vars, leastComm.candidate);
+    result.leastCommunication = assemble(modelSource, leastComm.vars, leastComm.candidate, &result.plan);
     for (auto *p : {&result.plan, &result.leastCommunication}) {
         p->searchWarnings = warnings;
         if (!p->cost.fitsMemory && p->searchWarnings.empty())

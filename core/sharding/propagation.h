@@ -27,5 +27,12 @@ ShardingSpec storedSpec(ShardingSpec produced, const ir::Shape &shape, const Mes
 std::vector<ShardingSpec> propagateSpecs(const ir::Graph &graph, const Mesh &mesh,
                                          const std::map<ir::TensorId, ShardingSpec> &fixed,
                                          PartialResolution partial = PartialResolution::Replicate);
+// The same with the fixed specs in place: `specs[t]` is tensor t's spec
+// where `fixed[t]` is set (indexed by tensor id), anything elsewhere. Only
+// the ops that write an unfixed tensor are resolved, so a plan whose search
+// fixed nearly every tensor costs nearly nothing to complete.
+std::vector<ShardingSpec> propagateSpecs(const ir::Graph &graph, const Mesh &mesh, std::vector<ShardingSpec> specs,
+                                         const std::vector<bool> &fixed,
+                                         PartialResolution partial = PartialResolution::Replicate);
 
 } // namespace tapestry::sharding
