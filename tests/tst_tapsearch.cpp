@@ -35,7 +35,7 @@ sharding::Mesh mesh(std::vector<int> sizes)
 }
 
 search::SearchResult tap(const ir::Graph &g, const std::string &source, const sharding::Mesh &m, bool decompose = true,
-                         bool storedLayouts = false)
+                         bool storedLayouts = true)
 {
     const auto coarse = passes::Coarsen().run(g);
     const auto classes = passes::Prune().run(g, coarse);
@@ -70,14 +70,14 @@ class TestTapSearch : public QObject {
     Q_OBJECT
 
 private slots:
-    void findsMegatronWhenOnlyFullShardingFits_data()
+    void asGoodAsMegatronWhenOnlyFullShardingFits_data()
     {
         QTest::addColumn<QString>("model");
         QTest::newRow("gpt2") << "zoo:gpt2?layers=2&batch=1&seq=64&hidden=256&heads=8&vocab=4096";
         QTest::newRow("gpt3") << "zoo:gpt3-6.7b?layers=8&batch=1&seq=64&hidden=512&heads=8&vocab=4096";
         QTest::newRow("llama") << "zoo:llama3-8b?layers=2&batch=1&seq=64&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=4096";
     }
-    void findsMegatronWhenOnlyFullShardingFits()
+    void asGoodAsMegatronWhenOnlyFullShardingFits()
     {
         QFETCH(QString, model);
         const std::string source = model.toStdString();
@@ -88,21 +88,22 @@ private slots:
         m.device.memoryBytes = megatron.cost.memory.total() + 1024;
         const auto result = tap(g, source, m);
         QVERIFY(result.plan.cost.fitsMemory);
-        int layerWeights = 0;
+        int layerWeights = 0, asMegatron = 0;
         for (const auto &[name, entry] : megatron.specs) {
             if (layerWeight(name).empty())
                 continue;
             ++layerWeights;
-            QVERIFY2(result.plan.specs.at(name).spec == entry.spec,
-                     (name + ": tap " + result.plan.specs.at(name).spec.toPlacements() + ", megatron " +
-                      entry.spec.toPlacements())
-                         .c_str());
+            asMegatron += result.plan.specs.at(name).spec == entry.spec ? 1 : 0;
         }
         QVERIFY(layerWeights >= 12);
-        // The layers cost what Megatron's cost; outside them tap may do
-        // better than Megatron's vocabulary-parallel embedding.
+        // The layers cost no more than Megatron's (mostly by Megatron's
+        // column/row pairs; storing an activation otherwise can free the
+        // memory to keep a matrix whole at the same time); outside them tap
+        // may do better than Megatron's vocabulary-parallel embedding.
+        QVERIFY2(asMegatron * 2 >= layerWeights, (std::to_string(asMegatron) + " of " + std::to_string(layerWeights) +
+                                                  " layer weights as Megatron splits them").c_str());
         const double tapLayers = layerTime(result.plan), megatronLayers = layerTime(megatron);
-        QVERIFY2(std::abs(tapLayers - megatronLayers) <= 1e-3 * megatronLayers,
+        QVERIFY2(tapLayers <= megatronLayers * (1 + 1e-3),
                  (std::to_string(tapLayers) + " vs " + std::to_string(megatronLayers)).c_str());
         QVERIFY(result.plan.cost.stepTime <= megatron.cost.stepTime * (1 + 1e-9));
     }
@@ -177,6 +178,7 @@ private slots:
         const auto classes = passes::Prune().run(g, coarse);
         search::SearchOptions options;
         options.axisRoles = search::axisRolesFromNames({"tp"}, "--axes");
+        options.storedLayouts = false;
         const auto rules = search::tapSearch(g, coarse, classes, source, m, options);
         options.storedLayouts = true;
         const auto stored = search::tapSearch(g, coarse, classes, source, m, options);
@@ -288,18 +290,23 @@ private slots:
         const auto free = search::tapSearch(g, classes, source, m).plan;
         const sharding::ShardingSpec columns{{sharding::Placement::shard(1)}};
         const sharding::ShardingSpec rows{{sharding::Placement::shard(0)}};
-        QVERIFY(free.specs.at("transformer.h.0.mlp.fc_in.weight").spec != columns);
+        // fc_in pinned to Megatron's columns where the free plan splits it
+        // otherwise, else kept whole: either way a spec the search would
+        // not choose.
+        const bool toColumns = free.specs.at("transformer.h.0.mlp.fc_in.weight").spec != columns;
+        const sharding::ShardingSpec pin = toColumns ? columns : sharding::ShardingSpec::replicated(1);
 
         search::SearchOptions options;
         for (const char *w : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.mlp.fc_in.weight"})
-            options.pinned[w] = columns;
+            options.pinned[w] = pin;
         const auto pinned = search::tapSearch(g, classes, source, m, options).plan;
         for (const char *w : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.mlp.fc_in.weight"}) {
-            QCOMPARE(pinned.specs.at(w).spec, columns);
+            QCOMPARE(pinned.specs.at(w).spec, pin);
             QVERIFY(pinned.specs.at(w).source == plan::SpecSource::Override);
         }
         for (const char *w : {"transformer.h.0.mlp.fc_out.weight", "transformer.h.1.mlp.fc_out.weight"}) {
-            QCOMPARE(pinned.specs.at(w).spec, rows);
+            if (toColumns)  // Megatron's pair
+                QCOMPARE(pinned.specs.at(w).spec, rows);
             QVERIFY(pinned.specs.at(w).source == plan::SpecSource::Search);
         }
         // The pinned plan costs what core costs it, and re-deriving beats

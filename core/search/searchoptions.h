@@ -24,11 +24,10 @@ struct SearchOptions {
     bool decompose = true;
     // tap: store the coarse-node outputs inside a block as searched (as
     // produced or in any activation layout, as exact may), on meshes with
-    // few layouts (tapsearch.cpp, kStoredLayoutsUpTo). false (for now the
-    // default, core/search/README.md, Known gaps): they follow the
-    // strategy rules, a smaller space the enumeration of decompose = false
-    // can still cover on a transformer block.
-    bool storedLayouts = false;
+    // few layouts (tapsearch.cpp, kStoredLayoutsUpTo). false: they follow
+    // the strategy rules, a smaller space the enumeration of decompose =
+    // false can still cover on a transformer block.
+    bool storedLayouts = true;
     // tap: the most combinations of the classes' boundary layouts (one per
     // class and one for the graph inputs, each any activation layout of
     // the mesh) tried one by one. With more, the search starts from the

@@ -1381,7 +1381,10 @@ void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::
         const passes::NodeId node = coarse.nodeOf(id);
         for (ir::TensorId t : graph.op(id).outputs) {
             const ir::Tensor &tensor = graph.tensor(t);
-            if (tensor.role == ir::Role::Output)
+            // A tensor read outside the segment too is stored as the
+            // boundary or the link between blocks says.
+            if (tensor.role == ir::Role::Output ||
+                std::find(segment.outputs.begin(), segment.outputs.end(), t) != segment.outputs.end())
                 continue;
             bool crosses = false;
             for (ir::OpId c : tensor.consumers)
