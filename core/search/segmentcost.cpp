@@ -1376,6 +1376,11 @@ void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::
 {
     segment.stored.clear();
     segment.storedChoices.clear();
+    // Nested repeats (a mixture's experts) take one choice of weights
+    // between them; their inner outputs, chosen each on its own, would
+    // multiply the search by the layouts per repeat.
+    if (std::any_of(segment.tiedTo.begin(), segment.tiedTo.end(), [](int t) { return t >= 0; }))
+        return;
     const std::set<ir::OpId> inside(segment.ops.begin(), segment.ops.end());
     for (ir::OpId id : segment.ops) {
         const passes::NodeId node = coarse.nodeOf(id);

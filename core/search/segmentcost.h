@@ -201,7 +201,8 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
                     int instances, std::vector<ir::OpId> ops);
 // Fills segment.stored: every tensor one node of `coarse` writes and
 // another reads inside the segment may be stored in each of `layouts`, as
-// exact may store it.
+// exact may store it. A segment with nested repeats (tied weights) keeps
+// its inner outputs as the strategy rules store them.
 void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
                         const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts);
 
