@@ -42,9 +42,11 @@ struct Segment {
     // (a column-parallel matmul's activation before the row-parallel one,
     // the attention scores): each may be stored as produced or in any
     // allowed activation layout, the freedom exact has at every coarse
-    // node's output. Per such tensor its layouts' specs, distinct; a
-    // choice (WeightChoice::choice, after the weights') of 0 stores it as
-    // produced, k > 0 as storedChoices[j][k - 1].
+    // node's output; and graph inputs the segment alone reads, stored as
+    // the boundary gives them (replicated) or in any layout. Per such
+    // tensor its layouts' specs, distinct; a choice (WeightChoice::choice,
+    // after the weights') of 0 stores it as produced (or given), k > 0 as
+    // storedChoices[j][k - 1].
     std::vector<ir::TensorId> stored;
     std::vector<std::vector<sharding::ShardingSpec>> storedChoices;
 };

@@ -674,6 +674,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             std::size_t slot;
             std::vector<std::int32_t> ids;
             std::size_t stored;
+            std::int32_t given = -1;  // a graph input's spec as the boundary gives it
         };
         std::vector<Storing> storedOuts, storedIns;
         std::int64_t storings = 1;
@@ -695,8 +696,11 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             if (firstRead(op.inputs[i]) == k &&
                 std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), op.inputs[i]) ==
                     op.inputs.begin() + static_cast<std::ptrdiff_t>(i))
-                if (auto st = storingOf(op.inputs[i], i))
+                if (auto st = storingOf(op.inputs[i], i)) {
+                    if (auto it = boundary.find(op.inputs[i]); it != boundary.end())
+                        st->given = intern(it->second);
                     storedIns.push_back(std::move(*st));
+                }
         std::int64_t restorings = 1;
         for (const Storing &in : storedIns)
             restorings *= static_cast<std::int64_t>(1 + in.ids.size());
@@ -773,15 +777,20 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     const auto n = static_cast<std::int64_t>(1 + in.ids.size());
                     const auto c = static_cast<std::size_t>(r % n);
                     r /= n;
-                    if (at < 0) {
+                    // A graph input is stored as chosen here at no cost
+                    // (the data comes in that layout); anything else is
+                    // in the state, written before.
+                    const bool input = !m_graph.tensor(t).producer.valid();
+                    if (at < 0 && !(input && in.given >= 0)) {
                         again = again || c > 0;
                         continue;
                     }
-                    std::int32_t spec = state.spec(at);
+                    std::int32_t spec = at >= 0 ? state.spec(at) : in.given;
                     if (c > 0) {
-                        again = again || state.has(at, 0, kDecided) || spec == in.ids[c - 1];
+                        again = again || (at >= 0 && state.has(at, 0, kDecided)) || spec == in.ids[c - 1];
                         spec = in.ids[c - 1];
-                        restored.emplace_back(t, spec);
+                        if (at >= 0)
+                            restored.emplace_back(t, spec);
                     }
                     for (std::size_t i = 0; i < op.inputs.size(); ++i)
                         if (op.inputs[i] == t)
@@ -1370,6 +1379,29 @@ bool computesOn(const passes::CoarseGraph &coarse, ir::OpId c)
 }
 
 } // namespace
+
+void allowInputLayouts(Segment &segment, const ir::Graph &graph, const sharding::Mesh &mesh,
+                       const std::vector<ActivationLayout> &layouts)
+{
+    const std::set<ir::OpId> inside(segment.ops.begin(), segment.ops.end());
+    const ShardingSpec replicated = ShardingSpec::replicated(mesh.rank());
+    for (ir::TensorId t : segment.inputs) {
+        const ir::Tensor &tensor = graph.tensor(t);
+        if (tensor.producer.valid() || tensor.role == ir::Role::Parameter ||
+            std::find(segment.stored.begin(), segment.stored.end(), t) != segment.stored.end())
+            continue;
+        std::vector<ShardingSpec> specs;
+        for (const auto &layout : layouts)
+            if (auto spec = layout.specFor(tensor, mesh); spec != replicated)
+                specs.push_back(std::move(spec));
+        std::sort(specs.begin(), specs.end());
+        specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
+        if (specs.empty())
+            continue;
+        segment.stored.push_back(t);
+        segment.storedChoices.push_back(std::move(specs));
+    }
+}
 
 void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
                         const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts)

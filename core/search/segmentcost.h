@@ -203,6 +203,13 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
 // another reads inside the segment may be stored in each of `layouts`, as
 // exact may store it. A segment with nested repeats (tied weights) keeps
 // its inner outputs as the strategy rules store them.
+// Adds to segment.stored the graph inputs it reads (token ids, labels),
+// each stored replicated (choice 0, as the boundary must give it) or in
+// any other of `layouts`, chosen where it is first read at no cost: the
+// data comes in the layout the plan stores it in. Only for inputs no
+// other segment reads.
+void allowInputLayouts(Segment &segment, const ir::Graph &graph, const sharding::Mesh &mesh,
+                       const std::vector<ActivationLayout> &layouts);
 void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
                         const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts);
 

@@ -190,6 +190,9 @@ private:
     // keep the class's layout, which keeps each class searched once per
     // layout.
     int m_inputVariable = 0;
+    // Whether the blocks outside classes choose their inputs' layouts
+    // instead (buildGroups): then there is no input variable.
+    bool m_inputsChosen = false;
     // The weight choices trails name, per block (see keep()).
     std::vector<std::vector<std::uint16_t>> m_choices;
 };
@@ -303,14 +306,43 @@ void TapSearch::buildGroups()
             rest.push_back(id);
     if (!rest.empty())
         addGroup(-1, 1, rest, "(outside classes)");
+    // Where every graph input the ops outside classes read is read by one
+    // of their blocks alone, each block chooses the layout of its inputs
+    // as it reads them (allowInputLayouts) and the input variable goes:
+    // the layouts are then combined over the classes' variables only
+    // (layouts^classes combinations, not layouts^(classes + 1)).
+    if (m_groups.empty() || m_groups.back().classIndex >= 0)
+        return;
+    Group &outside = m_groups.back();
+    for (ir::TensorId t : outside.whole.inputs) {
+        const ir::Tensor &tensor = m_graph.tensor(t);
+        if (tensor.producer.valid() || tensor.role == ir::Role::Parameter)
+            continue;
+        // (Classes read an input in their own layout, see inputSpec.)
+        std::size_t readers = 0;
+        for (const Segment &b : outside.blocks)
+            readers += std::any_of(tensor.consumers.begin(), tensor.consumers.end(), [&](ir::OpId c) {
+                return std::find(b.ops.begin(), b.ops.end(), c) != b.ops.end();
+            });
+        if (readers > 1)
+            return;
+    }
+    for (Segment &block : outside.blocks)
+        allowInputLayouts(block, m_graph, m_mesh, m_layouts);
+    std::erase(outside.variables, m_inputVariable);
+    m_variables = m_inputVariable;
+    m_inputsChosen = true;
 }
 
 ShardingSpec TapSearch::inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const
 {
     const ir::Tensor &tensor = m_graph.tensor(t);
     int var = variableOf(g.classIndex);
-    if (!tensor.producer.valid() && g.classIndex < 0)
+    if (!tensor.producer.valid() && g.classIndex < 0) {
+        if (m_inputsChosen)  // replicated, unless the block reading it chooses otherwise
+            return ShardingSpec::replicated(m_mesh.rank());
         var = m_inputVariable;
+    }
     else if (m_classes.classOfOp[tensor.producer.index()].valid())
         var = static_cast<int>(m_classes.classOfOp[tensor.producer.index()].index());
     return m_layouts[static_cast<std::size_t>(vars[static_cast<std::size_t>(var)])].specFor(tensor, m_mesh);
