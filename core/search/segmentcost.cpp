@@ -988,7 +988,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     };
     // The ops before the first that writes a fixed output (a boundary
     // tensor, the link) or costs activations from the coster's working
-    // specs (a softmax under Korthikanti's formula) see nothing of this call
+    // specs (an attention core's softmax under Korthikanti's formula) see nothing of this call
     // but the specs of what they read from outside. Their front is kept by
     // those specs, so a block searched under every layout of what it
     // writes (each class output layout, each link layout) runs them once.
@@ -997,7 +997,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         const ir::Op &op = m_graph.op(ops[prefix]);
         const bool fixes = std::any_of(op.outputs.begin(), op.outputs.end(),
                                        [&](ir::TensorId t) { return boundary.count(t) != 0; });
-        if (fixes || writesLink(prefix) || (m_attention && op.type == "Softmax"))
+        // (A softmax outside an attention core, a router's, costs none.)
+        if (fixes || writesLink(prefix) ||
+            (m_attention && op.type == "Softmax" && cost::transformerLayer(m_graph, m_mesh, m_specs, ops[prefix], false)))
             break;
     }
     std::vector<std::int64_t> key{ops.empty() ? -1 : ops.front().value,
