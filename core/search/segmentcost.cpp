@@ -242,9 +242,10 @@ void keepBest(std::vector<Partial> &ps, double bytesPerParameter)
 // 3^rank specs, so the number of states grows with how many are live at
 // once: taking the ops as listed, a layer's query, key and value
 // projections are all live before attention reads any (27^3 states on a 3D
-// mesh). Greedily, of the ops whose producers have run, the one that leaves
-// the fewest tensors live (freeing what it reads last, adding what it
-// writes for later and what it reads first), ties to the first listed. An
+// mesh). Greedily, of the ops whose producers have run, one that reads what
+// the op before wrote (depth first), then the one that leaves the fewest
+// tensors live (freeing what it reads last, adding what it writes for
+// later and what it reads first), ties to the first listed. An
 // op reading a tied weight waits for its leader to be read, and one reading
 // a derived parameter for that parameter's first consumer as listed, which
 // decides its spec.
@@ -292,6 +293,7 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
                 wait(firstReader.at(t.value), i);
         }
     std::set<std::int32_t> live;
+    std::vector<ir::TensorId> lastWritten;
     std::vector<ir::OpId> order;
     order.reserve(n);
     std::vector<std::size_t> ready;
@@ -300,7 +302,7 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             ready.push_back(i);
     while (!ready.empty()) {
         std::size_t best = 0;
-        std::pair<int, std::size_t> bestKey{0, n};
+        std::tuple<int, int, std::size_t> bestKey{0, 0, n};
         for (std::size_t r = 0; r < ready.size(); ++r) {
             const std::size_t i = ready[r];
             int change = 0;
@@ -314,8 +316,15 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
                 if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
                     ++change;
-            const std::pair<int, std::size_t> key{change, i};
-            if (bestKey.second == n || key < bestKey) {
+            // First an op that continues what the last one wrote (depth
+            // first: a projection's reshapes and rotary embedding run
+            // before the next projection multiplies the states by its
+            // weight's choices), then the fewest tensors live.
+            int fresh = 1;
+            for (ir::TensorId t : reads[i])
+                fresh = std::find(lastWritten.begin(), lastWritten.end(), t) != lastWritten.end() ? 0 : fresh;
+            const std::tuple<int, int, std::size_t> key{fresh, change, i};
+            if (std::get<2>(bestKey) == n || key < bestKey) {
                 bestKey = key;
                 best = r;
             }
@@ -323,6 +332,8 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
         const std::size_t i = ready[best];
         ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
         order.push_back(segment.ops[i]);
+        const auto &outs = graph.op(segment.ops[i]).outputs;
+        lastWritten.assign(outs.begin(), outs.end());
         for (ir::TensorId t : reads[i]) {
             if (--readers[t.value] == 0)
                 live.erase(t.value);
