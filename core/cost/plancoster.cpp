@@ -117,8 +117,11 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
 
     m_byName.resize(n);
     std::iota(m_byName.begin(), m_byName.end(), 0);
+    // Names from the graph's flat arrays: side by side in one block, where
+    // the records keep each in a block of its own.
+    const auto arrays = graph.arrays().view();
     std::sort(m_byName.begin(), m_byName.end(), [&](std::int32_t a, std::int32_t b) {
-        return graph.op(m_order[static_cast<std::size_t>(a)]).name < graph.op(m_order[static_cast<std::size_t>(b)]).name;
+        return arrays.name(m_order[static_cast<std::size_t>(a)]) < arrays.name(m_order[static_cast<std::size_t>(b)]);
     });
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
     m_charges.resize(n);
@@ -338,6 +341,13 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
 
     // Collectives in step order, each with the position of its op.
     std::vector<std::int32_t> chargedTo;
+    std::size_t count = 0;
+    for (std::size_t k = 0; k < n; ++k)
+        count += m_charges[k].inputReshards.size() + m_charges[k].forward.size() + m_charges[k].backward.size();
+    for (const auto &reductions : m_reductions)
+        count += reductions.size();
+    cost.collectives.reserve(count);
+    chargedTo.reserve(count);
     auto append = [&](const CollectiveCost &c, std::size_t k) {
         cost.collectives.push_back(c);
         chargedTo.push_back(static_cast<std::int32_t>(k));
