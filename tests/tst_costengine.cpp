@@ -9,6 +9,7 @@
 #include "cost/costmodel.h"
 #include "cost/plancoster.h"
 #include "io/modelloader.h"
+#include "io/zoo/graphbuilder.h"
 #include "io/zoo/zoo.h"
 #include "search/segmentcost.h"
 #include "sharding/legalspecs.h"
@@ -96,6 +97,12 @@ std::vector<sharding::OpStrategy> strategies(const ir::Graph &g, const sharding:
     return out;
 }
 
+std::string described(const cost::CollectiveCost &c)
+{
+    return c.op + " | " + c.tensor + " | " + std::string(sharding::toString(c.kind)) + " " + c.axis + " " +
+           std::string(cost::toString(c.phase)) + " " + std::to_string(c.bytes) + " | " + c.reason;
+}
+
 cost::ParameterLoad parameterLoad(const ir::Graph &g, const sharding::Mesh &m, const std::vector<ShardingSpec> &specs)
 {
     cost::ParameterLoad load;
@@ -174,6 +181,7 @@ private slots:
             double compute = cost::chargeParameters(parameterLoad(g, m, specs), m, {}).seconds(), comm = 0;
             std::int64_t wire = 0;
             std::size_t collectives = 0;
+            std::vector<std::string> charged;  // each collective of the parts, by op and tensor
             for (const auto &ops : cut) {
                 const auto s = strategies(g, m, specs, ops);
                 const cost::PlanCost part = cost::evaluateOps(g, m, specs, ops, s, flow);
@@ -188,6 +196,8 @@ private slots:
                 comm += part.comm;
                 wire += part.commBytes;
                 collectives += part.collectives.size();
+                for (const auto &c : part.collectives)
+                    charged.push_back(described(c));
             }
             QVERIFY2(close(compute, whole.compute),
                      qPrintable(QStringLiteral("compute %1 against %2").arg(compute, 0, 'g', 17).arg(whole.compute, 0, 'g', 17)));
@@ -196,6 +206,15 @@ private slots:
             QVERIFY(close(compute + comm, whole.stepTime));
             QCOMPARE(wire, whole.commBytes);
             QCOMPARE(collectives, whole.collectives.size());
+            // The whole plan's collectives are the parts', each charged to
+            // its own op and naming its own tensor (PlanCoster resolves the
+            // ops of one kind once).
+            std::vector<std::string> wholeCharged;
+            for (const auto &c : whole.collectives)
+                wholeCharged.push_back(described(c));
+            std::sort(charged.begin(), charged.end());
+            std::sort(wholeCharged.begin(), wholeCharged.end());
+            QVERIFY(charged == wholeCharged);
 
             // The segment coster propagates each part from its boundary and
             // weights; the plan it makes is costed whole.
@@ -228,6 +247,34 @@ private slots:
                                     .arg(again.stepTime, 0, 'g', 17)));
             QVERIFY(close(segmentComm, again.comm));
         }
+    }
+
+    // Two losses alike (OpKinds) on their own logits, the vocabulary split:
+    // the collectives inside each name that loss and its own logits,
+    // though one strategy serves both.
+    void alikeOpsChargeTheirOwnTensors()
+    {
+        io::zoo::GraphBuilder b("two heads");
+        auto labels = b.input("labels", {2, 6}, ir::DType::I64);
+        for (const char *head : {"first", "second"}) {
+            b.push(head);
+            auto logits = b.input(std::string(head) + "_logits", {2, 6, 64}, ir::DType::F32);
+            b.op("SoftmaxCrossEntropyLoss", {logits, labels}, {}, {{"reduction", std::string("mean")}});
+            b.pop();
+        }
+        const auto g = b.take();
+        const auto m = mesh({4});
+        std::vector<ShardingSpec> specs(g.tensorCount(), ShardingSpec::replicated(1));
+        specs[g.findTensor("first_logits")->index()] = {{sharding::Placement::shard(2)}};
+        specs[g.findTensor("second_logits")->index()] = {{sharding::Placement::shard(2)}};
+        const auto cost = cost::PlanCoster(g, m).cost(specs);
+        std::map<std::string, std::string> tensorOf;
+        for (const auto &c : cost.collectives)
+            if (c.reason.find("reduces across") != std::string::npos)
+                QVERIFY2(tensorOf.emplace(c.op, c.tensor).first->second == c.tensor, c.op.c_str());
+        QCOMPARE(tensorOf.size(), std::size_t{2});
+        QCOMPARE(tensorOf["first/SoftmaxCrossEntropyLoss"], std::string("first_logits"));
+        QCOMPARE(tensorOf["second/SoftmaxCrossEntropyLoss"], std::string("second_logits"));
     }
 };
 

@@ -110,6 +110,29 @@ private slots:
         QCOMPARE(problem(g), QString());
     }
 
+    // Thousands of names, half of them renamed (each rename takes a name
+    // out of the lookup and puts another in), some renamed back: every
+    // name finds its tensor, and an old name none.
+    void manyRenamesKeepNameLookups()
+    {
+        Graph g;
+        const int n = 5000;
+        for (int i = 0; i < n; ++i)
+            g.addTensor("t" + std::to_string(i), {1}, DType::F32, Role::Input);
+        for (int i = 0; i < n; i += 2)
+            g.renameTensor(TensorId(i), "renamed/" + std::to_string(i));
+        for (int i = 0; i < n; i += 6)
+            g.renameTensor(TensorId(i), "t" + std::to_string(i));
+        for (int i = 0; i < n; ++i) {
+            const bool renamed = i % 2 == 0 && i % 6 != 0;
+            const std::string now = renamed ? "renamed/" + std::to_string(i) : "t" + std::to_string(i);
+            QCOMPARE(g.findTensor(now), std::optional<TensorId>(TensorId(i)));
+            if (renamed)
+                QVERIFY(!g.findTensor("t" + std::to_string(i)));
+        }
+        QVERIFY(g.namesKnownUnique());
+    }
+
     void topologicalOrderIsDeterministic()
     {
         Graph g;

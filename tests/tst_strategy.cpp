@@ -1,5 +1,7 @@
 #include "io/zoo/graphbuilder.h"
+#include "io/modelloader.h"
 #include "sharding/meshprofile.h"
+#include "sharding/opkinds.h"
 #include "sharding/oprule.h"
 #include "sharding/strategy.h"
 
@@ -288,6 +290,51 @@ private slots:
         QCOMPARE(kinds(s.forward), QStringLiteral("all-gather:512"));
         QCOMPARE(s.warnings.size(), std::size_t{1});
         QVERIFY(s.warnings[0].find("FancyAttention") != std::string::npos);
+    }
+
+    // Ops of one kind: the copies of a layer are of the first copy's kinds;
+    // an attribute, a shape, a role or a tensor read twice sets ops apart.
+    void opKinds()
+    {
+        const auto gpt = io::loadModel("zoo:gpt2?layers=3&hidden=64&heads=4&ffn=256&seq=32&vocab=128&positions=32");
+        const sharding::OpKinds kinds(gpt);
+        QVERIFY(kinds.count() < gpt.opCount() / 2);
+        std::size_t copies = 0;
+        for (std::size_t i = 0; i < gpt.opCount(); ++i) {
+            const ir::OpId id(static_cast<std::int32_t>(i));
+            const std::string &name = gpt.op(id).name;
+            if (name.rfind("transformer/h.2/", 0) != 0)
+                continue;
+            const auto first = gpt.findOp("transformer/h.0/" + name.substr(std::string("transformer/h.2/").size()));
+            QVERIFY2(first.has_value(), name.c_str());
+            QCOMPARE(kinds.of(id), kinds.of(*first));
+            QVERIFY(kinds.first(kinds.of(id)).index() <= first->index());
+            ++copies;
+        }
+        QVERIFY(copies > 10);
+
+        io::zoo::GraphBuilder g("t");
+        auto x = g.input("x", {8, 16}, ir::DType::F32);
+        auto y = g.input("y", {8, 16}, ir::DType::F32);
+        auto w = g.parameter("w", {8, 16});
+        g.op("Softmax", {x}, {8, 16}, {{"axis", std::int64_t{-1}}});  // 0
+        g.op("Softmax", {y}, {8, 16}, {{"axis", std::int64_t{-1}}});  // 1: as 0
+        g.op("Softmax", {x}, {8, 16}, {{"axis", std::int64_t{0}}});   // 2: another axis
+        g.op("Softmax", {w}, {8, 16}, {{"axis", std::int64_t{-1}}});  // 3: reads a parameter
+        g.op("Add", {x, y}, {8, 16});                                 // 4
+        g.op("Add", {y, x}, {8, 16});                                 // 5: as 4
+        g.op("Add", {x, x}, {8, 16});                                 // 6: one tensor twice
+        g.op("Add", {x, y}, {16, 8});                                 // 7: another output shape
+        const auto graph = g.take();
+        const sharding::OpKinds k(graph);
+        auto kind = [&](int op) { return k.of(ir::OpId(op)); };
+        QCOMPARE(kind(1), kind(0));
+        QCOMPARE(kind(5), kind(4));
+        for (int op : {2, 3})
+            QVERIFY(kind(op) != kind(0));
+        for (int op : {6, 7})
+            QVERIFY(kind(op) != kind(4));
+        QCOMPARE(k.count(), std::size_t{6});
     }
 
     void everyZooOpTypeHasARule_data()

@@ -39,6 +39,8 @@ void appendReshard(std::vector<CollectiveCost> &out, const ir::Tensor &tensor, c
                    const sharding::ShardingSpec &to, Phase phase, std::string_view reasonPrefix,
                    const std::string &op, const sharding::Mesh &mesh)
 {
+    if (from == to)
+        return;  // nothing moves (most reads): no reshard to derive
     for (auto c : sharding::reshard(tensor, from, to, mesh).collectives) {
         if (!reasonPrefix.empty())
             c.reason = std::string(reasonPrefix) + c.reason;

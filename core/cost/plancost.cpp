@@ -37,11 +37,20 @@ CostTotals &CostTotals::operator+=(const CostTotals &o)
 
 std::vector<std::pair<std::string, CostTotals>> PlanCost::topOps(std::size_t n) const
 {
-    std::vector<std::pair<std::string, CostTotals>> ops(byOp.begin(), byOp.end());
-    std::stable_sort(ops.begin(), ops.end(),
-                     [](const auto &a, const auto &b) { return a.second.total() > b.second.total(); });
-    if (ops.size() > n)
-        ops.resize(n);
+    // The entries ranked where they lie, each with its place in name order
+    // to keep ties in it; only the n first are copied.
+    std::vector<std::pair<std::map<std::string, CostTotals>::const_iterator, std::size_t>> ranked;
+    ranked.reserve(byOp.size());
+    for (auto it = byOp.begin(); it != byOp.end(); ++it)
+        ranked.emplace_back(it, ranked.size());
+    const auto first = ranked.begin(), middle = first + static_cast<std::ptrdiff_t>(std::min(n, ranked.size()));
+    std::partial_sort(first, middle, ranked.end(), [](const auto &a, const auto &b) {
+        const double x = a.first->second.total(), y = b.first->second.total();
+        return x != y ? x > y : a.second < b.second;
+    });
+    std::vector<std::pair<std::string, CostTotals>> ops;
+    for (auto it = first; it != middle; ++it)
+        ops.emplace_back(*it->first);
     return ops;
 }
 

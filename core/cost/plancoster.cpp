@@ -20,9 +20,10 @@ namespace {
 
 using sharding::ShardingSpec;
 
-// gradientFlow() over a topological order with each op's rule already
-// derived (rules[k] for order[k]).
+// gradientFlow() over a topological order with the rule of each kind of op
+// already derived (rules[kind]).
 std::vector<bool> gradientFlowOver(const ir::Graph &graph, const std::vector<ir::OpId> &order,
+                                   const sharding::OpKinds &kinds,
                                    const std::vector<std::optional<sharding::DimMap>> &rules)
 {
     std::vector<bool> flow(graph.tensorCount(), false);
@@ -30,7 +31,7 @@ std::vector<bool> gradientFlowOver(const ir::Graph &graph, const std::vector<ir:
         flow[t] = graph.tensors()[t].role == ir::Role::Parameter && sharding::isFloat(graph.tensors()[t].dtype);
     for (std::size_t k = 0; k < order.size(); ++k) {
         const ir::Op &op = graph.op(order[k]);
-        const auto &rule = rules[k];
+        const auto &rule = rules[static_cast<std::size_t>(kinds.of(order[k]))];
         bool flows = false;
         for (std::size_t i = 0; i < op.inputs.size(); ++i)
             flows = flows || ((!rule || !rule->ignored[i]) && flow[op.inputs[i].index()]);
@@ -43,12 +44,13 @@ std::vector<bool> gradientFlowOver(const ir::Graph &graph, const std::vector<ir:
     return flow;
 }
 
-std::vector<std::optional<sharding::DimMap>> rulesOf(const ir::Graph &graph, const std::vector<ir::OpId> &order)
+// The rule of each kind of op.
+std::vector<std::optional<sharding::DimMap>> rulesOf(const ir::Graph &graph, const sharding::OpKinds &kinds)
 {
     std::vector<std::optional<sharding::DimMap>> rules;
-    rules.reserve(order.size());
-    for (ir::OpId id : order)
-        rules.push_back(sharding::opRule(graph, graph.op(id)));
+    rules.reserve(kinds.count());
+    for (std::size_t kind = 0; kind < kinds.count(); ++kind)
+        rules.push_back(sharding::opRule(graph, graph.op(kinds.first(static_cast<std::int32_t>(kind)))));
     return rules;
 }
 
@@ -73,16 +75,17 @@ std::size_t kindIndex(sharding::CollectiveKind kind)
 
 std::vector<bool> gradientFlow(const ir::Graph &graph)
 {
-    const auto order = orderOf(graph);
-    return gradientFlowOver(graph, order, rulesOf(graph, order));
+    const sharding::OpKinds kinds(graph);
+    return gradientFlowOver(graph, orderOf(graph), kinds, rulesOf(graph, kinds));
 }
 
 PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const CostOptions &options)
-    : m_graph(graph), m_mesh(mesh), m_options(options), m_order(orderOf(graph))
+    : m_graph(graph), m_mesh(mesh), m_options(options), m_order(orderOf(graph)), m_kinds(graph)
 {
     const std::size_t n = m_order.size(), tensors = graph.tensorCount();
-    m_rules = rulesOf(graph, m_order);
-    m_flow = gradientFlowOver(graph, m_order, m_rules);
+    m_rules = rulesOf(graph, m_kinds);
+    m_flow = gradientFlowOver(graph, m_order, m_kinds, m_rules);
+    m_strategyOf.resize(m_kinds.count());
     m_position.assign(graph.opCount(), -1);
     for (std::size_t k = 0; k < n; ++k)
         m_position[m_order[k].index()] = static_cast<std::int32_t>(k);
@@ -114,8 +117,11 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
 
     m_byName.resize(n);
     std::iota(m_byName.begin(), m_byName.end(), 0);
+    // Names from the graph's flat arrays: side by side in one block, where
+    // the records keep each in a block of its own.
+    const auto arrays = graph.arrays().view();
     std::sort(m_byName.begin(), m_byName.end(), [&](std::int32_t a, std::int32_t b) {
-        return graph.op(m_order[static_cast<std::size_t>(a)]).name < graph.op(m_order[static_cast<std::size_t>(b)]).name;
+        return arrays.name(m_order[static_cast<std::size_t>(a)]) < arrays.name(m_order[static_cast<std::size_t>(b)]);
     });
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
     m_charges.resize(n);
@@ -134,8 +140,26 @@ void PlanCoster::resolve(std::size_t k, const std::vector<ShardingSpec> &specs)
     inputs.reserve(m_graph.op(id).inputs.size());
     for (auto t : m_graph.op(id).inputs)
         inputs.push_back(specs[t.index()]);
-    m_charges[k].strategy = sharding::resolveStrategy(m_graph, id, inputs, m_mesh, m_rules[k]);
+    auto &known = m_strategyOf[static_cast<std::size_t>(m_kinds.of(id))];
+    auto it = known.find(inputs);
+    if (it == known.end()) {
+        m_strategies.push_back(
+            sharding::resolveStrategy(m_graph, id, inputs, m_mesh, m_rules[static_cast<std::size_t>(m_kinds.of(id))]));
+        it = known.emplace(std::move(inputs), static_cast<std::int32_t>(m_strategies.size() - 1)).first;
+    }
+    m_charges[k].strategy = it->second;
     ++m_resolved;
+}
+
+// The tensor an internal collective of op k moves: the strategy names the
+// input of the op it was resolved for, and op k reads its own in that slot.
+const std::string &PlanCoster::movedTensor(const sharding::Collective &c, std::size_t k) const
+{
+    const ir::Op &op = m_graph.op(m_order[k]), &resolvedFor = m_graph.op(strategy(k).op);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        if (m_graph.tensor(resolvedFor.inputs[i]).name == c.tensor)
+            return m_graph.tensor(op.inputs[i]).name;
+    return c.tensor;
 }
 
 // What op k is charged on its own (cost::chargeOp): internal collectives,
@@ -145,16 +169,19 @@ void PlanCoster::chargeOp(std::size_t k, const std::vector<ShardingSpec> &specs)
 {
     const ir::Op &op = m_graph.op(m_order[k]);
     OpCharge &charge = m_charges[k];
+    const sharding::OpStrategy &s = strategy(k);
     charge.forward.clear();
     charge.backward.clear();
-    charge.flows = gradientFlows(op, charge.strategy, m_flow);
+    charge.flows = gradientFlows(op, s, m_flow);
     struct Sink {
         const PlanCoster &coster;
         OpCharge &charge;
         std::size_t k;
         void collective(Phase phase, const sharding::Collective &c)
         {
-            (phase == Phase::Forward ? charge.forward : charge.backward).push_back(coster.costed(c, k, phase));
+            auto &list = phase == Phase::Forward ? charge.forward : charge.backward;
+            list.push_back(coster.costed(c, k, phase));
+            list.back().tensor = coster.movedTensor(c, k);
         }
         void reshard(Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
                      std::string_view reason)
@@ -163,7 +190,7 @@ void PlanCoster::chargeOp(std::size_t k, const std::vector<ShardingSpec> &specs)
                           to, phase, reason, coster.m_graph.op(coster.m_order[k]).name, coster.m_mesh);
         }
     } sink{*this, charge, k};
-    cost::chargeOp(m_graph, op, charge.strategy, charge.flows,
+    cost::chargeOp(m_graph, op, s, charge.flows,
                    [&](std::size_t o) -> const ShardingSpec & { return specs[op.outputs[o].index()]; }, sink);
 }
 
@@ -192,13 +219,13 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
     std::vector<std::pair<ShardingSpec, std::int32_t>> contributions;
     for (auto r = first; r != last; ++r) {
         OpCharge &charge = m_charges[static_cast<std::size_t>(r->op)];
+        const sharding::OpStrategy &s = strategy(static_cast<std::size_t>(r->op));
         // Drop what this slot was charged before.
         for (std::size_t j = charge.inputReshardSlot.size(); j-- > 0;)
             if (charge.inputReshardSlot[j] == r->slot) {
                 charge.inputReshards.erase(charge.inputReshards.begin() + static_cast<std::ptrdiff_t>(j));
                 charge.inputReshardSlot.erase(charge.inputReshardSlot.begin() + static_cast<std::ptrdiff_t>(j));
             }
-        const sharding::OpStrategy &s = charge.strategy;
         const auto slot = static_cast<std::size_t>(r->slot);
         if (!readsData(s, slot))
             continue;
@@ -291,7 +318,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     bool anyBackward = false;
     std::map<std::string_view, std::pair<int, std::string_view>> noRule;  // op type -> count, first op
     for (std::size_t k = 0; k < n; ++k) {
-        const sharding::OpStrategy &s = m_charges[k].strategy;
+        const sharding::OpStrategy &s = strategy(k);
         if (!s.hasRule) {
             const ir::Op &op = m_graph.op(m_order[k]);
             auto &entry = noRule[op.type];
@@ -314,6 +341,13 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
 
     // Collectives in step order, each with the position of its op.
     std::vector<std::int32_t> chargedTo;
+    std::size_t count = 0;
+    for (std::size_t k = 0; k < n; ++k)
+        count += m_charges[k].inputReshards.size() + m_charges[k].forward.size() + m_charges[k].backward.size();
+    for (const auto &reductions : m_reductions)
+        count += reductions.size();
+    cost.collectives.reserve(count);
+    chargedTo.reserve(count);
     auto append = [&](const CollectiveCost &c, std::size_t k) {
         cost.collectives.push_back(c);
         chargedTo.push_back(static_cast<std::int32_t>(k));

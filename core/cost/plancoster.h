@@ -4,11 +4,13 @@
 #include "cost/plancost.h"
 #include "ir/graph.h"
 #include "sharding/mesh.h"
+#include "sharding/opkinds.h"
 #include "sharding/oprule.h"
 #include "sharding/shardingspec.h"
 #include "sharding/strategy.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -17,7 +19,9 @@ namespace tapestry::cost {
 // evaluatePlan for one graph on one mesh, again and again, as the studio
 // costs its plan on every edit. What depends on the graph alone (the
 // topological order, each op's rule, the gradient flow, who reads each
-// tensor) is derived once. Each cost() after the first resolves again only
+// tensor) is derived once, each rule once per kind of op (OpKinds); a
+// strategy is resolved once per kind and input specs, so the copies of a
+// repeated layer share their ops' strategies. Each cost() after the first resolves again only
 // the strategies of the ops that read a tensor whose spec changed, charges
 // again only the reshards and gradient reductions of the tensors those ops
 // touch, and then sums the step in evaluatePlan's order, so what it returns
@@ -48,7 +52,7 @@ private:
     };
     // What one op is charged, apart from the sums.
     struct OpCharge {
-        sharding::OpStrategy strategy;
+        std::int32_t strategy = -1;  // into m_strategies
         bool flows = false;  // a gradient flows through it
         // Reshards of its inputs to what it computes on, with the input slot
         // of each (in slot order): a tensor is resharded once per distinct
@@ -74,6 +78,11 @@ private:
     void chargeTensor(std::size_t t, const std::vector<sharding::ShardingSpec> &specs);
     PlanCost sum(const std::vector<sharding::ShardingSpec> &specs) const;
     CollectiveCost costed(const sharding::Collective &c, std::size_t k, Phase phase) const;
+    const std::string &movedTensor(const sharding::Collective &c, std::size_t k) const;
+    const sharding::OpStrategy &strategy(std::size_t k) const
+    {
+        return m_strategies[static_cast<std::size_t>(m_charges[k].strategy)];
+    }
 
     const ir::Graph &m_graph;
     sharding::Mesh m_mesh;
@@ -82,7 +91,8 @@ private:
     // Of the graph alone.
     std::vector<ir::OpId> m_order;
     std::vector<std::int32_t> m_position;  // by op id: its place in m_order
-    std::vector<std::optional<sharding::DimMap>> m_rules;  // by position
+    sharding::OpKinds m_kinds;
+    std::vector<std::optional<sharding::DimMap>> m_rules;  // by kind
     std::vector<bool> m_flow;                               // by tensor id
     std::vector<std::int32_t> m_readStart;                  // by tensor id, into m_reads
     std::vector<Read> m_reads;
@@ -90,6 +100,12 @@ private:
     std::vector<std::int32_t> m_inputTensors;      // each op's distinct input tensors, ascending
     std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names
     std::vector<ir::TensorId> m_parameters;
+
+    // Strategies as resolved for one op of their kind (their collectives
+    // name that op's tensors), and which one a kind takes under given input
+    // specs.
+    std::vector<sharding::OpStrategy> m_strategies;
+    std::vector<std::map<std::vector<sharding::ShardingSpec>, std::int32_t>> m_strategyOf;  // by kind
 
     // Of the last cost().
     std::vector<sharding::ShardingSpec> m_specs;

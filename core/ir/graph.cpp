@@ -167,7 +167,7 @@ OpId GraphArrays::addOp(std::uint32_t type, std::uint64_t attributeHash, std::sp
 TensorId Graph::addTensor(std::string tensorName, Shape shape, DType dtype, Role role)
 {
     TensorId id(static_cast<std::int32_t>(m_tensors.size()));
-    if (!m_tensorByName.try_emplace(tensorName, id).second)
+    if (!m_tensorByName.insert(tensorName, id, m_tensors))
         m_duplicateNames = true;
     GraphArrays &a = m_arrays;
     a.m_producer.emplace_back();
@@ -195,7 +195,7 @@ OpId Graph::addOp(std::string type, std::string opName, std::vector<TensorId> in
             if (!m_tensors[t.index()].consumers.empty())
                 a.m_idOrderIsTopological = false;
         }
-    if (!m_opByName.try_emplace(opName, id).second)
+    if (!m_opByName.insert(opName, id, m_ops))
         m_duplicateNames = true;
 
     auto [number, fresh] = a.m_typeNumber.try_emplace(type, static_cast<std::uint32_t>(a.m_typeNames.size()));
@@ -233,20 +233,17 @@ namespace {
 // Gives `id` the name `to` in a name map whose records are `records`. When
 // `id` held its old name in the map, the name passes to the next record that
 // has it too (only possible once some name was given twice).
-template <typename Map, typename Records, typename Id>
-void moveName(Map &byName, const Records &records, Id id, const std::string &to, bool &duplicateNames)
+template <typename Records, typename Id>
+void moveName(NameIndex<Id> &byName, const Records &records, Id id, const std::string &to, bool &duplicateNames)
 {
     const std::string &from = records[id.index()].name;
-    if (auto it = byName.find(from); it != byName.end() && it->second == id) {
-        byName.erase(it);
-        if (duplicateNames)
-            for (std::size_t i = 0; i < records.size(); ++i)
-                if (i != id.index() && records[i].name == from) {
-                    byName.try_emplace(from, Id(static_cast<std::int32_t>(i)));
-                    break;
-                }
-    }
-    if (!byName.try_emplace(to, id).second)
+    if (byName.erase(from, id) && duplicateNames)
+        for (std::size_t i = 0; i < records.size(); ++i)
+            if (i != id.index() && records[i].name == from) {
+                byName.insert(from, Id(static_cast<std::int32_t>(i)), records);
+                break;
+            }
+    if (!byName.insert(to, id, records))
         duplicateNames = true;
 }
 } // namespace
@@ -276,18 +273,12 @@ void Graph::setRole(TensorId t, Role role)
 
 std::optional<TensorId> Graph::findTensor(std::string_view tensorName) const
 {
-    auto it = m_tensorByName.find(tensorName);
-    if (it == m_tensorByName.end())
-        return std::nullopt;
-    return it->second;
+    return m_tensorByName.find(tensorName, m_tensors);
 }
 
 std::optional<OpId> Graph::findOp(std::string_view opName) const
 {
-    auto it = m_opByName.find(opName);
-    if (it == m_opByName.end())
-        return std::nullopt;
-    return it->second;
+    return m_opByName.find(opName, m_ops);
 }
 
 std::optional<std::vector<OpId>> Graph::topologicalOrder() const

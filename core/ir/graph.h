@@ -2,6 +2,7 @@
 
 #include "ir/attribute.h"
 #include "ir/ids.h"
+#include "ir/nameindex.h"
 
 #include <cstdint>
 #include <map>
@@ -224,19 +225,11 @@ public:
 private:
     void appendName(OpId op, std::string_view name);
 
-    // Name lookups by std::string or std::string_view without a copy.
-    struct NameHash {
-        using is_transparent = void;
-        std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-    };
-    template <typename Value>
-    using NameMap = std::unordered_map<std::string, Value, NameHash, std::equal_to<>>;
-
     std::vector<Op> m_ops;
     std::vector<Tensor> m_tensors;
     // Each name maps to the first tensor or op that has it.
-    NameMap<TensorId> m_tensorByName;
-    NameMap<OpId> m_opByName;
+    NameIndex<TensorId> m_tensorByName;
+    NameIndex<OpId> m_opByName;
     bool m_duplicateNames = false;  // some name was ever given twice
     GraphArrays m_arrays;
 };

@@ -271,46 +271,51 @@ std::optional<Error> validate(const Graph &graph, const std::string &input)
         return Error{input, std::move(where), std::move(problem)};
     };
 
+    // The structure is read from the graph's flat arrays, the records only
+    // for names: on a deep model the records no longer fit in cache.
+    const auto arrays = graph.arrays().view();
     // The graph maps each name to its first tensor and op: a later one of the
     // same name is a duplicate. A graph that never saw a name twice has none.
     const bool lookUpNames = !graph.namesKnownUnique();
     for (std::size_t i = 0; i < graph.tensorCount(); ++i) {
-        const Tensor &t = graph.tensors()[i];
-        if (lookUpNames && graph.findTensor(t.name) != TensorId(static_cast<std::int32_t>(i)))
-            return fail("tensor '" + t.name + "'", "duplicate tensor name");
-        for (auto d : t.shape)
-            if (d < 0)
-                return fail("tensor '" + t.name + "'", "negative dim in shape " + shapeToString(t.shape));
+        const TensorId id(static_cast<std::int32_t>(i));
+        if (lookUpNames && graph.findTensor(graph.tensor(id).name) != id)
+            return fail("tensor '" + graph.tensor(id).name + "'", "duplicate tensor name");
+        const auto shape = arrays.shape(id);
+        if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; }))
+            return fail("tensor '" + graph.tensor(id).name + "'",
+                        "negative dim in shape " + shapeToString(graph.tensor(id).shape));
     }
     const auto tensorCount = static_cast<std::int32_t>(graph.tensorCount());
     for (std::size_t i = 0; i < graph.opCount(); ++i) {
-        const Op &op = graph.ops()[i];
-        if (lookUpNames && graph.findOp(op.name) != OpId(static_cast<std::int32_t>(i)))
-            return fail("op '" + op.name + "'", "duplicate op name");
-        for (TensorId t : op.inputs)
+        const OpId id(static_cast<std::int32_t>(i));
+        if (lookUpNames && graph.findOp(graph.op(id).name) != id)
+            return fail("op '" + graph.op(id).name + "'", "duplicate op name");
+        for (TensorId t : arrays.inputs(id))
             if (!t.valid() || t.value >= tensorCount)
-                return fail("op '" + op.name + "'", "reads tensor id " + std::to_string(t.value) +
-                                                        " that does not exist");
-        for (TensorId t : op.outputs)
+                return fail("op '" + graph.op(id).name + "'", "reads tensor id " + std::to_string(t.value) +
+                                                                   " that does not exist");
+        for (TensorId t : arrays.outputs(id))
             if (!t.valid() || t.value >= tensorCount)
-                return fail("op '" + op.name + "'", "writes tensor id " + std::to_string(t.value) +
-                                                        " that does not exist");
+                return fail("op '" + graph.op(id).name + "'", "writes tensor id " + std::to_string(t.value) +
+                                                                   " that does not exist");
     }
     std::vector<int> writers(graph.tensorCount(), 0);
-    for (const Op &op : graph.ops())
-        for (TensorId t : op.outputs)
+    for (std::size_t i = 0; i < graph.opCount(); ++i)
+        for (TensorId t : arrays.outputs(OpId(static_cast<std::int32_t>(i))))
             if (++writers[t.index()] > 1)
                 return fail("tensor '" + graph.tensor(t).name + "'", "written by more than one op");
     for (std::size_t i = 0; i < graph.tensorCount(); ++i) {
-        const Tensor &t = graph.tensors()[i];
+        const TensorId id(static_cast<std::int32_t>(i));
+        const Role role = arrays.role(id);
         const bool produced = writers[i] > 0;
-        if ((t.role == Role::Activation || t.role == Role::Output) && !produced)
-            return fail("tensor '" + t.name + "'", "is an " + std::string(toString(t.role)) +
-                                                       " but no op produces it");
-        if ((t.role == Role::Parameter || t.role == Role::Input) && produced)
-            return fail("tensor '" + t.name + "'", "is a " + std::string(toString(t.role)) +
-                                                       " but op '" + graph.op(t.producer).name +
-                                                       "' writes it");
+        if ((role == Role::Activation || role == Role::Output) && !produced)
+            return fail("tensor '" + graph.tensor(id).name + "'",
+                        "is an " + std::string(toString(role)) + " but no op produces it");
+        if ((role == Role::Parameter || role == Role::Input) && produced)
+            return fail("tensor '" + graph.tensor(id).name + "'",
+                        "is a " + std::string(toString(role)) + " but op '" + graph.op(arrays.producer(id)).name +
+                            "' writes it");
     }
     if (!graph.topologicalOrder()) {
         // Name one op on the cycle: repeatedly strip ops whose inputs are all

@@ -3,8 +3,8 @@
 // meshes; exact against tap at 24 layers. Prints figures, asserts nothing.
 // "gpt" also times the whole `plan -o` path stage by stage (load, coarsen
 // and prune, search, building and costing the plans, writing the plan
-// file's JSON) and prints the 1000 / 12 layers ratio of the search and of
-// the whole.
+// file's JSON), for GPT-2 on 8 devices and GPT-3 175B on 2x8, and prints
+// the 1000 / 12 layers ratio of the search and of the whole.
 // "presets": every zoo preset on 8, 2x4 and 2x2x2 with its search time and
 // its gap to the best reference plan under the planner's objective (tap is
 // never to be worse: a row marked WORSE is a bug).
@@ -104,6 +104,40 @@ void printPresetGap(const std::string &source, const std::string &shape)
     std::fflush(stdout);
 }
 
+// tap on `preset` from 12 to 1000 layers, the whole `plan -o` path stage
+// by stage (load, coarsen and prune, search, building and costing the
+// plans, writing the plan file's JSON), and the 1000 / 12 layers ratios of
+// the search and of the whole.
+void printDepth(const std::string &preset, const std::string &shape)
+{
+    double firstSearch = 0, lastSearch = 0, firstWhole = 0, lastWhole = 0;
+    for (int layers : {12, 48, 96, 384, 1000}) {
+        const std::string source = "zoo:" + preset + "?layers=" + std::to_string(layers);
+        const auto start = std::chrono::steady_clock::now();
+        const auto g = io::loadModel(source);
+        const double load = since(start);
+        const auto pruneStart = std::chrono::steady_clock::now();
+        const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+        const double prune = since(pruneStart);
+        const auto searchStart = std::chrono::steady_clock::now();
+        const auto r = search::tapSearch(g, classes, source, mesh(shape));
+        const double searchAndBuild = since(searchStart);
+        const auto writeStart = std::chrono::steady_clock::now();
+        const std::size_t bytes = plan::writePlanJson(r.plan).size();
+        const double write = since(writeStart), whole = since(start);
+        std::printf("%-28s %-15s %12.2f %14.2f %12zu %14.4f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f  %zu bytes\n",
+                    (preset + " " + std::to_string(layers) + " layers").c_str(), shape.c_str(), r.stats.seconds * 1e3,
+                    (load + prune + searchAndBuild) * 1e3, r.stats.plansEvaluated, r.plan.cost.stepTime * 1e3,
+                    load * 1e3, prune * 1e3, r.stats.seconds * 1e3, (searchAndBuild - r.stats.seconds) * 1e3,
+                    write * 1e3, whole * 1e3, bytes);
+        (layers == 12 ? firstSearch : lastSearch) = r.stats.seconds;
+        (layers == 12 ? firstWhole : lastWhole) = whole;
+    }
+    std::printf("%s on %s: search time 1000 / 12 layers: %.2fx; whole plan -o (load, prune, search, build, write) "
+                "1000 / 12 layers: %.2fx\n",
+                preset.c_str(), shape.c_str(), lastSearch / firstSearch, lastWhole / firstWhole);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -118,32 +152,8 @@ int main(int argc, char **argv)
         // one built, their specs propagated and costed on the whole graph.
         std::printf("%-28s %-15s %12s %14s %12s %14s %9s %9s %9s %9s %9s %9s\n", "", "", "", "", "", "", "load",
                     "prune", "search", "build", "write", "whole");
-        double firstSearch = 0, lastSearch = 0, firstWhole = 0, lastWhole = 0;
-        for (int layers : {12, 48, 96, 384, 1000}) {
-            const std::string source = "zoo:gpt2?layers=" + std::to_string(layers);
-            const auto start = std::chrono::steady_clock::now();
-            const auto g = io::loadModel(source);
-            const double load = since(start);
-            const auto pruneStart = std::chrono::steady_clock::now();
-            const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
-            const double prune = since(pruneStart);
-            const auto searchStart = std::chrono::steady_clock::now();
-            const auto r = search::tapSearch(g, classes, source, mesh("8"));
-            const double searchAndBuild = since(searchStart);
-            const auto writeStart = std::chrono::steady_clock::now();
-            const std::size_t bytes = plan::writePlanJson(r.plan).size();
-            const double write = since(writeStart), whole = since(start);
-            std::printf("%-28s %-15s %12.2f %14.2f %12zu %14.4f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f  %zu bytes\n",
-                        ("gpt2 " + std::to_string(layers) + " layers").c_str(), "8", r.stats.seconds * 1e3,
-                        (load + prune + searchAndBuild) * 1e3, r.stats.plansEvaluated, r.plan.cost.stepTime * 1e3,
-                        load * 1e3, prune * 1e3, r.stats.seconds * 1e3, (searchAndBuild - r.stats.seconds) * 1e3,
-                        write * 1e3, whole * 1e3, bytes);
-            (layers == 12 ? firstSearch : lastSearch) = r.stats.seconds;
-            (layers == 12 ? firstWhole : lastWhole) = whole;
-        }
-        std::printf("search time 1000 / 12 layers: %.2fx; whole plan -o (load, prune, search, build, write) "
-                    "1000 / 12 layers: %.2fx\n",
-                    lastSearch / firstSearch, lastWhole / firstWhole);
+        for (const auto &[preset, shape] : {std::pair{"gpt2", "8"}, std::pair{"gpt3-175b", "2x8"}})
+            printDepth(preset, shape);
     }
     if (wanted("gpt2d"))
         printTap("tiny gpt2 1 layer", "zoo:gpt2?layers=1&batch=4&seq=32&hidden=64&heads=4&vocab=256", "2x2");
