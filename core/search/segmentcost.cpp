@@ -693,24 +693,24 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             const auto j = std::find(segment.stored.begin(), segment.stored.end(), t);
             if (j == segment.stored.end())
                 return std::nullopt;
-            Storing st{slot, {}, static_cast<std::size_t>(j - segment.stored.begin())};
-            for (const auto &spec : segment.storedChoices[st.stored])
-                st.ids.push_back(intern(spec));
-            storings *= static_cast<std::int64_t>(1 + st.ids.size());
-            return st;
+            Storing storing{slot, {}, static_cast<std::size_t>(j - segment.stored.begin())};
+            for (const auto &spec : segment.storedChoices[storing.stored])
+                storing.ids.push_back(intern(spec));
+            storings *= static_cast<std::int64_t>(1 + storing.ids.size());
+            return storing;
         };
         for (std::size_t o = 0; o < op.outputs.size(); ++o)
             if (fixed[o] < 0)
-                if (auto st = storingOf(op.outputs[o], o))
-                    storedOuts.push_back(std::move(*st));
+                if (auto storing = storingOf(op.outputs[o], o))
+                    storedOuts.push_back(std::move(*storing));
         for (std::size_t i = 0; i < op.inputs.size(); ++i)
             if (firstRead(op.inputs[i]) == k &&
                 std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), op.inputs[i]) ==
                     op.inputs.begin() + static_cast<std::ptrdiff_t>(i))
-                if (auto st = storingOf(op.inputs[i], i)) {
+                if (auto storing = storingOf(op.inputs[i], i)) {
                     if (auto it = boundary.find(op.inputs[i]); it != boundary.end())
-                        st->given = intern(it->second);
-                    storedIns.push_back(std::move(*st));
+                        storing->given = intern(it->second);
+                    storedIns.push_back(std::move(*storing));
                 }
         std::int64_t restorings = 1;
         for (const Storing &in : storedIns)
@@ -959,10 +959,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     p.trail = static_cast<std::int32_t>(trail.size() - 1);
                 }
                 for (const auto *list : {&storedIns, &storedOuts})
-                    for (const Storing &st : *list) {
-                        const auto n = static_cast<std::int64_t>(1 + st.ids.size());
+                    for (const Storing &storing : *list) {
+                        const auto n = static_cast<std::int64_t>(1 + storing.ids.size());
                         if (r % n > 0) {
-                            trail.push_back({p.trail, static_cast<std::int32_t>(segment.weights.size() + st.stored),
+                            trail.push_back({p.trail, static_cast<std::int32_t>(segment.weights.size() + storing.stored),
                                              static_cast<std::int32_t>(r % n)});
                             p.trail = static_cast<std::int32_t>(trail.size() - 1);
                         }
