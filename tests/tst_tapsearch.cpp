@@ -20,6 +20,7 @@
 
 #include <limits>
 #include <map>
+#include <set>
 #include <regex>
 
 using namespace tapestry;
@@ -764,6 +765,64 @@ private slots:
             QVERIFY(qFuzzyCompare(1 + c.comm, 1 + k.comm));
             QCOMPARE(c.memory, k.memory);
         }
+    }
+
+    // Three small LLaMA layers on 8 devices with memory for little more
+    // than the least-memory plan: no plan with every layer alike fits
+    // cheaply (sharding every layer's MLP pays its reduction three times),
+    // while one layer sharded and two replicated fits at a third of the
+    // step time, the plan exact finds. tap splits the class's copies
+    // between two of its plans as exact does.
+    void copiesApartUnderTightMemory()
+    {
+        const std::string source = "zoo:llama3-8b?batch=2&ffn=256&heads=1&hidden=64&kv_heads=1&layers=3&seq=64&vocab=128";
+        const auto g = io::loadModel(source);
+        auto m = mesh({8});
+        m.device.memoryBytes = 4'005'703;
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        QCOMPARE(classes.classes.at(0).instances.size(), std::size_t(3));
+        search::SearchOptions options;
+        const auto apart = search::tapSearch(g, coarse, classes, source, m, options);
+        options.copiesApart = false;
+        const auto alike = search::tapSearch(g, coarse, classes, source, m, options);
+        const auto exact = search::exactSearch(g, coarse, source, m, options);
+        QVERIFY(apart.plan.cost.fitsMemory);
+        QVERIFY(exact.plan.cost.fitsMemory);
+        QVERIFY2(apart.plan.cost.stepTime <= exact.plan.cost.stepTime * 1.01,
+                 (std::to_string(apart.plan.cost.stepTime) + " vs exact " + std::to_string(exact.plan.cost.stepTime)).c_str());
+        QVERIFY(apart.plan.cost.stepTime < alike.plan.cost.stepTime / 2);
+        std::set<std::string> upProj;
+        for (int layer = 0; layer < 3; ++layer)
+            upProj.insert(apart.plan.specs.at("model.layers." + std::to_string(layer) + ".mlp.up_proj.weight")
+                              .spec.toPlacements());
+        QCOMPARE(upProj.size(), std::size_t(2));
+        // Copies alike are among the splits copies apart may take.
+        QVERIFY(cost::Objective::of(apart.plan.cost) < cost::Objective::of(alike.plan.cost));
+    }
+
+    // A one-layer GPT-2 on 4 devices where no plan fits: the plan that
+    // needs the least memory splits every weight over its output features
+    // and stores the residual stream split over the hidden features
+    // (Shard(2)), which tap stores between blocks as exact does.
+    void hiddenSplitBetweenBlocks()
+    {
+        const std::string source = "zoo:gpt2?batch=6&ffn=520&heads=16&hidden=128&layers=1&positions=16&seq=16&vocab=48";
+        const auto g = io::loadModel(source);
+        auto m = sharding::findMeshProfile("dgx-h100").mesh({4}, {"tp"});
+        m.device.memoryBytes = 863'857;
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        search::SearchOptions options;
+        options.axisRoles = search::axisRolesFromNames({"tp"}, "--axes");
+        const auto found = search::tapSearch(g, coarse, classes, source, m, options);
+        const auto exact = search::exactSearch(g, coarse, source, m, options);
+        QVERIFY(!found.plan.cost.fitsMemory);
+        QCOMPARE(found.plan.cost.memory.total(), exact.plan.cost.memory.total());
+        QVERIFY2(found.plan.cost.stepTime <= exact.plan.cost.stepTime * 1.01,
+                 (std::to_string(found.plan.cost.stepTime) + " vs exact " + std::to_string(exact.plan.cost.stepTime)).c_str());
+        QCOMPARE(QString::fromStdString(found.plan.specs.at("transformer/h.0/Add:0").spec.toPlacements()),
+                 QString("[Shard(2)]"));
     }
 };
 

@@ -14,6 +14,8 @@ sharding::ShardingSpec ActivationLayout::specFor(const ir::Tensor &tensor, const
             dim = 0;
         else if (axes[a] == Split::Sequence && (shape.size() >= 3 || (shape.size() == 2 && integer)) && shape[1] > 1)
             dim = 1;
+        else if (axes[a] == Split::Hidden && shape.size() >= 2 && !integer && shape.back() > 1)
+            dim = static_cast<int>(shape.size()) - 1;
         if (dim < 0)
             continue;
         spec.placements[a] = Placement::shard(dim);
@@ -29,19 +31,25 @@ std::string ActivationLayout::toString(const sharding::Mesh &mesh) const
     for (std::size_t a = 0; a < axes.size(); ++a) {
         s += s.empty() ? "" : ", ";
         s += (a < mesh.axes.size() ? mesh.axes[a].name : "axis " + std::to_string(a)) + ": ";
-        s += axes[a] == Split::Replicate ? "replicate" : axes[a] == Split::Batch ? "batch" : "sequence";
+        s += axes[a] == Split::Replicate ? "replicate"
+             : axes[a] == Split::Batch   ? "batch"
+             : axes[a] == Split::Sequence ? "sequence"
+                                          : "hidden";
     }
     return s;
 }
 
 std::vector<ActivationLayout> allLayouts(int rank)
 {
+    using Split = ActivationLayout::Split;
+    std::vector<Split> splits{Split::Replicate, Split::Batch, Split::Sequence};
+    if (rank == 1)
+        splits.push_back(Split::Hidden);
     std::vector<ActivationLayout> layouts{ActivationLayout{}};
     for (int a = 0; a < rank; ++a) {
         std::vector<ActivationLayout> next;
         for (const auto &l : layouts)
-            for (auto split : {ActivationLayout::Split::Replicate, ActivationLayout::Split::Batch,
-                               ActivationLayout::Split::Sequence}) {
+            for (auto split : splits) {
                 ActivationLayout n = l;
                 n.axes.push_back(split);
                 next.push_back(n);

@@ -11,15 +11,18 @@ namespace tapestry::search {
 
 // How the activations crossing a segment boundary (the residual stream
 // between transformer layers, the embedding output, graph inputs) are
-// stored: per mesh axis replicated, split over the batch, or split over the
-// sequence. The searches choose one per boundary; weights and the
-// activations inside a segment follow from the strategy rules.
+// stored: per mesh axis replicated, split over the batch, split over the
+// sequence, or (1D meshes) split over the hidden features, as a
+// column-parallel matmul writes its output and a row-parallel one reads it.
+// The searches choose one per boundary; weights and the activations inside
+// a segment follow from the strategy rules.
 struct ActivationLayout {
-    enum class Split { Replicate, Batch, Sequence };
+    enum class Split { Replicate, Batch, Sequence, Hidden };
     std::vector<Split> axes;  // one per mesh axis
 
     // The spec of `tensor` under this layout. Batch is dim 0, sequence dim 1
-    // (of [b, s, ...] activations and of [b, s] token ids); an axis whose
+    // (of [b, s, ...] activations and of [b, s] token ids), hidden the last
+    // dim of float activations of rank >= 2; an axis whose
     // split the tensor cannot take (a broadcast dim of size 1, an
     // indivisible dim, no such dim) leaves it replicated.
     sharding::ShardingSpec specFor(const ir::Tensor &tensor, const sharding::Mesh &mesh) const;
@@ -29,7 +32,10 @@ struct ActivationLayout {
     friend auto operator<=>(const ActivationLayout &, const ActivationLayout &) = default;
 };
 
-// Every layout of a mesh of `rank` axes (3^rank), the replicated one first.
+// Every layout of a mesh of `rank` axes, the replicated one first: 3^rank,
+// and the hidden split too on a 1D mesh (four). On larger meshes the hidden
+// split per axis would take 2D meshes from 9 layouts to 16 and 3D from 27
+// to 64, each multiplying the search by its layouts' count.
 std::vector<ActivationLayout> allLayouts(int rank);
 
 } // namespace tapestry::search

@@ -40,7 +40,9 @@ bool allows(const AxisRoles &roles, const ActivationLayout &layout)
         if (!roles[a])
             continue;
         const Split s = layout.axes[a];
-        const bool ok = *roles[a] == plan::AxisRole::Data ? s != Split::Sequence : s != Split::Batch;
+        const bool ok = *roles[a] == plan::AxisRole::Data     ? s == Split::Replicate || s == Split::Batch
+                        : *roles[a] == plan::AxisRole::Sequence ? s == Split::Replicate || s == Split::Sequence
+                                                                : s != Split::Batch;
         if (!ok)
             return false;
     }

@@ -28,6 +28,11 @@ struct SearchOptions {
     // the strategy rules, a smaller space the enumeration of decompose =
     // false can still cover on a transformer block.
     bool storedLayouts = true;
+    // tap: where memory binds, a class's copies may split between two of
+    // the class's plans (k copies one, the rest another: under a tight
+    // limit, a few layers sharded and the rest replicated), as exact may
+    // plan every copy apart. false: every copy takes the class's one plan.
+    bool copiesApart = true;
     // tap: the most combinations of the classes' boundary layouts (one per
     // class and one for the graph inputs, each any activation layout of
     // the mesh) tried one by one. With more, the search starts from the

@@ -98,6 +98,7 @@ public:
     // the first found), which finds the same fastest and least-communication
     // plans from far smaller fronts.
     void setMemoryBinds(bool binds) { m_memoryBinds = binds; }
+    bool memoryBinds() const { return m_memoryBinds; }
     // How the partial sums ops produce inside a segment are stored (all-
     // reduced, or reduce-scattered over the sequence as Megatron's sequence
     // parallelism does); outputs the boundary fixes are stored as fixed.

@@ -99,6 +99,10 @@ Fronts sum(const Fronts &a, const Fronts &b)
 // rules instead (core/search/README.md, Known gaps).
 constexpr std::size_t kStoredLayoutsUpTo = 4;
 
+// A class front of at most this many plans mixes every pair of them
+// between its copies; a larger one the pairs adjacent on its convex hull.
+constexpr std::size_t kMixEveryPairUpTo = 12;
+
 // One class (or the ops outside classes): its blocks and the tensors linking them.
 struct Group {
     int classIndex = -1;
@@ -148,9 +152,18 @@ private:
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
                                                     int before, int after, std::size_t block) const;
     // A group's plans under each way of storing its partial sums (one
-    // choice per group, see kPartialWays), merged: the group's trail starts with the index of its way.
+    // choice per group, see kPartialWays), merged. A group's trail is
+    // [k, first, second]: its first k copies take the first plan, the rest
+    // the second (the same one unless copies are planned apart); each
+    // plan's trail starts with the index of its way.
     Fronts searchGroup(const Group &g, const std::vector<int> &vars);
     Fronts searchBlocks(const Group &g, const std::vector<int> &vars, int partial);
+    // A class's plans where its copies may take two plans of its front
+    // between them (SearchOptions::copiesApart), added to `plans`, the
+    // front with every copy alike; the front's trails as searchGroup
+    // writes them: [copies taking the first, trail, trail].
+    std::vector<Candidate> mixCopies(const std::vector<Candidate> &front, std::size_t n, Metric metric,
+                                     std::vector<Candidate> plans) const;
     Fronts searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial);
     // Replays a group's trail: the specs it fixes for the representative's tensors.
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
@@ -159,6 +172,13 @@ private:
     // their specs are the same.
     plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
                         const plan::Plan *previous = nullptr);
+    // As assemble; where a class's copies split between two plans, which
+    // copies take which is not in the search's costs (each copy is costed
+    // as the representative, while the first layer's input, say, needs no
+    // gradient): per such class the other way round is assembled too and
+    // the better plan kept.
+    plan::Plan assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate best,
+                             const plan::Plan *previous = nullptr);
     // Keeps a block's weight choice for the trails, which hold its index.
     std::int64_t keep(std::vector<std::uint16_t> choice)
     {
@@ -193,6 +213,9 @@ private:
     // Whether the blocks outside classes choose their inputs' layouts
     // instead (buildGroups): then there is no input variable.
     bool m_inputsChosen = false;
+    // Whether a class's copies may take different plans (set in run():
+    // where memory binds and the option allows).
+    bool m_copiesApart = false;
     // The weight choices trails name, per block (see keep()).
     std::vector<std::vector<std::uint16_t>> m_choices;
 };
@@ -393,7 +416,75 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
         if (!m_coster.partialsStored())
             break;
     }
-    return {paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
+    Fronts fronts{paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
+    const std::size_t n = static_cast<std::size_t>(g.instances);
+    const bool apart = m_copiesApart && g.classIndex >= 0 && n > 1;
+    for (auto [front, metric] : {std::pair{&fronts.time, Metric::Time}, std::pair{&fronts.comm, Metric::Comm}}) {
+        // Every copy alike: [n, trail, trail].
+        std::vector<Candidate> plans;
+        for (const Candidate &c : *front) {
+            Candidate alike{c.time, c.comm, c.memory, {static_cast<std::int64_t>(n)}};
+            alike.trail.insert(alike.trail.end(), c.trail.begin(), c.trail.end());
+            alike.trail.insert(alike.trail.end(), c.trail.begin(), c.trail.end());
+            plans.push_back(std::move(alike));
+        }
+        if (apart && front->size() > 1)
+            plans = mixCopies(*front, n, metric, std::move(plans));
+        *front = std::move(plans);
+    }
+    return fronts;
+}
+
+std::vector<Candidate> TapSearch::mixCopies(const std::vector<Candidate> &front, std::size_t n, Metric metric,
+                                            std::vector<Candidate> plans) const
+{
+    // Per copy, a front point costs a 1/n-th of its totals (every block
+    // was costed once and counted n times, memory included).
+    auto share = [&](const Candidate &c, std::size_t k) {
+        const auto dn = static_cast<double>(n), dk = static_cast<double>(k);
+        return Candidate{c.time / dn * dk, c.comm / dn * dk,
+                         c.memory / static_cast<std::int64_t>(n) * static_cast<std::int64_t>(k), {}};  // exact: n divides it
+    };
+    // Two plans of the front split the copies between them: k copies the
+    // first, n - k the second. Least step time under a memory limit over n
+    // alike items takes at most two adjacent points of the front's lower
+    // convex hull (the relaxation's optimum); past a small front only
+    // those pairs are mixed, every pair below that.
+    std::vector<std::pair<std::size_t, std::size_t>> pairs;
+    if (front.size() <= kMixEveryPairUpTo) {
+        for (std::size_t a = 0; a < front.size(); ++a)
+            for (std::size_t b = a + 1; b < front.size(); ++b)
+                pairs.emplace_back(a, b);
+    }
+    else {
+        // The front is sorted by the metric rising, memory falling.
+        // Its lower convex hull in (memory, metric), memory rising.
+        std::vector<std::size_t> hull;
+        for (std::size_t r = front.size(); r-- > 0;) {
+            const std::size_t i = r;
+            auto x = [&](std::size_t j) { return static_cast<double>(front[j].memory); };
+            auto y = [&](std::size_t j) { return value(front[j], metric); };
+            while (hull.size() >= 2) {
+                const std::size_t o = hull[hull.size() - 2], a = hull.back();
+                const double cross = (x(a) - x(o)) * (y(i) - y(o)) - (y(a) - y(o)) * (x(i) - x(o));
+                if (cross > 0)
+                    break;
+                hull.pop_back();
+            }
+            hull.push_back(i);
+        }
+        for (std::size_t h = 0; h + 1 < hull.size(); ++h)
+            pairs.emplace_back(hull[h], hull[h + 1]);
+    }
+    for (const auto &[a, b] : pairs)
+        for (std::size_t k = 1; k < n; ++k) {
+            Candidate mixed = share(front[a], k) + share(front[b], n - k);
+            mixed.trail = {static_cast<std::int64_t>(k)};
+            mixed.trail.insert(mixed.trail.end(), front[a].trail.begin(), front[a].trail.end());
+            mixed.trail.insert(mixed.trail.end(), front[b].trail.begin(), front[b].trail.end());
+            plans.push_back(std::move(mixed));
+        }
+    return paretoFront(std::move(plans), metric);
 }
 
 Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int partial)
@@ -549,13 +640,18 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
     std::int32_t stamp = 0;
     for (const Group &g : m_groups) {
         const std::size_t n = 1 + 2 * g.blocks.size();
-        const std::vector<std::int64_t> trail(best.trail.begin() + static_cast<std::ptrdiff_t>(at),
-                                              best.trail.begin() + static_cast<std::ptrdiff_t>(at + n));
-        at += n;
-        std::map<ir::TensorId, ShardingSpec> groupFixed;
-        replay(g, vars, trail, groupFixed);
+        const auto k = best.trail[at];
+        auto trail = [&](std::size_t from) {
+            const auto begin = best.trail.begin() + static_cast<std::ptrdiff_t>(from);
+            return std::vector<std::int64_t>(begin, begin + static_cast<std::ptrdiff_t>(n));
+        };
+        std::map<ir::TensorId, ShardingSpec> firstFixed, secondFixed;
+        replay(g, vars, trail(at + 1), firstFixed);
+        if (k < g.instances)
+            replay(g, vars, trail(at + 1 + n), secondFixed);
+        at += 1 + 2 * n;
         if (g.classIndex < 0) {
-            for (const auto &[t, spec] : groupFixed)
+            for (const auto &[t, spec] : firstFixed)
                 fix(t, spec);
             continue;
         }
@@ -564,7 +660,9 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
         // tensor two instances share keeps the first one's spec.
         const auto &cls = m_classes.classes[static_cast<std::size_t>(g.classIndex)];
         const auto &rep = cls.instances[cls.representative];
-        for (const auto &inst : cls.instances) {
+        for (std::size_t i = 0; i < cls.instances.size(); ++i) {
+            const auto &inst = cls.instances[i];
+            const auto &groupFixed = static_cast<std::int64_t>(i) < k ? firstFixed : secondFixed;
             ++stamp;
             auto map = [&](ir::TensorId a, ir::TensorId b) {
                 if (mappedFor[a.index()] != stamp) {
@@ -600,6 +698,33 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
         plan::makePlan(m_graph, modelSource, specs, plan::SpecSource::Search, "tap", *m_planCoster, m_fingerprint);
     for (const auto &[name, spec] : m_options.pinned)
         plan.specs[name].source = plan::SpecSource::Override;
+    return plan;
+}
+
+plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate best,
+                                    const plan::Plan *previous)
+{
+    auto plan = assemble(modelSource, vars, best, previous);
+    std::size_t at = 0;
+    for (const Group &g : m_groups) {
+        const std::size_t n = 1 + 2 * g.blocks.size();
+        const auto k = best.trail[at];
+        if (k > 0 && k < g.instances) {
+            const auto kept = m_assembledSpecs;
+            Candidate swapped = best;
+            swapped.trail[at] = g.instances - k;
+            const auto first = swapped.trail.begin() + static_cast<std::ptrdiff_t>(at + 1);
+            std::swap_ranges(first, first + static_cast<std::ptrdiff_t>(n), first + static_cast<std::ptrdiff_t>(n));
+            auto other = assemble(modelSource, vars, swapped);
+            if (cost::Objective::of(other.cost) < cost::Objective::of(plan.cost)) {
+                plan = std::move(other);
+                best = std::move(swapped);
+            }
+            else
+                m_assembledSpecs = kept;
+        }
+        at += 1 + 2 * n;
+    }
     return plan;
 }
 
@@ -746,6 +871,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         return true;
     };
     m_coster.setMemoryBinds(!shardingNothingFits());
+    m_copiesApart = m_options.copiesApart && m_coster.memoryBinds();
     explore();
     if (!leastMemory.found && m_bound != std::numeric_limits<std::int64_t>::max()) {
         // Some block has no choice of weights that fits (a model too large
@@ -770,8 +896,8 @@ SearchResult TapSearch::run(const std::string &modelSource)
     for (const auto &g : m_groups)
         result.stats.segments += g.blocks.size();
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.plan = assemble(modelSource, fastest.vars, fastest.candidate);
-    result.leastCommunication = assemble(modelSource, leastComm.vars, leastComm.candidate, &result.plan);
+    result.plan = assembleApart(modelSource, fastest.vars, fastest.candidate);
+    result.leastCommunication = assembleApart(modelSource, leastComm.vars, leastComm.candidate, &result.plan);
     for (auto *p : {&result.plan, &result.leastCommunication}) {
         p->searchWarnings = warnings;
         if (!p->cost.fitsMemory && p->searchWarnings.empty())
