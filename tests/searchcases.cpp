@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "ir/validate.h"
 
+#include "search/axisconstraint.h"
 #include "sharding/legalspecs.h"
 
 #include <algorithm>
@@ -272,6 +273,7 @@ std::vector<std::string> axisNames(Rng &rng, std::size_t rank)
 std::vector<Pin> pinsFor(Rng &rng, const ir::Graph &graph, const sharding::Mesh &mesh, bool moved,
                          bool everyInstance)
 {
+    const auto roles = rolesOf(mesh);
     std::vector<ir::TensorId> weights, matrices;
     for (auto t : graph.tensorsWithRole(ir::Role::Parameter)) {
         weights.push_back(t);
@@ -289,8 +291,13 @@ std::vector<Pin> pinsFor(Rng &rng, const ir::Graph &graph, const sharding::Mesh 
         const ir::TensorId w = rng.pick(!matrices.empty() && rng.chance(0.8) ? matrices : weights);
         const ir::Tensor &tensor = graph.tensor(w);
         std::optional<sharding::ShardingSpec> spec;
-        if (moved)
-            spec = rng.pick(sharding::legalSpecs(tensor.shape, mesh));
+        if (moved) {
+            // Legal, and kept to the roles the axis names ask for (a pin
+            // splitting a weight over an axis named data is refused).
+            auto legal = sharding::legalSpecs(tensor.shape, mesh);
+            std::erase_if(legal, [&](const sharding::ShardingSpec &s) { return search::brokenAxis(roles, s).has_value(); });
+            spec = rng.pick(legal);
+        }
         std::vector<std::string> names{tensor.name};
         if (everyInstance) {
             names.clear();
@@ -307,6 +314,16 @@ std::vector<Pin> pinsFor(Rng &rng, const ir::Graph &graph, const sharding::Mesh 
 }
 
 } // namespace
+
+search::AxisRoles rolesOf(const sharding::Mesh &mesh)
+{
+    std::vector<std::string> names;
+    for (const auto &a : mesh.axes)
+        names.push_back(a.name);
+    if (names.size() <= 2 && names == sharding::defaultAxisNames(names.size()))
+        return {};
+    return search::axisRolesFromNames(names, "--mesh");
+}
 
 std::string_view toString(MemoryLimit limit)
 {

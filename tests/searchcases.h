@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "search/axisconstraint.h"
 #include "sharding/mesh.h"
 #include "sharding/meshprofile.h"
 #include "sharding/shardingspec.h"
@@ -63,6 +64,11 @@ struct SearchCase {
     // "#17 llama-gqa zoo:llama3-8b?... on 2x2 dgx-h100, tight 0.31, pins moved from dp (1 weight)"
     std::string describe() const;
 };
+
+// The roles the case's axis names ask for, as the CLI reads them from the
+// mesh its replay commands give (sharding::meshText): default names leave
+// every axis free, names given constrain the axes they name.
+search::AxisRoles rolesOf(const sharding::Mesh &mesh);
 
 // Case `index` of the stream `seed`: the same pair always gives the same case.
 SearchCase generateCase(std::uint64_t seed, std::size_t index);

@@ -5,6 +5,8 @@
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "plan/planjson.h"
+#include "plan/axisroles.h"
+#include "search/axisconstraint.h"
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
@@ -33,6 +35,22 @@ std::vector<search::NamedPlan> references(const ir::Graph &graph, const SearchCa
     cost::CostOptions options;
     options.overlap = c.overlap;
     return search::applicableReferencePlans(graph, c.source, mesh, options);
+}
+
+// Whether a reference plan keeps to the axes' roles: the search, held to
+// them, is measured against the plans that do (megatron on an axis named
+// data does not).
+bool keepsToRoles(const plan::Plan &p, const ir::Graph &graph, const sharding::Mesh &mesh)
+{
+    std::vector<sharding::ShardingSpec> specs(graph.tensorCount(), sharding::ShardingSpec::replicated(mesh.rank()));
+    for (const auto &[name, entry] : p.specs)
+        if (auto t = graph.findTensor(name))
+            specs[t->index()] = entry.spec;
+    const auto carries = plan::axisCarries(graph, mesh, specs);
+    for (std::size_t a = 0; a < carries.size() && a < mesh.axes.size(); ++a)
+        if (!plan::carriesMatchName(carries[a], mesh.axes[a].name))
+            return false;
+    return true;
 }
 
 std::string figures(const cost::PlanCost &cost)
@@ -138,6 +156,7 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
     search::SearchOptions searchOptions;
     searchOptions.cost.overlap = c.overlap;
     searchOptions.timeLimitSeconds = options.exactTimeLimitSeconds;
+    searchOptions.axisRoles = rolesOf(c.mesh);
     auto tap = [&](const sharding::Mesh &mesh, const search::SearchOptions &o) {
         const auto t = Clock::now();
         auto result = search::tapSearch(g, classes, c.source, mesh, o);
@@ -186,6 +205,8 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
 
         std::map<std::string, plan::Plan> applied;
         for (auto &[name, p] : references(g, c, mesh)) {
+            if (search::anyRole(searchOptions.axisRoles) && !keepsToRoles(p, g, mesh))
+                continue;
             r.comparisons.push_back(compare(Check::Reference, name, found.plan.cost, p.cost, 1e-9));
             applied.emplace(name, std::move(p));
         }
