@@ -14,7 +14,7 @@ sharding::ShardingSpec ActivationLayout::specFor(const ir::Tensor &tensor, const
             dim = 0;
         else if (axes[a] == Split::Sequence && (shape.size() >= 3 || (shape.size() == 2 && integer)) && shape[1] > 1)
             dim = 1;
-        else if (axes[a] == Split::Hidden && shape.size() >= 2 && !integer && shape.back() > 1)
+        else if (axes[a] == Split::Hidden && (shape.size() == 2 || shape.size() == 3) && !integer && shape.back() > 1)
             dim = static_cast<int>(shape.size()) - 1;
         if (dim < 0)
             continue;

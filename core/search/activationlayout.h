@@ -22,7 +22,8 @@ struct ActivationLayout {
 
     // The spec of `tensor` under this layout. Batch is dim 0, sequence dim 1
     // (of [b, s, ...] activations and of [b, s] token ids), hidden the last
-    // dim of float activations of rank >= 2; an axis whose
+    // dim of float activations of rank 2 or 3 ([b, h], [b, s, h]; not of
+    // masks and rotary tables, [b, 1, s, s] and the like); an axis whose
     // split the tensor cannot take (a broadcast dim of size 1, an
     // indivisible dim, no such dim) leaves it replicated.
     sharding::ShardingSpec specFor(const ir::Tensor &tensor, const sharding::Mesh &mesh) const;
