@@ -1368,31 +1368,6 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
     return s;
 }
 
-namespace {
-
-// Whether op `c`'s coarse node computes on what it reads in a way its
-// layout decides (a matmul, a convolution, an attention core, a norm, a
-// loss): where storing that input otherwise than as produced can pay. A
-// pointwise or reshaping node (a residual add, a rotary embedding) follows
-// the layout it is given, so storing its inputs otherwise only repeats what
-// storing its readers' inputs otherwise does.
-bool computesOn(const passes::CoarseGraph &coarse, ir::OpId c)
-{
-    switch (coarse.node(coarse.nodeOf(c)).kind) {
-    case passes::NodeKind::Linear:
-    case passes::NodeKind::MatMul:
-    case passes::NodeKind::Conv:
-    case passes::NodeKind::Attention:
-    case passes::NodeKind::Norm:
-    case passes::NodeKind::Loss:
-        return true;
-    default:
-        return false;
-    }
-}
-
-} // namespace
-
 void allowInputLayouts(Segment &segment, const ir::Graph &graph, const sharding::Mesh &mesh,
                        const std::vector<ActivationLayout> &layouts)
 {
@@ -1438,7 +1413,7 @@ void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::
                 continue;
             bool crosses = false;
             for (ir::OpId c : tensor.consumers)
-                crosses = crosses || (inside.count(c) && coarse.nodeOf(c) != node && computesOn(coarse, c));
+                crosses = crosses || (inside.count(c) && coarse.nodeOf(c) != node);
             if (!crosses)
                 continue;
             std::vector<ShardingSpec> specs;
