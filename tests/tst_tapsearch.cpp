@@ -825,6 +825,38 @@ private slots:
                  QString("[Shard(2)]"));
     }
 
+    // Pins on one layer of two (an expert's weight and the key
+    // projection of layer 0): the pinned copy is searched with its pins
+    // held and the other layer stays free, so the result is no worse than
+    // the free plan with the pins applied (43% worse when the pinned layer
+    // had to take the free layer's plan).
+    void pinsOfOneCopyLeaveTheOthersFree()
+    {
+        const std::string source = "zoo:mixtral-8x7b?batch=2&experts=3&ffn=72&heads=4&hidden=24&kv_heads=1&layers=2&seq=64&top_k=1&vocab=256";
+        const auto g = io::loadModel(source);
+        const auto m = sharding::findMeshProfile("cpu-loopback").mesh({4}, sharding::defaultAxisNames(1));
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto free = search::tapSearch(g, coarse, classes, source, m, {}).plan;
+        search::SearchOptions options;
+        options.pinned["model.layers.0.block_sparse_moe.experts.1.w3.weight"] =
+            sharding::ShardingSpec{{sharding::Placement::shard(0)}};
+        options.pinned["model.layers.0.self_attn.k_proj.weight"] = sharding::ShardingSpec::replicated(1);
+        auto pinsOnly = free;
+        for (const auto &[name, spec] : options.pinned)
+            pinsOnly.specs[name] = {spec, plan::SpecSource::Override};
+        plan::recostPlan(pinsOnly, g, source);
+        const auto kept = search::tapSearch(g, coarse, classes, source, m, options).plan;
+        for (const auto &[name, spec] : options.pinned)
+            QCOMPARE(kept.specs.at(name).spec, spec);
+        QVERIFY2(cost::Objective::of(kept.cost) < cost::Objective::of(pinsOnly.cost) ||
+                     kept.cost.stepTime <= pinsOnly.cost.stepTime * (1 + 1e-9),
+                 qPrintable(QStringLiteral("%1 > %2").arg(kept.cost.stepTime).arg(pinsOnly.cost.stepTime)));
+        // Layer 1 keeps the free plan's key projection.
+        QCOMPARE(kept.specs.at("model.layers.1.self_attn.k_proj.weight").spec,
+                 free.specs.at("model.layers.1.self_attn.k_proj.weight").spec);
+    }
+
     // A one-layer BERT on 16 devices where no plan fits: exact keeps the
     // word embeddings' lookup split over the hidden features as the split
     // table writes it and gathers after the embeddings' sum; tap stores

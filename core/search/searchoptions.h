@@ -43,11 +43,13 @@ struct SearchOptions {
     // tables, then the solver.
     double timeLimitSeconds = 60;
     // Specs the user pinned, by tensor name: the plan keeps each of them
-    // (marked override). tap searches a class' weights with a pinned
-    // weight of its representative held to its pin, so the rest of the plan
-    // is chosen around it; other pins (activations, a weight of one instance
-    // only) are applied to the plan found and the specs after them derived
-    // again. A pin that is not a legal spec of its tensor is an error.
+    // (marked override). tap searches a class' weights with the pins held,
+    // so the rest of the plan is chosen around them: pins of every copy in
+    // the class's one plan; pins of some copies only in a plan of those
+    // copies, the others searched free. Other pins (activations, copies
+    // pinned differently from one another) are applied to the plan found
+    // and the specs after them derived again. A pin that is not a legal
+    // spec of its tensor is an error.
     std::map<std::string, sharding::ShardingSpec> pinned;
     // tap and exact: per mesh axis, the role the user's name for it asks
     // for (axisRolesFromNames); an axis with none, and every axis when

@@ -111,6 +111,12 @@ struct Group {
     std::vector<ir::TensorId> links;  // links[k] joins blocks[k] and blocks[k+1]
     Segment whole;                    // all blocks as one, for the exhaustive mode
     std::vector<int> variables;       // layout variables its costs depend on, sorted
+    // Where the user pinned weights of some copies of the class and not of
+    // the others: those copies, searched with the pins held (instances
+    // counting them), while this group counts the other copies and holds
+    // no pin. pinnedInstance[i]: copy i of the class is one of them.
+    std::shared_ptr<Group> pinnedCopies;
+    std::vector<bool> pinnedInstance;
 };
 
 class TapSearch {
@@ -145,8 +151,15 @@ public:
 
 private:
     void buildGroups();
-    // Holds each pinned weight of `segment` to its pin.
-    void holdPins(Segment &segment) const;
+    // Holds each weight of `segment` that `pins` names to its pin.
+    void holdPins(Segment &segment, const std::map<ir::TensorId, ShardingSpec> &pins) const;
+    // The user's pins of the weights of the class's instance `inst`, named
+    // by the representative's weights they correspond to.
+    std::map<ir::TensorId, ShardingSpec> pinsOfInstance(const passes::SubgraphClass &cls,
+                                                        const passes::SubgraphInstance &inst) const;
+    // The plans of a group under each way of storing its partial sums,
+    // merged; trails as searchBlocks writes them.
+    Fronts searchPlans(const Group &g, const std::vector<int> &vars);
     int variableOf(int classIndex) const { return classIndex >= 0 ? classIndex : 0; }
     ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
@@ -220,12 +233,32 @@ private:
     std::vector<std::vector<std::uint16_t>> m_choices;
 };
 
-void TapSearch::holdPins(Segment &segment) const
+std::map<ir::TensorId, ShardingSpec> TapSearch::pinsOfInstance(const passes::SubgraphClass &cls,
+                                                                 const passes::SubgraphInstance &inst) const
+{
+    std::map<ir::TensorId, ShardingSpec> pins;
+    if (m_options.pinned.empty())
+        return pins;
+    const auto &rep = cls.instances[cls.representative];
+    for (std::size_t k = 0; k < rep.ops.size() && k < inst.ops.size(); ++k) {
+        const ir::Op &a = m_graph.op(rep.ops[k]), &b = m_graph.op(inst.ops[k]);
+        for (std::size_t i = 0; i < a.inputs.size() && i < b.inputs.size(); ++i) {
+            const ir::Tensor &tensor = m_graph.tensor(b.inputs[i]);
+            if (tensor.role != ir::Role::Parameter)
+                continue;
+            if (auto pin = m_options.pinned.find(tensor.name); pin != m_options.pinned.end())
+                pins.emplace(a.inputs[i], pin->second);
+        }
+    }
+    return pins;
+}
+
+void TapSearch::holdPins(Segment &segment, const std::map<ir::TensorId, ShardingSpec> &pins) const
 {
     for (std::size_t w = 0; w < segment.weights.size(); ++w) {
         const ir::Tensor &weight = m_graph.tensor(segment.weights[w]);
-        const auto pin = m_options.pinned.find(weight.name);
-        if (pin == m_options.pinned.end())
+        const auto pin = pins.find(segment.weights[w]);
+        if (pin == pins.end())
             continue;
         auto &choices = segment.choices[w];
         if (std::find(choices.begin(), choices.end(), pin->second) == choices.end())
@@ -250,7 +283,8 @@ void TapSearch::buildGroups()
 {
     m_inputVariable = std::max<int>(1, static_cast<int>(m_classes.classes.size()));
     m_variables = m_inputVariable + 1;
-    auto addGroup = [&](int classIndex, int instances, const std::vector<ir::OpId> &ops, const std::string &name) {
+    auto makeGroup = [&](int classIndex, int instances, const std::vector<ir::OpId> &ops, const std::string &name,
+                         const std::map<ir::TensorId, ShardingSpec> &pins) {
         Group g;
         g.classIndex = classIndex;
         g.instances = instances;
@@ -296,10 +330,9 @@ void TapSearch::buildGroups()
             if (m_options.storedLayouts && m_layouts.size() <= kStoredLayoutsUpTo)
                 allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_layouts);
         }
-        for (Segment *segment : {&g.whole})
-            holdPins(*segment);
+        holdPins(g.whole, pins);
         for (Segment &block : g.blocks)
-            holdPins(block);
+            holdPins(block, pins);
         std::set<int> vars{variableOf(classIndex)};
         for (auto t : g.whole.inputs) {
             const ir::OpId p = m_graph.tensor(t).producer;
@@ -313,12 +346,38 @@ void TapSearch::buildGroups()
                 if (m_classes.classOfOp[c.index()].valid())
                     vars.insert(static_cast<int>(m_classes.classOfOp[c.index()].index()));
         g.variables.assign(vars.begin(), vars.end());
-        m_groups.push_back(std::move(g));
+        return g;
     };
     for (std::size_t c = 0; c < m_classes.classes.size(); ++c) {
         const auto &cls = m_classes.classes[c];
         const auto &rep = cls.instances[cls.representative];
-        addGroup(static_cast<int>(c), static_cast<int>(cls.instances.size()), rep.ops, rep.scope);
+        const int n = static_cast<int>(cls.instances.size());
+        // Pins of some copies and not of the others: the pinned copies
+        // are searched apart with their pins held, the others free. Copies
+        // pinned differently from one another take the representative's
+        // pins between them, and every pin is kept in the plan.
+        std::vector<std::map<ir::TensorId, ShardingSpec>> pins;
+        for (const auto &inst : cls.instances)
+            pins.push_back(pinsOfInstance(cls, inst));
+        std::map<ir::TensorId, ShardingSpec> pinned;
+        std::vector<bool> pinnedInstance(pins.size(), false);
+        bool apart = true;
+        for (std::size_t i = 0; i < pins.size(); ++i) {
+            if (pins[i].empty())
+                continue;
+            pinnedInstance[i] = true;
+            apart = apart && (pinned.empty() || pinned == pins[i]);
+            pinned = pins[i];
+        }
+        const int p = static_cast<int>(std::count(pinnedInstance.begin(), pinnedInstance.end(), true));
+        if (p == 0 || p == n || !apart) {
+            m_groups.push_back(makeGroup(static_cast<int>(c), n, rep.ops, rep.scope, pins[cls.representative]));
+            continue;
+        }
+        Group g = makeGroup(static_cast<int>(c), n - p, rep.ops, rep.scope, {});
+        g.pinnedCopies = std::make_shared<Group>(makeGroup(static_cast<int>(c), p, rep.ops, rep.scope, pinned));
+        g.pinnedInstance = std::move(pinnedInstance);
+        m_groups.push_back(std::move(g));
     }
     const auto order = m_graph.topologicalOrder();
     if (!order)
@@ -327,8 +386,12 @@ void TapSearch::buildGroups()
     for (ir::OpId id : *order)
         if (id.index() >= m_classes.classOfOp.size() || !m_classes.classOfOp[id.index()].valid())
             rest.push_back(id);
-    if (!rest.empty())
-        addGroup(-1, 1, rest, "(outside classes)");
+    if (!rest.empty()) {
+        std::map<ir::TensorId, ShardingSpec> pins;
+        for (const auto &[name, spec] : m_options.pinned)
+            pins.emplace(*m_graph.findTensor(name), spec);  // checked in the constructor
+        m_groups.push_back(makeGroup(-1, 1, rest, "(outside classes)", pins));
+    }
     // Where every graph input the ops outside classes read is read by one
     // of their blocks alone, each block chooses the layout of its inputs
     // as it reads them (allowInputLayouts) and the input variable goes:
@@ -405,18 +468,24 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
 
 Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
 {
-    Fronts all;
-    for (std::size_t p = 0; p < std::size(kPartialWays); ++p) {
-        m_coster.setPartialResolution(kPartialWays[p]);
-        const Fronts f = m_options.decompose ? searchBlocks(g, vars, static_cast<int>(p))
-                                             : searchGroupExhaustively(g, vars, static_cast<int>(p));
-        all.time.insert(all.time.end(), f.time.begin(), f.time.end());
-        all.comm.insert(all.comm.end(), f.comm.begin(), f.comm.end());
-        // No op stored a partial sum: another way would cost the same.
-        if (!m_coster.partialsStored())
-            break;
+    Fronts fronts = searchPlans(g, vars);
+    if (g.pinnedCopies) {
+        // The pinned copies take a plan of their own, the others one plan
+        // between them: [-1, pinned copies' trail, the others' trail].
+        const Fronts pinned = searchPlans(*g.pinnedCopies, vars);
+        auto join = [](const std::vector<Candidate> &a, const std::vector<Candidate> &b, Metric metric) {
+            std::vector<Candidate> sums;
+            for (const auto &x : a)
+                for (const auto &y : b) {
+                    Candidate c{x.time + y.time, x.comm + y.comm, x.memory + y.memory, {-1}};
+                    c.trail.insert(c.trail.end(), x.trail.begin(), x.trail.end());
+                    c.trail.insert(c.trail.end(), y.trail.begin(), y.trail.end());
+                    sums.push_back(std::move(c));
+                }
+            return paretoFront(std::move(sums), metric);
+        };
+        return {join(pinned.time, fronts.time, Metric::Time), join(pinned.comm, fronts.comm, Metric::Comm)};
     }
-    Fronts fronts{paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
     const std::size_t n = static_cast<std::size_t>(g.instances);
     const bool apart = m_copiesApart && g.classIndex >= 0 && n > 1;
     for (auto [front, metric] : {std::pair{&fronts.time, Metric::Time}, std::pair{&fronts.comm, Metric::Comm}}) {
@@ -433,6 +502,22 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
         *front = std::move(plans);
     }
     return fronts;
+}
+
+Fronts TapSearch::searchPlans(const Group &g, const std::vector<int> &vars)
+{
+    Fronts all;
+    for (std::size_t p = 0; p < std::size(kPartialWays); ++p) {
+        m_coster.setPartialResolution(kPartialWays[p]);
+        const Fronts f = m_options.decompose ? searchBlocks(g, vars, static_cast<int>(p))
+                                             : searchGroupExhaustively(g, vars, static_cast<int>(p));
+        all.time.insert(all.time.end(), f.time.begin(), f.time.end());
+        all.comm.insert(all.comm.end(), f.comm.begin(), f.comm.end());
+        // No op stored a partial sum: another way would cost the same.
+        if (!m_coster.partialsStored())
+            break;
+    }
+    return {paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
 }
 
 std::vector<Candidate> TapSearch::mixCopies(const std::vector<Candidate> &front, std::size_t n, Metric metric,
@@ -646,9 +731,16 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
             return std::vector<std::int64_t>(begin, begin + static_cast<std::ptrdiff_t>(n));
         };
         std::map<ir::TensorId, ShardingSpec> firstFixed, secondFixed;
-        replay(g, vars, trail(at + 1), firstFixed);
-        if (k < g.instances)
-            replay(g, vars, trail(at + 1 + n), secondFixed);
+        if (k < 0) {  // the pinned copies' plan, then the others'
+            const std::size_t np = 1 + 2 * g.pinnedCopies->blocks.size();  // the same blocks
+            replay(*g.pinnedCopies, vars, trail(at + 1), firstFixed);
+            replay(g, vars, trail(at + 1 + np), secondFixed);
+        }
+        else {
+            replay(g, vars, trail(at + 1), firstFixed);
+            if (k < g.instances)
+                replay(g, vars, trail(at + 1 + n), secondFixed);
+        }
         at += 1 + 2 * n;
         if (g.classIndex < 0) {
             for (const auto &[t, spec] : firstFixed)
@@ -662,7 +754,8 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
         const auto &rep = cls.instances[cls.representative];
         for (std::size_t i = 0; i < cls.instances.size(); ++i) {
             const auto &inst = cls.instances[i];
-            const auto &groupFixed = static_cast<std::int64_t>(i) < k ? firstFixed : secondFixed;
+            const bool first = k < 0 ? static_cast<bool>(g.pinnedInstance[i]) : static_cast<std::int64_t>(i) < k;
+            const auto &groupFixed = first ? firstFixed : secondFixed;
             ++stamp;
             auto map = [&](ir::TensorId a, ir::TensorId b) {
                 if (mappedFor[a.index()] != stamp) {
@@ -830,9 +923,16 @@ SearchResult TapSearch::run(const std::string &modelSource)
     };
     // Where some block's weights cannot fit even split as far as they go,
     // the bounded search would find nothing: go to the unbounded one at once.
+    // Every group, and the pinned copies searched apart.
+    std::vector<const Group *> groups;
+    for (const Group &g : m_groups) {
+        groups.push_back(&g);
+        if (g.pinnedCopies)
+            groups.push_back(g.pinnedCopies.get());
+    }
     auto weightsCanFit = [&] {
-        for (const Group &g : m_groups)
-            for (const Segment &block : g.blocks) {
+        for (const Group *group : groups)
+            for (const Segment &block : group->blocks) {
                 std::vector<ShardingSpec> smallest;
                 for (std::size_t w = 0; w < block.weights.size(); ++w) {
                     const auto &shape = m_graph.tensor(block.weights[w]).shape;
@@ -858,8 +958,9 @@ SearchResult TapSearch::run(const std::string &modelSource)
             return true;
         const std::vector<int> replicated(static_cast<std::size_t>(m_variables), 0);  // allLayouts' first
         std::int64_t total = 0;
-        for (const Group &g : m_groups)
-            for (std::size_t k = 0; k < g.blocks.size(); ++k) {
+        for (const Group *group : groups)
+            for (std::size_t k = 0; k < group->blocks.size(); ++k) {
+                const Group &g = *group;
                 const Segment &block = g.blocks[k];
                 const auto boundary =
                     boundaryOf(g, block, replicated, k > 0 ? 0 : -1, k < g.links.size() ? 0 : -1, k);
