@@ -857,6 +857,30 @@ private slots:
                  free.specs.at("model.layers.1.self_attn.k_proj.weight").spec);
     }
 
+    // An MLP whose two layers are copies of one class (hidden = ffn), on 8
+    // devices with memory for little more than the least: the class reads
+    // the graph's input x in its layout, batch split, and each layer then
+    // reduces its weight's gradient (84 us), where exact gathers once
+    // between the layers (63 us). Graph inputs a class reads are stored in
+    // its layout or replicated, whichever the whole plan's cost prefers:
+    // x replicated, sliced for free, and tap equals exact's step time.
+    void classInputsStoredAsTheWholePlanPrefers()
+    {
+        const std::string source = "zoo:mlp?batch=16&ffn=2&hidden=2";
+        const auto g = io::loadModel(source);
+        auto m = sharding::findMeshProfile("dgx-a100").mesh({8}, sharding::defaultAxisNames(1));
+        m.device.memoryBytes = 386;
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        QCOMPARE(classes.classes.size(), std::size_t(1));
+        const auto found = search::tapSearch(g, coarse, classes, source, m, {});
+        const auto exact = search::exactSearch(g, coarse, source, m, {});
+        QVERIFY(found.plan.cost.fitsMemory);
+        QVERIFY(exact.plan.cost.fitsMemory);
+        QVERIFY2(found.plan.cost.stepTime <= exact.plan.cost.stepTime * 1.01,
+                 (std::to_string(found.plan.cost.stepTime) + " vs exact " + std::to_string(exact.plan.cost.stepTime)).c_str());
+    }
+
     // A one-layer BERT on 16 devices where no plan fits: exact keeps the
     // word embeddings' lookup split over the hidden features as the split
     // table writes it and gathers after the embeddings' sum; tap stores

@@ -183,13 +183,18 @@ private:
                 std::map<ir::TensorId, ShardingSpec> &fixed);
     // The plan of a trail; a copy of `previous` (assembled just before) where
     // their specs are the same.
+    // `inputs`: graph inputs stored otherwise than the plan's copies say.
     plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
-                        const plan::Plan *previous = nullptr);
+                        const plan::Plan *previous = nullptr, const std::map<ir::TensorId, ShardingSpec> &inputs = {});
     // As assemble; where a class's copies split between two plans, which
     // copies take which is not in the search's costs (each copy is costed
     // as the representative, while the first layer's input, say, needs no
     // gradient): per such class the other way round is assembled too and
-    // the better plan kept.
+    // the better plan kept. Likewise a graph input a class reads in its
+    // layout (the first layer's input, where the other layers read the
+    // layer before) is stored so or replicated, which any layout slices
+    // for free, whichever the whole plan's cost prefers: the search costs
+    // every copy as the representative, reading its boundary layout.
     plan::Plan assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate best,
                              const plan::Plan *previous = nullptr);
     // Keeps a block's weight choice for the trails, which hold its index.
@@ -226,6 +231,9 @@ private:
     // Whether the blocks outside classes choose their inputs' layouts
     // instead (buildGroups): then there is no input variable.
     bool m_inputsChosen = false;
+    // Graph inputs (not pinned) that copies of a class read: stored in the
+    // class's layout, or replicated (assembleApart).
+    std::vector<ir::TensorId> m_stampedInputs;
     // Whether a class's copies may take different plans (set in run():
     // where memory binds and the option allows).
     bool m_copiesApart = false;
@@ -352,6 +360,14 @@ void TapSearch::buildGroups()
         const auto &cls = m_classes.classes[c];
         const auto &rep = cls.instances[cls.representative];
         const int n = static_cast<int>(cls.instances.size());
+        for (const auto &inst : cls.instances)
+            for (ir::TensorId t : inst.inputs) {
+                const ir::Tensor &tensor = m_graph.tensor(t);
+                if (!tensor.producer.valid() && tensor.role != ir::Role::Parameter &&
+                    !m_options.pinned.count(tensor.name) &&
+                    std::find(m_stampedInputs.begin(), m_stampedInputs.end(), t) == m_stampedInputs.end())
+                    m_stampedInputs.push_back(t);
+            }
         // Pins of some copies and not of the others: the pinned copies
         // are searched apart with their pins held, the others free. Copies
         // pinned differently from one another take the representative's
@@ -708,7 +724,7 @@ void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::
 }
 
 plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
-                               const plan::Plan *previous)
+                               const plan::Plan *previous, const std::map<ir::TensorId, ShardingSpec> &inputs)
 {
     std::vector<ShardingSpec> specs(m_graph.tensorCount());
     std::vector<bool> fixed(m_graph.tensorCount(), false);
@@ -775,6 +791,8 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
                     fix(mapped[t.index()], spec);
         }
     }
+    for (const auto &[t, spec] : inputs)
+        fix(t, spec);
     for (const auto &[name, spec] : m_options.pinned)
         fix(*m_graph.findTensor(name), spec);  // checked in the constructor
     specs = sharding::propagateSpecs(m_graph, m_mesh, std::move(specs), fixed);
@@ -817,6 +835,22 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
                 m_assembledSpecs = kept;
         }
         at += 1 + 2 * n;
+    }
+    std::map<ir::TensorId, ShardingSpec> inputs;
+    for (ir::TensorId t : m_stampedInputs) {
+        const ShardingSpec whole = ShardingSpec::replicated(m_mesh.rank());
+        if (plan.specs.at(m_graph.tensor(t).name).spec == whole)
+            continue;
+        const auto kept = m_assembledSpecs;
+        auto tried = inputs;
+        tried[t] = whole;
+        auto other = assemble(modelSource, vars, best, nullptr, tried);
+        if (cost::Objective::of(other.cost) < cost::Objective::of(plan.cost)) {
+            plan = std::move(other);
+            inputs = std::move(tried);
+        }
+        else
+            m_assembledSpecs = kept;
     }
     return plan;
 }
