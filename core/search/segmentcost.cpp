@@ -570,7 +570,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
 
 std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     const Segment &segment, const std::map<ir::TensorId, ShardingSpec> &boundary, std::int64_t weightCapacity,
-    ir::TensorId link, const std::vector<ShardingSpec> &linkSpecs)
+    ir::TensorId link, const std::vector<ShardingSpec> &linkSpecs, const std::vector<ir::TensorId> &readLater)
 {
     // The per-parameter charges as rates per local element (they are linear
     // in the load), so that partial plans are charged weight by weight.
@@ -633,6 +633,11 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             auto &last = m_lastRead[segment.weights[static_cast<std::size_t>(leader)].index()];
             last = std::max(last, m_lastRead[segment.weights[w].index()]);
         }
+    // Weights a later block reads again stay in the state to the end, so
+    // that plans choosing them differently are kept apart.
+    for (ir::TensorId t : readLater)
+        if (readHere(static_cast<std::int32_t>(t.index())))
+            m_lastRead[t.index()] = ops.size();
     // Which weight each tensor read here is, looked up once per op and state.
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
         m_weightOf[segment.weights[w].index()] = static_cast<std::int32_t>(w);
@@ -1015,7 +1020,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     }
     std::vector<std::int64_t> key{ops.empty() ? -1 : ops.front().value,
                                   static_cast<std::int64_t>(ops.size()), static_cast<std::int64_t>(prefix),
-                                  weightCapacity, static_cast<std::int64_t>(m_partial)};
+                                  weightCapacity, static_cast<std::int64_t>(m_partial),
+                                  static_cast<std::int64_t>(readLater.size())};
+    for (ir::TensorId t : readLater)
+        key.push_back(t.value);
     {
         std::set<ir::TensorId> written;
         for (std::size_t k = 0; k < prefix; ++k) {

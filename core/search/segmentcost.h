@@ -88,10 +88,13 @@ public:
     // chosen independently once their activations agree; an op's own costs
     // are memoised by its input specs across calls. With `linkSpecs`: one
     // answer per stored spec of output `link` (which no op here may read;
-    // `boundary` leaves it out), else one answer.
+    // `boundary` leaves it out), else one answer. `readLater`: weights a
+    // later segment reads again (a tied embedding), whose plans are kept
+    // apart by the weights' specs rather than pruned against each other.
     std::vector<std::vector<WeightChoice>> searchWeights(
         const Segment &segment, const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
-        std::int64_t weightCapacity, ir::TensorId link = {}, const std::vector<sharding::ShardingSpec> &linkSpecs = {});
+        std::int64_t weightCapacity, ir::TensorId link = {}, const std::vector<sharding::ShardingSpec> &linkSpecs = {},
+        const std::vector<ir::TensorId> &readLater = {});
     // Whether memory can decide between plans (default). When the caller
     // knows every plan fits, searchWeights keeps per state only the fastest
     // and the least-communication partial plan (ties: less memory, then

@@ -590,8 +590,24 @@ std::vector<Candidate> TapSearch::mixCopies(const std::vector<Candidate> &front,
 
 Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int partial)
 {
+    // Weights one block decides and a later block reads again (a tied
+    // embedding the LM head reads): carried from block to block with the
+    // spec the first chose, as the link's layout is, so that the later
+    // block is costed on it.
+    std::vector<ir::TensorId> carried;
+    for (std::size_t k = 1; k < g.blocks.size(); ++k)
+        for (ir::TensorId t : g.blocks[k].inputs)
+            if (m_graph.tensor(t).role == ir::Role::Parameter &&
+                std::find(carried.begin(), carried.end(), t) == carried.end())
+                for (std::size_t j = 0; j < k; ++j)
+                    if (std::find(g.blocks[j].weights.begin(), g.blocks[j].weights.end(), t) !=
+                        g.blocks[j].weights.end())
+                        carried.push_back(t);
+    // Per layout after the last block searched and specs of the carried
+    // weights (an empty spec for one not decided yet): the plans so far.
+    using Key = std::pair<int, std::vector<ShardingSpec>>;
     const Candidate start{0, 0, 0, {partial}};
-    std::map<int, Fronts> front{{-1, Fronts{{start}, {start}}}};
+    std::map<Key, Fronts> front{{Key{-1, std::vector<ShardingSpec>(carried.size())}, Fronts{{start}, {start}}}};
     for (std::size_t k = 0; k < g.blocks.size(); ++k) {
         const Segment &block = g.blocks[k];
         std::vector<int> afters{-1};
@@ -600,10 +616,22 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
             for (std::size_t l = 0; l < m_layouts.size(); ++l)
                 afters.push_back(static_cast<int>(l));
         }
-        std::map<int, Fronts> next;
-        for (const auto &[before, previous] : front) {
+        // Where this block decides a carried weight: its index among the
+        // block's weights.
+        std::vector<std::pair<std::size_t, std::size_t>> decides;  // (carried, weight)
+        for (std::size_t c = 0; c < carried.size(); ++c)
+            for (std::size_t w = 0; w < block.weights.size(); ++w)
+                if (block.weights[w] == carried[c])
+                    decides.emplace_back(c, w);
+        std::map<Key, Fronts> next;
+        for (const auto &[key, previous] : front) {
+            const auto &[before, specs] = key;
             // One search per layout before the block serves every layout after it.
-            const auto boundary = boundaryOf(g, block, vars, before, -1, k);
+            auto boundary = boundaryOf(g, block, vars, before, -1, k);
+            for (std::size_t c = 0; c < carried.size(); ++c)
+                if (!specs[c].placements.empty() &&
+                    std::find(block.inputs.begin(), block.inputs.end(), carried[c]) != block.inputs.end())
+                    boundary[carried[c]] = specs[c];
             ir::TensorId link;
             std::vector<ShardingSpec> linkSpecs;
             if (k < g.links.size()) {
@@ -612,23 +640,41 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
                     linkSpecs.push_back(
                         m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(link), m_mesh));
             }
-            const auto found = m_coster.searchWeights(block, boundary, m_bound / block.instances, link, linkSpecs);
+            std::vector<ir::TensorId> decided;
+            for (const auto &[c, w] : decides)
+                decided.push_back(carried[c]);
+            const auto found =
+                m_coster.searchWeights(block, boundary, m_bound / block.instances, link, linkSpecs, decided);
             for (std::size_t a = 0; a < afters.size(); ++a) {
-                std::vector<Candidate> own;
-                for (const WeightChoice &c : found[a])
-                    own.push_back(Candidate{c.time * block.instances, c.comm * block.instances,
-                                            c.memory * block.instances, {afters[a], keep(c.choice)}});
-                const Fronts sums = sum(previous, frontsOf(std::move(own)));
-                auto &slot = next[afters[a]];
-                slot.time.insert(slot.time.end(), sums.time.begin(), sums.time.end());
-                slot.comm.insert(slot.comm.end(), sums.comm.begin(), sums.comm.end());
+                std::map<std::vector<ShardingSpec>, std::vector<Candidate>> own;
+                for (const WeightChoice &c : found[a]) {
+                    auto decided = specs;
+                    if (!decides.empty()) {
+                        const auto chosen = chosenSpecs(block, c.choice);
+                        for (const auto &[ci, w] : decides)
+                            decided[ci] = chosen[w];
+                    }
+                    own[decided].push_back(Candidate{c.time * block.instances, c.comm * block.instances,
+                                                     c.memory * block.instances, {afters[a], keep(c.choice)}});
+                }
+                for (auto &[decided, candidates] : own) {
+                    const Fronts sums = sum(previous, frontsOf(std::move(candidates)));
+                    auto &slot = next[Key{afters[a], decided}];
+                    slot.time.insert(slot.time.end(), sums.time.begin(), sums.time.end());
+                    slot.comm.insert(slot.comm.end(), sums.comm.begin(), sums.comm.end());
+                }
             }
         }
-        for (auto &[after, fs] : next)
+        for (auto &[key, fs] : next)
             fs = {paretoFront(std::move(fs.time), Metric::Time), paretoFront(std::move(fs.comm), Metric::Comm)};
         front = std::move(next);
     }
-    return front.count(-1) ? front[-1] : Fronts{};
+    Fronts all;
+    for (auto &[key, fs] : front) {
+        all.time.insert(all.time.end(), fs.time.begin(), fs.time.end());
+        all.comm.insert(all.comm.end(), fs.comm.begin(), fs.comm.end());
+    }
+    return {paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
 }
 
 Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial)
@@ -701,6 +747,10 @@ void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::
         const Segment &block = g.blocks[k];
         const int after = static_cast<int>(trail[1 + 2 * k]);
         auto boundary = boundaryOf(g, block, vars, before, after, k);
+        for (ir::TensorId t : block.inputs)  // a weight an earlier block decided
+            if (m_graph.tensor(t).role == ir::Role::Parameter)
+                if (auto it = fixed.find(t); it != fixed.end())
+                    boundary[t] = it->second;
         const auto &choice = m_choices[static_cast<std::size_t>(trail[1 + 2 * k + 1])];
         for (auto &[t, spec] : storedSpecs(block, choice))
             boundary[t] = spec;
