@@ -445,7 +445,7 @@ ShardingSpec TapSearch::inputSpec(const Group &g, ir::TensorId t, const std::vec
             return ShardingSpec::replicated(m_mesh.rank());
         var = m_inputVariable;
     }
-    else if (m_classes.classOfOp[tensor.producer.index()].valid())
+    else if (tensor.producer.valid() && m_classes.classOfOp[tensor.producer.index()].valid())
         var = static_cast<int>(m_classes.classOfOp[tensor.producer.index()].index());
     return m_layouts[static_cast<std::size_t>(vars[static_cast<std::size_t>(var)])].specFor(tensor, m_mesh);
 }
