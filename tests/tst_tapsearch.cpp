@@ -797,6 +797,11 @@ private slots:
             upProj.insert(apart.plan.specs.at("model.layers." + std::to_string(layer) + ".mlp.up_proj.weight")
                               .spec.toPlacements());
         QCOMPARE(upProj.size(), std::size_t(2));
+        // The report names the copies planned apart.
+        QCOMPARE(apart.stats.copiesApart.size(), std::size_t(1));
+        QVERIFY2(apart.stats.copiesApart[0].find("apart from the other 2") != std::string::npos,
+                 apart.stats.copiesApart[0].c_str());
+        QVERIFY(alike.stats.copiesApart.empty());
         // Copies alike are among the splits copies apart may take.
         QVERIFY(cost::Objective::of(apart.plan.cost) < cost::Objective::of(alike.plan.cost));
     }
@@ -852,6 +857,7 @@ private slots:
         QVERIFY2(cost::Objective::of(kept.cost) < cost::Objective::of(pinsOnly.cost) ||
                      kept.cost.stepTime <= pinsOnly.cost.stepTime * (1 + 1e-9),
                  qPrintable(QStringLiteral("%1 > %2").arg(kept.cost.stepTime).arg(pinsOnly.cost.stepTime)));
+        QCOMPARE(search::tapSearch(g, coarse, classes, source, m, options).stats.copiesApart.empty(), false);
         // Layer 1 keeps the free plan's key projection.
         QCOMPARE(kept.specs.at("model.layers.1.self_attn.k_proj.weight").spec,
                  free.specs.at("model.layers.1.self_attn.k_proj.weight").spec);

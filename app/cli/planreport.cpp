@@ -264,6 +264,8 @@ void printSearchReport(const search::SearchResult &r, double loadSeconds, std::o
         << (s.classes == 1 ? " class, " : " classes, ") << s.segments << " segments"
         << (s.optimal ? "" : ", stopped at the time limit")
         << (s.layoutsExhaustive ? "" : ", class layouts improved one class at a time") << "\n";
+    for (const auto &line : s.copiesApart)
+        out << "copies apart  " << line << "\n";
     const auto &c = r.leastCommunication.cost;
     out << "least comm    step time " << seconds(c.stepTime) << ", comm " << seconds(c.comm) << ", "
         << bytes(static_cast<double>(c.commBytes)) << " sent per device, memory "
@@ -281,7 +283,8 @@ void addSearchReport(nlohmann::ordered_json &report, const search::SearchResult 
                             {"classes", s.classes},
                             {"segments", s.segments},
                             {"optimal", s.optimal},
-                            {"layouts_exhaustive", s.layoutsExhaustive}};
+                            {"layouts_exhaustive", s.layoutsExhaustive},
+                            {"copies_apart", s.copiesApart}};
     const auto &c = r.leastCommunication.cost;
     report["least_communication"] = Json{{"step_time_s", c.stepTime},
                                          {"compute_s", c.compute},

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace tapestry::search {
 
@@ -17,6 +18,11 @@ struct SearchStats {
     // tap: every combination of the classes' boundary layouts was tried;
     // false: too many, so they were improved one class at a time.
     bool layoutsExhaustive = true;
+    // tap: the classes whose copies the plan splits between two plans
+    // (memory binds, or the user pinned some copies), one line each:
+    // "class of model/layers.0 (3 copies): model/layers.2 apart from the
+    // other 2".
+    std::vector<std::string> copiesApart;
 };
 
 // What a search returns: the plan of least step time among those that fit

@@ -195,8 +195,11 @@ private:
     // layer before) is stored so or replicated, which any layout slices
     // for free, whichever the whole plan's cost prefers: the search costs
     // every copy as the representative, reading its boundary layout.
-    plan::Plan assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate best,
+    plan::Plan assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate &best,
                              const plan::Plan *previous = nullptr);
+    // One line per class whose copies `best` splits between two plans
+    // (SearchStats::copiesApart).
+    std::vector<std::string> copiesApart(const Candidate &best) const;
     // Keeps a block's weight choice for the trails, which hold its index.
     std::int64_t keep(std::vector<std::uint16_t> choice)
     {
@@ -862,7 +865,38 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
     return plan;
 }
 
-plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate best,
+std::vector<std::string> TapSearch::copiesApart(const Candidate &best) const
+{
+    std::vector<std::string> lines;
+    std::size_t at = 0;
+    for (const Group &g : m_groups) {
+        const std::size_t n = 1 + 2 * g.blocks.size();
+        const auto k = best.trail[at];
+        at += 1 + 2 * n;
+        if (g.classIndex < 0 || (k >= g.instances && !g.pinnedCopies))
+            continue;
+        const auto &cls = m_classes.classes[static_cast<std::size_t>(g.classIndex)];
+        std::vector<std::string> first, second;
+        for (std::size_t i = 0; i < cls.instances.size(); ++i)
+        {
+            const bool takesFirst = k < 0 ? static_cast<bool>(g.pinnedInstance[i]) : static_cast<std::int64_t>(i) < k;
+            (takesFirst ? first : second).push_back(cls.instances[i].scope);
+        }
+        // The smaller side by name, the larger by count.
+        const bool firstFew = first.size() <= second.size();
+        const auto &few = firstFew ? first : second;
+        const auto &many = firstFew ? second : first;
+        std::string names;
+        for (const auto &name : few)
+            names += (names.empty() ? "" : ", ") + name;
+        lines.push_back("class of " + cls.instances[cls.representative].scope + " (" +
+                        std::to_string(cls.instances.size()) + " copies): " + names + (k < 0 ? " pinned" : "") + " apart from the other " +
+                        std::to_string(many.size()));
+    }
+    return lines;
+}
+
+plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate &best,
                                     const plan::Plan *previous)
 {
     auto plan = assemble(modelSource, vars, best, previous);
@@ -1082,6 +1116,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         result.stats.segments += g.blocks.size();
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.plan = assembleApart(modelSource, fastest.vars, fastest.candidate);
+    result.stats.copiesApart = copiesApart(fastest.candidate);
     result.leastCommunication = assembleApart(modelSource, leastComm.vars, leastComm.candidate, &result.plan);
     for (auto *p : {&result.plan, &result.leastCommunication}) {
         p->searchWarnings = warnings;
