@@ -582,6 +582,11 @@ std::vector<Candidate> TapSearch::mixCopies(const std::vector<Candidate> &front,
     }
     for (const auto &[a, b] : pairs)
         for (std::size_t k = 1; k < n; ++k) {
+            // A split over the device's memory is of no use: the other
+            // groups only add to it, and where nothing fits, the copies
+            // alike hold the least memory already.
+            if (share(front[a], k).memory + share(front[b], n - k).memory > m_capacity)
+                continue;
             Candidate mixed = share(front[a], k) + share(front[b], n - k);
             mixed.trail = {static_cast<std::int64_t>(k)};
             mixed.trail.insert(mixed.trail.end(), front[a].trail.begin(), front[a].trail.end());
