@@ -41,6 +41,19 @@ Candidate operator+(const Candidate &a, const Candidate &b)
     return c;
 }
 
+// A class's plan as searchGroup writes it, of the given totals: its
+// trail is [k, first's trail, second's trail], the copies k names taking
+// the first plan and the others the second.
+Candidate split(std::int64_t k, double time, double comm, std::int64_t memory, const Candidate &first,
+                const Candidate &second)
+{
+    Candidate c{time, comm, memory, {k}};
+    c.trail.reserve(1 + first.trail.size() + second.trail.size());
+    c.trail.insert(c.trail.end(), first.trail.begin(), first.trail.end());
+    c.trail.insert(c.trail.end(), second.trail.begin(), second.trail.end());
+    return c;
+}
+
 // What a front minimises besides memory: step time, or communication for
 // the least-communication plan.
 enum class Metric { Time, Comm };
@@ -236,7 +249,7 @@ private:
     bool m_inputsChosen = false;
     // Graph inputs (not pinned) that copies of a class read: stored in the
     // class's layout, or replicated (assembleApart).
-    std::vector<ir::TensorId> m_stampedInputs;
+    std::vector<ir::TensorId> m_classGraphInputs;
     // Whether a class's copies may take different plans (set in run():
     // where memory binds and the option allows).
     bool m_copiesApart = false;
@@ -368,8 +381,8 @@ void TapSearch::buildGroups()
                 const ir::Tensor &tensor = m_graph.tensor(t);
                 if (!tensor.producer.valid() && tensor.role != ir::Role::Parameter &&
                     !m_options.pinned.count(tensor.name) &&
-                    std::find(m_stampedInputs.begin(), m_stampedInputs.end(), t) == m_stampedInputs.end())
-                    m_stampedInputs.push_back(t);
+                    std::find(m_classGraphInputs.begin(), m_classGraphInputs.end(), t) == m_classGraphInputs.end())
+                    m_classGraphInputs.push_back(t);
             }
         // Pins of some copies and not of the others: the pinned copies
         // are searched apart with their pins held, the others free. Copies
@@ -495,12 +508,8 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
         auto join = [](const std::vector<Candidate> &a, const std::vector<Candidate> &b, Metric metric) {
             std::vector<Candidate> sums;
             for (const auto &x : a)
-                for (const auto &y : b) {
-                    Candidate c{x.time + y.time, x.comm + y.comm, x.memory + y.memory, {-1}};
-                    c.trail.insert(c.trail.end(), x.trail.begin(), x.trail.end());
-                    c.trail.insert(c.trail.end(), y.trail.begin(), y.trail.end());
-                    sums.push_back(std::move(c));
-                }
+                for (const auto &y : b)
+                    sums.push_back(split(-1, x.time + y.time, x.comm + y.comm, x.memory + y.memory, x, y));
             return paretoFront(std::move(sums), metric);
         };
         return {join(pinned.time, fronts.time, Metric::Time), join(pinned.comm, fronts.comm, Metric::Comm)};
@@ -510,12 +519,8 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
     for (auto [front, metric] : {std::pair{&fronts.time, Metric::Time}, std::pair{&fronts.comm, Metric::Comm}}) {
         // Every copy alike: [n, trail, trail].
         std::vector<Candidate> plans;
-        for (const Candidate &c : *front) {
-            Candidate alike{c.time, c.comm, c.memory, {static_cast<std::int64_t>(n)}};
-            alike.trail.insert(alike.trail.end(), c.trail.begin(), c.trail.end());
-            alike.trail.insert(alike.trail.end(), c.trail.begin(), c.trail.end());
-            plans.push_back(std::move(alike));
-        }
+        for (const Candidate &c : *front)
+            plans.push_back(split(static_cast<std::int64_t>(n), c.time, c.comm, c.memory, c, c));
         if (apart && front->size() > 1)
             plans = mixCopies(*front, n, metric, std::move(plans));
         *front = std::move(plans);
@@ -585,13 +590,11 @@ std::vector<Candidate> TapSearch::mixCopies(const std::vector<Candidate> &front,
             // A split over the device's memory is of no use: the other
             // groups only add to it, and where nothing fits, the copies
             // alike hold the least memory already.
-            if (share(front[a], k).memory + share(front[b], n - k).memory > m_capacity)
+            const Candidate x = share(front[a], k), y = share(front[b], n - k);
+            if (x.memory + y.memory > m_capacity)
                 continue;
-            Candidate mixed = share(front[a], k) + share(front[b], n - k);
-            mixed.trail = {static_cast<std::int64_t>(k)};
-            mixed.trail.insert(mixed.trail.end(), front[a].trail.begin(), front[a].trail.end());
-            mixed.trail.insert(mixed.trail.end(), front[b].trail.begin(), front[b].trail.end());
-            plans.push_back(std::move(mixed));
+            plans.push_back(split(static_cast<std::int64_t>(k), x.time + y.time, x.comm + y.comm,
+                                  x.memory + y.memory, front[a], front[b]));
         }
     return paretoFront(std::move(plans), metric);
 }
@@ -631,6 +634,16 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
             for (std::size_t w = 0; w < block.weights.size(); ++w)
                 if (block.weights[w] == carried[c])
                     decides.emplace_back(c, w);
+        std::vector<ir::TensorId> readLater;
+        for (const auto &[c, w] : decides)
+            readLater.push_back(carried[c]);
+        ir::TensorId link;
+        std::vector<ShardingSpec> linkSpecs;
+        if (k < g.links.size()) {
+            link = g.links[k];
+            for (int after : afters)
+                linkSpecs.push_back(m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(link), m_mesh));
+        }
         std::map<Key, Fronts> next;
         for (const auto &[key, previous] : front) {
             const auto &[before, specs] = key;
@@ -640,19 +653,8 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
                 if (!specs[c].placements.empty() &&
                     std::find(block.inputs.begin(), block.inputs.end(), carried[c]) != block.inputs.end())
                     boundary[carried[c]] = specs[c];
-            ir::TensorId link;
-            std::vector<ShardingSpec> linkSpecs;
-            if (k < g.links.size()) {
-                link = g.links[k];
-                for (int after : afters)
-                    linkSpecs.push_back(
-                        m_layouts[static_cast<std::size_t>(after)].specFor(m_graph.tensor(link), m_mesh));
-            }
-            std::vector<ir::TensorId> decided;
-            for (const auto &[c, w] : decides)
-                decided.push_back(carried[c]);
             const auto found =
-                m_coster.searchWeights(block, boundary, m_bound / block.instances, link, linkSpecs, decided);
+                m_coster.searchWeights(block, boundary, m_bound / block.instances, link, linkSpecs, readLater);
             for (std::size_t a = 0; a < afters.size(); ++a) {
                 std::map<std::vector<ShardingSpec>, std::vector<Candidate>> own;
                 for (const WeightChoice &c : found[a]) {
@@ -905,41 +907,41 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
                                     const plan::Plan *previous)
 {
     auto plan = assemble(modelSource, vars, best, previous);
+    // Assembles another way and keeps it where the whole plan's cost ranks
+    // it first; else the specs assemble() compares with stay the kept plan's.
+    std::map<ir::TensorId, ShardingSpec> inputs;
+    auto better = [&](const Candidate &candidate, const std::map<ir::TensorId, ShardingSpec> &stored) {
+        const auto kept = m_assembledSpecs;
+        auto other = assemble(modelSource, vars, candidate, nullptr, stored);
+        if (!(cost::Objective::of(other.cost) < cost::Objective::of(plan.cost))) {
+            m_assembledSpecs = kept;
+            return false;
+        }
+        plan = std::move(other);
+        return true;
+    };
     std::size_t at = 0;
     for (const Group &g : m_groups) {
         const std::size_t n = 1 + 2 * g.blocks.size();
         const auto k = best.trail[at];
         if (k > 0 && k < g.instances) {
-            const auto kept = m_assembledSpecs;
             Candidate swapped = best;
             swapped.trail[at] = g.instances - k;
             const auto first = swapped.trail.begin() + static_cast<std::ptrdiff_t>(at + 1);
             std::swap_ranges(first, first + static_cast<std::ptrdiff_t>(n), first + static_cast<std::ptrdiff_t>(n));
-            auto other = assemble(modelSource, vars, swapped);
-            if (cost::Objective::of(other.cost) < cost::Objective::of(plan.cost)) {
-                plan = std::move(other);
+            if (better(swapped, inputs))
                 best = std::move(swapped);
-            }
-            else
-                m_assembledSpecs = kept;
         }
         at += 1 + 2 * n;
     }
-    std::map<ir::TensorId, ShardingSpec> inputs;
-    for (ir::TensorId t : m_stampedInputs) {
-        const ShardingSpec whole = ShardingSpec::replicated(m_mesh.rank());
+    const ShardingSpec whole = ShardingSpec::replicated(m_mesh.rank());
+    for (ir::TensorId t : m_classGraphInputs) {
         if (plan.specs.at(m_graph.tensor(t).name).spec == whole)
             continue;
-        const auto kept = m_assembledSpecs;
         auto tried = inputs;
         tried[t] = whole;
-        auto other = assemble(modelSource, vars, best, nullptr, tried);
-        if (cost::Objective::of(other.cost) < cost::Objective::of(plan.cost)) {
-            plan = std::move(other);
+        if (better(best, tried))
             inputs = std::move(tried);
-        }
-        else
-            m_assembledSpecs = kept;
     }
     return plan;
 }
