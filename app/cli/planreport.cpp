@@ -262,6 +262,7 @@ void printSearchReport(const search::SearchResult &r, double loadSeconds, std::o
     out << "\nsearch        " << s.algorithm << ": " << seconds(s.seconds) << " (model load and prune "
         << seconds(loadSeconds) << "), " << s.plansEvaluated << " plans evaluated, " << s.classes
         << (s.classes == 1 ? " class, " : " classes, ") << s.segments << " segments"
+        << (s.peakStates > 0 ? ", at most " + std::to_string(s.peakStates) + " states" : std::string())
         << (s.optimal ? "" : ", stopped at the time limit")
         << (s.layoutsExhaustive ? "" : ", class layouts improved one class at a time") << "\n";
     for (const auto &line : s.copiesApart)
@@ -282,6 +283,7 @@ void addSearchReport(nlohmann::ordered_json &report, const search::SearchResult 
                             {"plans_evaluated", s.plansEvaluated},
                             {"classes", s.classes},
                             {"segments", s.segments},
+                            {"peak_states", s.peakStates},
                             {"optimal", s.optimal},
                             {"layouts_exhaustive", s.layoutsExhaustive},
                             {"copies_apart", s.copiesApart}};

@@ -14,6 +14,10 @@ struct SearchStats {
     std::size_t plansEvaluated = 0;  // segment (tap) or strategy (exact) costings
     std::size_t classes = 0;         // unique subgraph classes searched
     std::size_t segments = 0;        // blocks searched (tap) or coarse nodes (exact)
+    // tap: the most states (specs of the tensors live between two ops) the
+    // per-op search of one block held at once; the search's work and
+    // memory grow with it.
+    std::size_t peakStates = 0;
     bool optimal = true;             // exact: false when the time limit stopped the solver
     // tap: every combination of the classes' boundary layouts was tried;
     // false: too many, so they were improved one class at a time.

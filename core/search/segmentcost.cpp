@@ -242,13 +242,11 @@ void keepBest(std::vector<Partial> &ps, double bytesPerParameter)
 // 3^rank specs, so the number of states grows with how many are live at
 // once: taking the ops as listed, a layer's query, key and value
 // projections are all live before attention reads any (27^3 states on a 3D
-// mesh). Greedily, of the ops whose producers have run, one that reads what
-// the op before wrote (depth first), then the one that leaves the fewest
-// tensors live (freeing what it reads last, adding what it writes for
-// later and what it reads first), ties to the first listed. An
-// op reading a tied weight waits for its leader to be read, and one reading
-// a derived parameter for that parameter's first consumer as listed, which
-// decides its spec.
+// mesh). Of the ops whose producers have run, greedily, by the rules below
+// (`greedy`), the order whose bound on the states (`costOf`) sums lowest.
+// An op reading a tied weight waits for its leader to be read, and one
+// reading a derived parameter for that parameter's first consumer as
+// listed, which decides its spec.
 std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment)
 {
     const std::size_t n = segment.ops.size();
@@ -292,63 +290,213 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
             if (derived.count(t))
                 wait(firstReader.at(t.value), i);
         }
-    std::set<std::int32_t> live;
-    std::vector<ir::TensorId> lastWritten;
+    // Nested repeats run in lockstep: the numbered modules whose weights
+    // are tied (the readers of experts.3's w1 and experts.0's differ in
+    // "experts.N/") name repeat stems, and an op inside one ("experts.5/Silu") is a twin
+    // of the ops with the same name under the other numbers. Once one twin
+    // runs, the others that are ready run next, so that a leader's choice
+    // stays in the state across one op per repeat instead of across every
+    // repeat (a mixture's eight experts, run one after the other, held the
+    // three leaders' specs live through them all: 27^3 states on a 3D mesh).
+    std::set<std::string> stems;
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (segment.tiedTo[w] >= 0) {
+            const auto reader = [&](std::size_t weight) -> const std::string & {
+                return graph.op(segment.ops[firstReader.at(segment.weights[weight].value)]).name;
+            };
+            const std::string &a = reader(w);
+            const std::string &b = reader(static_cast<std::size_t>(segment.tiedTo[w]));
+            std::size_t at = 0;
+            while (at < a.size() && at < b.size() && a[at] == b[at])
+                ++at;
+            while (at > 0 && a[at - 1] >= '0' && a[at - 1] <= '9')
+                --at;
+            stems.insert(a.substr(0, at));
+        }
+    std::vector<std::string> twinKey(n);
+    for (std::size_t i = 0; i < n && !stems.empty(); ++i) {
+        const std::string &name = graph.op(segment.ops[i]).name;
+        for (const std::string &stem : stems) {
+            if (name.compare(0, stem.size(), stem) != 0)
+                continue;
+            std::size_t end = stem.size();
+            while (end < name.size() && name[end] >= '0' && name[end] <= '9')
+                ++end;
+            if (end > stem.size() && end < name.size() && name[end] == '/') {
+                twinKey[i] = stem + "#" + name.substr(end) + "#" + graph.op(segment.ops[i]).type;
+                break;
+            }
+        }
+    }
+    std::set<std::int32_t> free;  // weights whose choices are searched (not tied to another's)
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (segment.tiedTo[w] < 0)
+            free.insert(segment.weights[w].value);
+    const std::unordered_map<std::int32_t, int> totalReaders = readers;
+    // Tensors written outside the segment, not weights: the boundary gives
+    // each one spec, so keeping them live multiplies no states.
+    std::set<std::int32_t> fixedSpec;
+    for (std::size_t i = 0; i < n; ++i)
+        for (ir::TensorId t : reads[i]) {
+            const ir::OpId producer = graph.tensor(t).producer;
+            if ((!producer.valid() || !position.count(producer.value)) &&
+                graph.tensor(t).role != ir::Role::Parameter)
+                fixedSpec.insert(t.value);
+        }
+    // Which weight or Segment::stored tensor each tensor's spec may vary
+    // with: a weight by its own choice (a tied one by its leader's), a
+    // stored tensor by its layout, anything else an op writes by what
+    // that op reads; what the boundary fixes (the segment's inputs and
+    // outputs) by nothing. The product of the choices of every source a
+    // live tensor has bounds the search's states at that point, so an
+    // order's cost is that bound summed over its ops.
+    std::map<std::int32_t, int> sourceOf;  // weight or stored tensor -> its source index
+    std::vector<double> sourceChoices;
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (segment.tiedTo[w] < 0) {
+            sourceOf[segment.weights[w].value] = static_cast<int>(sourceChoices.size());
+            sourceChoices.push_back(static_cast<double>(segment.choices[w].size()));
+        }
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (segment.tiedTo[w] >= 0)
+            sourceOf[segment.weights[w].value] =
+                sourceOf.at(segment.weights[static_cast<std::size_t>(segment.tiedTo[w])].value);
+    std::map<std::int32_t, int> storedSource;
+    for (std::size_t j = 0; j < segment.stored.size(); ++j) {
+        storedSource[segment.stored[j].value] = static_cast<int>(sourceChoices.size());
+        sourceChoices.push_back(static_cast<double>(1 + segment.storedChoices[j].size()));
+    }
+    const std::set<ir::TensorId> outputs(segment.outputs.begin(), segment.outputs.end());
+    auto costOf = [&](const std::vector<std::size_t> &taken) {
+        auto left = totalReaders;
+        std::map<std::int32_t, std::set<int>> live;  // live tensor -> its sources
+        double cost = 0;
+        for (std::size_t i : taken) {
+            std::set<int> sources;
+            for (ir::TensorId t : reads[i]) {
+                if (auto w = sourceOf.find(t.value); w != sourceOf.end()) {
+                    sources.insert(w->second);
+                    if (left[t.value] > 1)
+                        live[t.value] = {w->second};
+                } else if (auto it = live.find(t.value); it != live.end()) {
+                    sources.insert(it->second.begin(), it->second.end());
+                }
+                if (--left[t.value] == 0)
+                    live.erase(t.value);
+            }
+            for (ir::TensorId t : graph.op(segment.ops[i]).outputs) {
+                if (!t.valid() || !left.count(t.value) || left[t.value] == 0 || outputs.count(t))
+                    continue;
+                auto &own = live[t.value] = sources;
+                if (auto j = storedSource.find(t.value); j != storedSource.end())
+                    own.insert(j->second);
+            }
+            std::set<int> all;
+            for (const auto &[t, own] : live)
+                all.insert(own.begin(), own.end());
+            double states = 1;
+            for (int source : all)
+                states = std::min(states * sourceChoices[static_cast<std::size_t>(source)], 1e18);
+            cost += states;
+        }
+        return cost;
+    };
+
+    // Greedily, by one of three rules. Each first takes an op that
+    // continues what the last one wrote (depth first: a projection's
+    // reshapes and rotary embedding run before the next projection
+    // multiplies the states by its weight's choices), a twin of the last
+    // op before that. Then:
+    //  - the fewest tensors live after it;
+    //  - an op choosing no weight, then the fewest live;
+    //  - the fewest live not counting what the boundary fixes, then an op
+    //    choosing no weight.
+    // Ties go to the first listed; the order whose bound sums lowest wins.
+    auto greedy = [&](int rule) {
+        auto left = totalReaders;
+        auto blockers = waiting;
+        std::set<std::int32_t> live;
+        std::vector<ir::TensorId> lastWritten;
+        std::string lastTwin;
+        std::vector<std::size_t> taken;
+        taken.reserve(n);
+        std::vector<std::size_t> ready;
+        for (std::size_t i = 0; i < n; ++i)
+            if (blockers[i] == 0)
+                ready.push_back(i);
+        while (!ready.empty()) {
+            std::size_t best = 0;
+            std::tuple<int, int, int, std::size_t> bestKey{0, 0, 0, n};
+            for (std::size_t r = 0; r < ready.size(); ++r) {
+                const std::size_t i = ready[r];
+                int change = 0;
+                for (ir::TensorId t : reads[i]) {
+                    if (rule == 2 && fixedSpec.count(t.value))
+                        continue;
+                    const bool last = left[t.value] == 1;
+                    if (live.count(t.value))
+                        change -= last ? 1 : 0;
+                    else
+                        change += last ? 0 : 1;
+                }
+                for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
+                    if (t.valid() && left.count(t.value) && left[t.value] > 0)
+                        ++change;
+                int fresh = 1;
+                for (ir::TensorId t : reads[i])
+                    fresh = std::find(lastWritten.begin(), lastWritten.end(), t) != lastWritten.end() ? 0 : fresh;
+                if (!lastTwin.empty() && twinKey[i] == lastTwin)
+                    fresh = -1;
+                int opens = 0;
+                for (ir::TensorId t : reads[i])
+                    if (free.count(t.value) && left[t.value] == totalReaders.at(t.value))
+                        opens = 1;
+                const std::tuple<int, int, int, std::size_t> key =
+                    rule == 0   ? std::tuple<int, int, int, std::size_t>{fresh, change, 0, i}
+                    : rule == 1 ? std::tuple<int, int, int, std::size_t>{fresh, opens, change, i}
+                                : std::tuple<int, int, int, std::size_t>{fresh, change, opens, i};
+                if (std::get<3>(bestKey) == n || key < bestKey) {
+                    bestKey = key;
+                    best = r;
+                }
+            }
+            const std::size_t i = ready[best];
+            ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
+            taken.push_back(i);
+            lastTwin = twinKey[i];
+            const auto &outs = graph.op(segment.ops[i]).outputs;
+            lastWritten.assign(outs.begin(), outs.end());
+            for (ir::TensorId t : reads[i]) {
+                if (--left[t.value] == 0)
+                    live.erase(t.value);
+                else
+                    live.insert(t.value);
+            }
+            for (ir::TensorId t : outs)
+                if (t.valid() && left.count(t.value) && left[t.value] > 0)
+                    live.insert(t.value);
+            for (std::size_t next : after[i])
+                if (--blockers[next] == 0)
+                    ready.push_back(next);
+        }
+        return taken;
+    };
+    std::vector<std::size_t> best;
+    double bestCost = 0;
+    for (int rule = 0; rule < 3; ++rule) {
+        auto taken = greedy(rule);
+        if (taken.size() != n)  // not a DAG as listed: keep the listed order
+            return segment.ops;
+        const double cost = costOf(taken);
+        if (best.empty() || cost < bestCost) {
+            best = std::move(taken);
+            bestCost = cost;
+        }
+    }
     std::vector<ir::OpId> order;
     order.reserve(n);
-    std::vector<std::size_t> ready;
-    for (std::size_t i = 0; i < n; ++i)
-        if (waiting[i] == 0)
-            ready.push_back(i);
-    while (!ready.empty()) {
-        std::size_t best = 0;
-        std::tuple<int, int, std::size_t> bestKey{0, 0, n};
-        for (std::size_t r = 0; r < ready.size(); ++r) {
-            const std::size_t i = ready[r];
-            int change = 0;
-            for (ir::TensorId t : reads[i]) {
-                const bool last = readers[t.value] == 1;
-                if (live.count(t.value))
-                    change -= last ? 1 : 0;
-                else
-                    change += last ? 0 : 1;
-            }
-            for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
-                if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
-                    ++change;
-            // First an op that continues what the last one wrote (depth
-            // first: a projection's reshapes and rotary embedding run
-            // before the next projection multiplies the states by its
-            // weight's choices), then the fewest tensors live.
-            int fresh = 1;
-            for (ir::TensorId t : reads[i])
-                fresh = std::find(lastWritten.begin(), lastWritten.end(), t) != lastWritten.end() ? 0 : fresh;
-            const std::tuple<int, int, std::size_t> key{fresh, change, i};
-            if (std::get<2>(bestKey) == n || key < bestKey) {
-                bestKey = key;
-                best = r;
-            }
-        }
-        const std::size_t i = ready[best];
-        ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
+    for (std::size_t i : best)
         order.push_back(segment.ops[i]);
-        const auto &outs = graph.op(segment.ops[i]).outputs;
-        lastWritten.assign(outs.begin(), outs.end());
-        for (ir::TensorId t : reads[i]) {
-            if (--readers[t.value] == 0)
-                live.erase(t.value);
-            else
-                live.insert(t.value);
-        }
-        for (ir::TensorId t : graph.op(segment.ops[i]).outputs)
-            if (t.valid() && readers.count(t.value) && readers[t.value] > 0)
-                live.insert(t.value);
-        for (std::size_t next : after[i])
-            if (--waiting[next] == 0)
-                ready.push_back(next);
-    }
-    if (order.size() != n)  // not a DAG as listed: keep the listed order
-        return segment.ops;
     return order;
 }
 
@@ -939,6 +1087,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         // Weights whose choices all interact (their ops need the same
         // tensors in many different specs) make the front grow with every
         // one of them: stop with a clear answer before memory and time run out.
+        m_peakStates = std::max(m_peakStates, next.size());
         if (extended > kMaxPartials)
             throw TapestryError(Error{segment.name, {}, "tap: more than " + std::to_string(kMaxPartials) +
                                                             " partial plans of " +

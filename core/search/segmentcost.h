@@ -120,6 +120,8 @@ public:
 
     const sharding::ShardingSpec &spec(ir::TensorId t) const { return m_specs[t.index()]; }
     std::size_t evaluations() const { return m_evaluations; }
+    // The most states searchWeights held after one op, over every call.
+    std::size_t peakStates() const { return m_peakStates; }
 
 private:
     const ir::Graph &m_graph;
@@ -187,6 +189,7 @@ private:
     std::vector<std::int32_t> m_weightOf;  // the weight's index in the segment, or below 0
     std::uint32_t m_stamp = 0;
     std::size_t m_evaluations = 0;
+    std::size_t m_peakStates = 0;
     // What searchWeights keeps across calls: the fronts after a segment's
     // ops that see nothing of a call but what they read from outside, by
     // those specs, and the choices its partial plans made (segmentcost.cpp).

@@ -1117,6 +1117,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
     SearchResult result;
     result.stats.algorithm = "tap";
     result.stats.plansEvaluated = m_coster.evaluations();
+    result.stats.peakStates = m_coster.peakStates();
     result.stats.classes = m_classes.classes.size();
     result.stats.layoutsExhaustive = exhaustive;
     for (const auto &g : m_groups)
