@@ -24,7 +24,8 @@ struct SearchOptions {
     bool decompose = true;
     // tap: store the coarse-node outputs inside a block as searched (as
     // produced or in any activation layout, as exact may), on meshes with
-    // few layouts (tapsearch.cpp, kStoredLayoutsUpTo). false: they follow
+    // few layouts, on 2D meshes in blocks without an attention core
+    // (tapsearch.cpp, kStoredLayoutsUpTo). false: they follow
     // the strategy rules, a smaller space the enumeration of decompose =
     // false can still cover on a transformer block.
     bool storedLayouts = true;

@@ -111,6 +111,17 @@ Fronts sum(const Fronts &a, const Fronts &b)
 // scores), twenty-fold on a 2x4 mesh, and those outputs follow the strategy
 // rules instead (core/search/README.md, Known gaps).
 constexpr std::size_t kStoredLayoutsUpTo = 4;
+// ... and for blocks without an attention core (an MLP, a convolution, the
+// head and the loss), whose stored outputs each a reader takes alone: a 2D
+// mesh's nine.
+constexpr std::size_t kStoredLayoutsWithoutAttentionUpTo = 9;
+
+bool hasAttentionCore(const passes::CoarseGraph &coarse, const Segment &segment)
+{
+    return std::any_of(segment.ops.begin(), segment.ops.end(), [&](ir::OpId id) {
+        return coarse.node(coarse.nodeOf(id)).kind == passes::NodeKind::Attention;
+    });
+}
 
 // A class front of at most this many plans mixes every pair of them
 // between its copies; a larger one the pairs adjacent on its convex hull.
@@ -351,7 +362,9 @@ void TapSearch::buildGroups()
         keepToRoles(g.whole, m_options.axisRoles);
         for (Segment &block : g.blocks) {
             keepToRoles(block, m_options.axisRoles);
-            if (m_options.storedLayouts && m_layouts.size() <= kStoredLayoutsUpTo)
+            if (m_options.storedLayouts &&
+                (m_layouts.size() <= kStoredLayoutsUpTo ||
+                 (m_layouts.size() <= kStoredLayoutsWithoutAttentionUpTo && !hasAttentionCore(m_coarse, block))))
                 allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_layouts);
         }
         holdPins(g.whole, pins);
