@@ -1548,18 +1548,19 @@ bool computesOn(const passes::CoarseGraph &coarse, ir::OpId c)
 } // namespace
 
 void allowInputLayouts(Segment &segment, const ir::Graph &graph, const sharding::Mesh &mesh,
-                       const std::vector<ActivationLayout> &layouts)
+                       const std::vector<ActivationLayout> &layouts, const std::vector<ir::TensorId> *only)
 {
     const std::set<ir::OpId> inside(segment.ops.begin(), segment.ops.end());
     const ShardingSpec replicated = ShardingSpec::replicated(mesh.rank());
     for (ir::TensorId t : segment.inputs) {
         const ir::Tensor &tensor = graph.tensor(t);
         if (tensor.producer.valid() || tensor.role == ir::Role::Parameter ||
-            std::find(segment.stored.begin(), segment.stored.end(), t) != segment.stored.end())
+            std::find(segment.stored.begin(), segment.stored.end(), t) != segment.stored.end() ||
+            (only && std::find(only->begin(), only->end(), t) == only->end()))
             continue;
         std::vector<ShardingSpec> specs;
         for (const auto &layout : layouts)
-            if (auto spec = layout.specFor(tensor, mesh); spec != replicated)
+            if (auto spec = layout.specFor(tensor, mesh); spec != replicated || only)
                 specs.push_back(std::move(spec));
         std::sort(specs.begin(), specs.end());
         specs.erase(std::unique(specs.begin(), specs.end()), specs.end());

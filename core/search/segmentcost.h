@@ -214,9 +214,10 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
 // each stored replicated (choice 0, as the boundary must give it) or in
 // any other of `layouts`, chosen where it is first read at no cost: the
 // data comes in the layout the plan stores it in. Only for inputs no
-// other segment reads.
+// other segment reads; with `only`, only for those it names, which the
+// boundary gives in a class's layout: they may be stored replicated too.
 void allowInputLayouts(Segment &segment, const ir::Graph &graph, const sharding::Mesh &mesh,
-                       const std::vector<ActivationLayout> &layouts);
+                       const std::vector<ActivationLayout> &layouts, const std::vector<ir::TensorId> *only = nullptr);
 void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
                         const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts);
 

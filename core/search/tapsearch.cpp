@@ -367,6 +367,34 @@ void TapSearch::buildGroups()
                  (m_layouts.size() <= kStoredLayoutsWithoutAttentionUpTo && !hasAttentionCore(m_coarse, block))))
                 allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_layouts);
         }
+        // A graph input a class of one copy reads, in one block (a
+        // convolution stack's images, read by its first layer, a class of
+        // its own): that block stores it in any layout, chosen where it
+        // reads it, as the ops outside classes choose theirs. It took the
+        // class's layout before, which a 4-channel image cannot take split
+        // over its channels, leaving it whole (8x the memory) where exact
+        // stores it batch split. (Where a class has more copies, the
+        // others read another tensor in its place, stored in the class's
+        // layout.)
+        if (classIndex >= 0 && m_options.storedLayouts &&
+            m_classes.classes[static_cast<std::size_t>(classIndex)].instances.size() == 1) {
+            for (Segment &block : g.blocks) {
+                std::vector<ir::TensorId> own;
+                for (ir::TensorId t : block.inputs) {
+                    const ir::Tensor &tensor = m_graph.tensor(t);
+                    if (tensor.producer.valid() || tensor.role == ir::Role::Parameter ||
+                        m_options.pinned.count(tensor.name))
+                        continue;
+                    const auto blocks = std::count_if(g.blocks.begin(), g.blocks.end(), [&](const Segment &b) {
+                        return std::find(b.inputs.begin(), b.inputs.end(), t) != b.inputs.end();
+                    });
+                    if (blocks == 1)
+                        own.push_back(t);
+                }
+                if (!own.empty())
+                    allowInputLayouts(block, m_graph, m_mesh, m_layouts, &own);
+            }
+        }
         holdPins(g.whole, pins);
         for (Segment &block : g.blocks)
             holdPins(block, pins);
