@@ -1,6 +1,7 @@
 #include "reshardsteps.h"
 
 #include "shardlayout.h"
+#include "sharding/reshard.h"
 
 #include <optional>
 
@@ -27,7 +28,7 @@ std::optional<std::vector<Move>> axisByAxis(const ShardingSpec &from, const Shar
     using K = ReshardStep::Kind;
     std::vector<Move> moves;
     ShardingSpec cur = from;
-    for (std::size_t a = 0; a < to.placements.size(); ++a) {
+    for (std::size_t a : sharding::reshardAxisOrder(from, to)) {
         const Placement src = cur.placements[a], dst = to.placements[a];
         if (src == dst)
             continue;

@@ -23,6 +23,33 @@ Reshard reshard(const ir::Tensor &tensor, const ShardingSpec &from, const Shardi
     return r;
 }
 
+std::vector<std::size_t> reshardAxisOrder(const ShardingSpec &from, const ShardingSpec &to)
+{
+    const std::size_t axes = std::min(from.placements.size(), to.placements.size());
+    auto freeSlice = [&](std::size_t a) {
+        const Placement &src = from.placements[a], &dst = to.placements[a];
+        if (!src.isReplicate() || !dst.isShard())
+            return false;
+        for (std::size_t b = 0; b < axes; ++b) {
+            const Placement &s = from.placements[b], &d = to.placements[b];
+            if (b == a || s == d || (s.isReplicate() && d.isShard()))
+                continue;
+            if ((s.isShard() && s.dim == dst.dim) || (d.isShard() && d.dim == dst.dim))
+                return false;
+        }
+        return true;
+    };
+    std::vector<std::size_t> order;
+    order.reserve(to.placements.size());
+    for (std::size_t a = 0; a < axes; ++a)
+        if (freeSlice(a))
+            order.push_back(a);
+    for (std::size_t a = 0; a < to.placements.size(); ++a)
+        if (a >= axes || !freeSlice(a))
+            order.push_back(a);
+    return order;
+}
+
 ShardingSpec gradientSpec(const ShardingSpec &spec)
 {
     ShardingSpec g = spec;

@@ -34,6 +34,15 @@ struct ReshardStep {
     Placement from, to;  // on `axis`
 };
 
+// The order a reshard from `from` to `to` undoes the mesh axes in: first
+// the axes where it only slices a replica (free) along a dim no other
+// axis gathers, reduces or exchanges, so that what those move is already
+// cut; then every other axis, each in the order of the mesh. Slices of
+// one dim keep the mesh's order among themselves, so every dim split by
+// several axes keeps its block order. The executor takes its moves in this
+// order too (exec::planReshard).
+std::vector<std::size_t> reshardAxisOrder(const ShardingSpec &from, const ShardingSpec &to);
+
 // reshard()'s collectives without their names and reasons, handed to
 // `step` one by one: the searches cost thousands of reshards and need only
 // kinds, axes and bytes. False, with no step taken, where reshard() would
@@ -46,7 +55,7 @@ bool forEachReshardStep(const ir::Tensor &tensor, const ShardingSpec &from, cons
         return false;
     const std::int64_t elementBytes = ir::byteSize(tensor.dtype);
     ShardingSpec current = from;
-    for (std::size_t a = 0; a < to.placements.size(); ++a) {
+    for (std::size_t a : reshardAxisOrder(from, to)) {
         const Placement src = current.placements[a], dst = to.placements[a];
         if (src == dst)
             continue;
