@@ -165,15 +165,17 @@ private slots:
         QCOMPARE(got.join(QLatin1Char(' ')), collectives);
     }
 
-    // Bytes of a collective on one axis count the other axes' split.
+    // Bytes of a collective on one axis count the other axes' split: the
+    // partial sum is reduced while the data axis still splits it (256 of
+    // 512 bytes), then gathered.
     void reshardTwoAxes()
     {
         const auto r = sharding::reshard(tensor({8, 16}), spec({"Shard(0)", "Partial()"}),
                                          spec({"Replicate()", "Replicate()"}), mesh2d());
         QCOMPARE(r.collectives.size(), std::size_t{2});
-        QVERIFY(r.collectives[0].kind == sharding::CollectiveKind::AllGather);
-        QCOMPARE(r.collectives[0].bytes, std::int64_t{512});
-        QVERIFY(r.collectives[1].kind == sharding::CollectiveKind::AllReduce);
+        QVERIFY(r.collectives[0].kind == sharding::CollectiveKind::AllReduce);
+        QCOMPARE(r.collectives[0].bytes, std::int64_t{256});
+        QVERIFY(r.collectives[1].kind == sharding::CollectiveKind::AllGather);
         QCOMPARE(r.collectives[1].bytes, std::int64_t{512});
     }
 
@@ -201,6 +203,22 @@ private slots:
                  (std::vector<std::size_t>{0, 1}));
         QCOMPARE(sharding::reshardAxisOrder(spec({"Shard(1)", "Replicate()"}), spec({"Replicate()", "Shard(0)"})),
                  (std::vector<std::size_t>{1, 0}));
+    }
+
+    // Partial sums are reduce-scattered before they are all-reduced, and
+    // all-reduced before anything is gathered: [Partial, Partial] to
+    // [Replicate, Shard(0)] all-reduced 512 bytes over the data axis, then
+    // reduce-scattered; now the data axis reduces a quarter.
+    void reshardReducesWhileTheBufferIsSmall()
+    {
+        const auto r = sharding::reshard(tensor({8, 16}), spec({"Partial()", "Partial()"}),
+                                         spec({"Replicate()", "Shard(0)"}), mesh2d());
+        QCOMPARE(r.collectives.size(), std::size_t{2});
+        QVERIFY(r.collectives[0].kind == sharding::CollectiveKind::ReduceScatter);
+        QCOMPARE(r.collectives[0].axis, 1);
+        QCOMPARE(r.collectives[0].bytes, std::int64_t{512});
+        QVERIFY(r.collectives[1].kind == sharding::CollectiveKind::AllReduce);
+        QCOMPARE(r.collectives[1].bytes, std::int64_t{128});
     }
 
     void reshardToIllegalSpecSaysSo()

@@ -185,6 +185,15 @@ private:
     // merged; trails as searchBlocks writes them.
     Fronts searchPlans(const Group &g, const std::vector<int> &vars);
     int variableOf(int classIndex) const { return classIndex >= 0 ? classIndex : 0; }
+    // Whether mesh axes a and b are interchangeable: one size, one link,
+    // no role and no pin telling them apart.
+    bool interchangeable(std::size_t a, std::size_t b) const;
+    // Per layout of m_layouts: the first, in their order, of the layouts
+    // that permuting interchangeable axes maps it to.
+    std::vector<int> layoutRepresentatives() const;
+    // Per permutation of interchangeable axes but the identity: the index
+    // in m_layouts each layout maps to.
+    std::vector<std::vector<int>> layoutPermutations() const;
     ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
                                                     int before, int after, std::size_t block) const;
@@ -987,6 +996,61 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
     return plan;
 }
 
+bool TapSearch::interchangeable(std::size_t a, std::size_t b) const
+{
+    if (a == b)
+        return true;
+    if (!m_options.interchangeableAxes || !m_options.pinned.empty())
+        return false;
+    const auto &x = m_mesh.axes[a], &y = m_mesh.axes[b];
+    const bool roleless = (a >= m_options.axisRoles.size() || !m_options.axisRoles[a]) &&
+                          (b >= m_options.axisRoles.size() || !m_options.axisRoles[b]);
+    return roleless && x.size == y.size && x.link == y.link;
+}
+
+std::vector<int> TapSearch::layoutRepresentatives() const
+{
+    const std::size_t rank = m_mesh.axes.size();
+    std::vector<int> representative(m_layouts.size());
+    for (std::size_t l = 0; l < m_layouts.size(); ++l) {
+        // The splits sorted along each set of interchangeable axes.
+        ActivationLayout sorted = m_layouts[l];
+        for (std::size_t a = 0; a < rank; ++a)
+            for (std::size_t b = a + 1; b < rank; ++b)
+                if (interchangeable(a, b) && sorted.axes[b] < sorted.axes[a])
+                    std::swap(sorted.axes[a], sorted.axes[b]);
+        const auto it = std::find(m_layouts.begin(), m_layouts.end(), sorted);
+        representative[l] = it != m_layouts.end() ? static_cast<int>(it - m_layouts.begin()) : static_cast<int>(l);
+    }
+    return representative;
+}
+
+std::vector<std::vector<int>> TapSearch::layoutPermutations() const
+{
+    const std::size_t rank = m_mesh.axes.size();
+    std::vector<std::size_t> order(rank);
+    for (std::size_t a = 0; a < rank; ++a)
+        order[a] = a;
+    std::vector<std::vector<int>> maps;
+    while (std::next_permutation(order.begin(), order.end())) {
+        bool keeps = true;
+        for (std::size_t a = 0; a < rank && keeps; ++a)
+            keeps = interchangeable(a, order[a]);
+        if (!keeps)
+            continue;
+        std::vector<int> map(m_layouts.size(), -1);
+        for (std::size_t l = 0; l < m_layouts.size(); ++l) {
+            ActivationLayout moved = m_layouts[l];
+            for (std::size_t a = 0; a < rank; ++a)
+                moved.axes[order[a]] = m_layouts[l].axes[a];
+            const auto it = std::find(m_layouts.begin(), m_layouts.end(), moved);
+            map[l] = it == m_layouts.end() ? -1 : static_cast<int>(it - m_layouts.begin());
+        }
+        maps.push_back(std::move(map));
+    }
+    return maps;
+}
+
 SearchResult TapSearch::run(const std::string &modelSource)
 {
     const auto start = std::chrono::steady_clock::now();
@@ -998,8 +1062,20 @@ SearchResult TapSearch::run(const std::string &modelSource)
     for (int v = 0; v < m_variables && tuples <= m_options.layoutCombinations; ++v)
         tuples *= static_cast<std::size_t>(layouts);
     const bool exhaustive = tuples <= m_options.layoutCombinations;
+    // Axes of one size and one link, with no role and no pin telling them
+    // apart, are interchangeable: permuting them maps any plan to one of
+    // the same cost. So the first variable's layout need only be tried in
+    // one order of such axes (the splits non-decreasing along them, the
+    // first of its permutations the enumeration meets): on a 2x2x2 mesh of
+    // one link, 10 of its 27 layouts.
+    const std::vector<int> representative = layoutRepresentatives();
+    std::size_t firstLayouts = 0;
+    for (std::size_t l = 0; l < representative.size(); ++l)
+        firstLayouts += representative[l] == static_cast<int>(l) ? 1 : 0;
+    const std::size_t enumerated =
+        exhaustive && m_variables > 0 ? tuples / static_cast<std::size_t>(layouts) * firstLayouts : tuples;
     const std::size_t planned =
-        (exhaustive ? tuples : static_cast<std::size_t>(layouts) * (1 + 4 * static_cast<std::size_t>(m_variables))) *
+        (exhaustive ? enumerated : static_cast<std::size_t>(layouts) * (1 + 4 * static_cast<std::size_t>(m_variables))) *
         m_groups.size();
 
     struct Best {
@@ -1050,8 +1126,29 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 std::vector<int> vars;
                 for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
                     vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
+                if (!vars.empty() && representative[static_cast<std::size_t>(vars[0])] != vars[0])
+                    continue;
                 evaluate(vars);
             }
+            // Costs agree under a permutation up to the rounding of their
+            // sums; the best plans are tried under each permutation too, so
+            // that the one the whole enumeration would return is among them.
+            std::set<std::vector<int>> permuted;
+            const auto maps = layoutPermutations();
+            for (const Best *best : {&fastest, &leastComm, &leastMemory})
+                if (best->found)
+                    for (const auto &map : maps) {
+                        auto vars = best->vars;
+                        bool legal = true;
+                        for (int &v : vars) {
+                            v = map[static_cast<std::size_t>(v)];
+                            legal = legal && v >= 0;
+                        }
+                        if (legal && vars != best->vars)
+                            permuted.insert(std::move(vars));
+                    }
+            for (const auto &vars : permuted)
+                evaluate(vars);
             return;
         }
         // From the best of the uniform combinations (one layout

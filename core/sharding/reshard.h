@@ -35,12 +35,14 @@ struct ReshardStep {
 };
 
 // The order a reshard from `from` to `to` undoes the mesh axes in: first
-// the axes where it only slices a replica (free) along a dim no other
-// axis gathers, reduces or exchanges, so that what those move is already
-// cut; then every other axis, each in the order of the mesh. Slices of
-// one dim keep the mesh's order among themselves, so every dim split by
-// several axes keeps its block order. The executor takes its moves in this
-// order too (exec::planReshard).
+// the axes where it cuts the buffer (slices a replica, which is free, or
+// reduce-scatters a partial sum) along a dim no other axis gathers or
+// exchanges, so that what the other axes move is already cut; then the
+// axes that all-reduce a partial sum, before any gather grows the buffer;
+// then every other axis. Each step takes its axes in the order of the mesh. Cuts of one dim keep the
+// mesh's order among themselves, so every dim split by several axes keeps
+// its block order. The executor takes its moves in this order too
+// (exec::planReshard).
 std::vector<std::size_t> reshardAxisOrder(const ShardingSpec &from, const ShardingSpec &to);
 
 // reshard()'s collectives without their names and reasons, handed to
