@@ -1173,6 +1173,15 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                   static_cast<std::int64_t>(readLater.size())};
     for (ir::TensorId t : readLater)
         key.push_back(t.value);
+    // The weights' choices: copies of a class searched with a pin held (a
+    // group of their own over the same ops) have one choice where the
+    // others have all, and their prefix is not the others'.
+    for (std::size_t w = 0; w < segment.weights.size(); ++w) {
+        key.push_back(segment.tiedTo[w]);
+        key.push_back(static_cast<std::int64_t>(segment.choices[w].size()));
+        if (segment.choices[w].size() == 1)
+            key.push_back(intern(segment.choices[w].front()));
+    }
     {
         std::set<ir::TensorId> written;
         for (std::size_t k = 0; k < prefix; ++k) {
