@@ -191,9 +191,7 @@ private:
     // Per layout of m_layouts: the first, in their order, of the layouts
     // that permuting interchangeable axes maps it to.
     std::vector<int> layoutRepresentatives() const;
-    // Per permutation of interchangeable axes but the identity: the index
-    // in m_layouts each layout maps to.
-    std::vector<std::vector<int>> layoutPermutations() const;
+
     ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
                                                     int before, int after, std::size_t block) const;
@@ -1025,32 +1023,6 @@ std::vector<int> TapSearch::layoutRepresentatives() const
     return representative;
 }
 
-std::vector<std::vector<int>> TapSearch::layoutPermutations() const
-{
-    const std::size_t rank = m_mesh.axes.size();
-    std::vector<std::size_t> order(rank);
-    for (std::size_t a = 0; a < rank; ++a)
-        order[a] = a;
-    std::vector<std::vector<int>> maps;
-    while (std::next_permutation(order.begin(), order.end())) {
-        bool keeps = true;
-        for (std::size_t a = 0; a < rank && keeps; ++a)
-            keeps = interchangeable(a, order[a]);
-        if (!keeps)
-            continue;
-        std::vector<int> map(m_layouts.size(), -1);
-        for (std::size_t l = 0; l < m_layouts.size(); ++l) {
-            ActivationLayout moved = m_layouts[l];
-            for (std::size_t a = 0; a < rank; ++a)
-                moved.axes[order[a]] = m_layouts[l].axes[a];
-            const auto it = std::find(m_layouts.begin(), m_layouts.end(), moved);
-            map[l] = it == m_layouts.end() ? -1 : static_cast<int>(it - m_layouts.begin());
-        }
-        maps.push_back(std::move(map));
-    }
-    return maps;
-}
-
 SearchResult TapSearch::run(const std::string &modelSource)
 {
     const auto start = std::chrono::steady_clock::now();
@@ -1130,25 +1102,6 @@ SearchResult TapSearch::run(const std::string &modelSource)
                     continue;
                 evaluate(vars);
             }
-            // Costs agree under a permutation up to the rounding of their
-            // sums; the best plans are tried under each permutation too, so
-            // that the one the whole enumeration would return is among them.
-            std::set<std::vector<int>> permuted;
-            const auto maps = layoutPermutations();
-            for (const Best *best : {&fastest, &leastComm, &leastMemory})
-                if (best->found)
-                    for (const auto &map : maps) {
-                        auto vars = best->vars;
-                        bool legal = true;
-                        for (int &v : vars) {
-                            v = map[static_cast<std::size_t>(v)];
-                            legal = legal && v >= 0;
-                        }
-                        if (legal && vars != best->vars)
-                            permuted.insert(std::move(vars));
-                    }
-            for (const auto &vars : permuted)
-                evaluate(vars);
             return;
         }
         // From the best of the uniform combinations (one layout
