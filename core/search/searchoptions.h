@@ -42,8 +42,8 @@ struct SearchOptions {
     std::size_t layoutCombinations = 20'000;
     // tap: axes of one size and one link that no role or pin tells apart
     // are interchangeable (permuting them keeps every plan's cost), so the
-    // first class's layout is tried in one order of them only. false:
-    // every layout (the yardstick the tests hold the reduction to).
+    // classes' layouts are tried in one order of them only. false: every
+    // combination (the yardstick the tests hold the reduction to).
     bool interchangeableAxes = true;
     // exact: the wall-clock limit of the whole search: costing the strategy
     // tables, then the solver.

@@ -188,9 +188,9 @@ private:
     // Whether mesh axes a and b are interchangeable: one size, one link,
     // no role and no pin telling them apart.
     bool interchangeable(std::size_t a, std::size_t b) const;
-    // Per layout of m_layouts: the first, in their order, of the layouts
-    // that permuting interchangeable axes maps it to.
-    std::vector<int> layoutRepresentatives() const;
+    // Per permutation of interchangeable axes but the identity: the index
+    // in m_layouts each layout maps to (-1 where the image is not allowed).
+    std::vector<std::vector<int>> layoutPermutations() const;
 
     ShardingSpec inputSpec(const Group &g, ir::TensorId t, const std::vector<int> &vars) const;
     std::map<ir::TensorId, ShardingSpec> boundaryOf(const Group &g, const Segment &s, const std::vector<int> &vars,
@@ -1006,21 +1006,30 @@ bool TapSearch::interchangeable(std::size_t a, std::size_t b) const
     return roleless && x.size == y.size && x.link == y.link;
 }
 
-std::vector<int> TapSearch::layoutRepresentatives() const
+std::vector<std::vector<int>> TapSearch::layoutPermutations() const
 {
     const std::size_t rank = m_mesh.axes.size();
-    std::vector<int> representative(m_layouts.size());
-    for (std::size_t l = 0; l < m_layouts.size(); ++l) {
-        // The splits sorted along each set of interchangeable axes.
-        ActivationLayout sorted = m_layouts[l];
-        for (std::size_t a = 0; a < rank; ++a)
-            for (std::size_t b = a + 1; b < rank; ++b)
-                if (interchangeable(a, b) && sorted.axes[b] < sorted.axes[a])
-                    std::swap(sorted.axes[a], sorted.axes[b]);
-        const auto it = std::find(m_layouts.begin(), m_layouts.end(), sorted);
-        representative[l] = it != m_layouts.end() ? static_cast<int>(it - m_layouts.begin()) : static_cast<int>(l);
+    std::vector<std::size_t> order(rank);
+    for (std::size_t a = 0; a < rank; ++a)
+        order[a] = a;
+    std::vector<std::vector<int>> maps;
+    while (std::next_permutation(order.begin(), order.end())) {
+        bool keeps = true;
+        for (std::size_t a = 0; a < rank && keeps; ++a)
+            keeps = interchangeable(a, order[a]);
+        if (!keeps)
+            continue;
+        std::vector<int> map(m_layouts.size(), -1);
+        for (std::size_t l = 0; l < m_layouts.size(); ++l) {
+            ActivationLayout moved = m_layouts[l];
+            for (std::size_t a = 0; a < rank; ++a)
+                moved.axes[order[a]] = m_layouts[l].axes[a];
+            const auto it = std::find(m_layouts.begin(), m_layouts.end(), moved);
+            map[l] = it == m_layouts.end() ? -1 : static_cast<int>(it - m_layouts.begin());
+        }
+        maps.push_back(std::move(map));
     }
-    return representative;
+    return maps;
 }
 
 SearchResult TapSearch::run(const std::string &modelSource)
@@ -1036,16 +1045,39 @@ SearchResult TapSearch::run(const std::string &modelSource)
     const bool exhaustive = tuples <= m_options.layoutCombinations;
     // Axes of one size and one link, with no role and no pin telling them
     // apart, are interchangeable: permuting them maps any plan to one of
-    // the same cost. So the first variable's layout need only be tried in
-    // one order of such axes (the splits non-decreasing along them, the
-    // first of its permutations the enumeration meets): on a 2x2x2 mesh of
-    // one link, 10 of its 27 layouts.
-    const std::vector<int> representative = layoutRepresentatives();
-    std::size_t firstLayouts = 0;
-    for (std::size_t l = 0; l < representative.size(); ++l)
-        firstLayouts += representative[l] == static_cast<int>(l) ? 1 : 0;
-    const std::size_t enumerated =
-        exhaustive && m_variables > 0 ? tuples / static_cast<std::size_t>(layouts) * firstLayouts : tuples;
+    // the same cost (a reshard's too: sharding::reshardAxisOrder takes like
+    // steps in one order whichever axes they are on). So a combination of
+    // layouts need only be tried in one order of such axes: on a 2x2x2
+    // mesh of one link, 10 of the 27 layouts of one class, 165 of the 729
+    // combinations of two.
+    const auto permutations = layoutPermutations();
+    // A combination is tried when no permutation maps it to one the
+    // enumeration meets first (the variables read as digits, the last
+    // most significant).
+    auto first = [&](const std::vector<int> &vars) {
+        for (const auto &map : permutations) {
+            for (std::size_t v = vars.size(); v-- > 0;) {
+                const int image = map[static_cast<std::size_t>(vars[v])];
+                if (image < 0 || image > vars[v])
+                    break;
+                if (image < vars[v])
+                    return false;
+            }
+        }
+        return true;
+    };
+    auto combination = [&](std::size_t tuple) {
+        std::vector<int> vars;
+        for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
+            vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
+        return vars;
+    };
+    std::size_t enumerated = tuples;
+    if (exhaustive && !permutations.empty()) {
+        enumerated = 0;
+        for (std::size_t tuple = 0; tuple < tuples; ++tuple)
+            enumerated += first(combination(tuple)) ? 1 : 0;
+    }
     const std::size_t planned =
         (exhaustive ? enumerated : static_cast<std::size_t>(layouts) * (1 + 4 * static_cast<std::size_t>(m_variables))) *
         m_groups.size();
@@ -1095,10 +1127,8 @@ SearchResult TapSearch::run(const std::string &modelSource)
         done = 0;
         if (exhaustive) {
             for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
-                std::vector<int> vars;
-                for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
-                    vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
-                if (!vars.empty() && representative[static_cast<std::size_t>(vars[0])] != vars[0])
+                const std::vector<int> vars = combination(tuple);
+                if (!permutations.empty() && !first(vars))
                     continue;
                 evaluate(vars);
             }
