@@ -292,8 +292,9 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
         }
     // Nested repeats run in lockstep: the numbered modules whose weights
     // are tied (the readers of experts.3's w1 and experts.0's differ in
-    // "experts.N/") name repeat stems, and an op inside one ("experts.5/Silu") is a twin
-    // of the ops with the same name under the other numbers. Once one twin
+    // "experts.N/") name repeat stems, and an op inside one
+    // ("experts.5/Silu") is a twin of the ops with the same name under the
+    // other numbers. Once one twin
     // runs, the others that are ready run next, so that a leader's choice
     // stays in the state across one op per repeat instead of across every
     // repeat (a mixture's eight experts, run one after the other, held the

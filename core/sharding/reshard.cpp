@@ -25,37 +25,9 @@ Reshard reshard(const ir::Tensor &tensor, const ShardingSpec &from, const Shardi
 
 std::vector<std::size_t> reshardAxisOrder(const ShardingSpec &from, const ShardingSpec &to)
 {
-    const std::size_t axes = std::min(from.placements.size(), to.placements.size());
-    // A slice or a reduce-scatter: the buffer shrinks by the axis.
-    auto cuts = [&](std::size_t b) {
-        const Placement &s = from.placements[b], &d = to.placements[b];
-        return (s.isReplicate() || s.isPartial()) && d.isShard();
-    };
-    auto freeSlice = [&](std::size_t a) {
-        if (!cuts(a))
-            return false;
-        const Placement &dst = to.placements[a];
-        for (std::size_t b = 0; b < axes; ++b) {
-            const Placement &s = from.placements[b], &d = to.placements[b];
-            if (b == a || s == d || cuts(b))
-                continue;
-            if ((s.isShard() && s.dim == dst.dim) || (d.isShard() && d.dim == dst.dim))
-                return false;
-        }
-        return true;
-    };
-    auto reduces = [&](std::size_t b) { return from.placements[b].isPartial() && to.placements[b].isReplicate(); };
     std::vector<std::size_t> order;
     order.reserve(to.placements.size());
-    for (std::size_t a = 0; a < axes; ++a)
-        if (freeSlice(a))
-            order.push_back(a);
-    for (std::size_t a = 0; a < axes; ++a)
-        if (reduces(a))
-            order.push_back(a);
-    for (std::size_t a = 0; a < to.placements.size(); ++a)
-        if (a >= axes || (!freeSlice(a) && !reduces(a)))
-            order.push_back(a);
+    forEachReshardAxis(from, to, [&](std::size_t a) { order.push_back(a); });
     return order;
 }
 

@@ -5,6 +5,7 @@
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,10 +40,44 @@ struct ReshardStep {
 // reduce-scatters a partial sum) along a dim no other axis gathers or
 // exchanges, so that what the other axes move is already cut; then the
 // axes that all-reduce a partial sum, before any gather grows the buffer;
-// then every other axis. Each step takes its axes in the order of the mesh. Cuts of one dim keep the
-// mesh's order among themselves, so every dim split by several axes keeps
-// its block order. The executor takes its moves in this order too
-// (exec::planReshard).
+// then every other axis. Each step takes its axes in the order of the
+// mesh; cuts of one dim keep the mesh's order among themselves, so every
+// dim split by several axes keeps its block order. The executor takes its
+// moves in this order too (exec::planReshard). `visit` is called with each
+// axis in turn; reshardAxisOrder() lists them.
+template <typename Visit>
+void forEachReshardAxis(const ShardingSpec &from, const ShardingSpec &to, Visit visit)
+{
+    const std::size_t axes = std::min(from.placements.size(), to.placements.size());
+    // A slice or a reduce-scatter: the buffer shrinks by the axis.
+    auto cuts = [&](std::size_t b) {
+        const Placement &s = from.placements[b], &d = to.placements[b];
+        return (s.isReplicate() || s.isPartial()) && d.isShard();
+    };
+    auto cutsFirst = [&](std::size_t a) {
+        if (!cuts(a))
+            return false;
+        const int dim = to.placements[a].dim;
+        for (std::size_t b = 0; b < axes; ++b) {
+            const Placement &s = from.placements[b], &d = to.placements[b];
+            if (b == a || s == d || cuts(b))
+                continue;
+            if ((s.isShard() && s.dim == dim) || (d.isShard() && d.dim == dim))
+                return false;
+        }
+        return true;
+    };
+    auto reduces = [&](std::size_t b) { return from.placements[b].isPartial() && to.placements[b].isReplicate(); };
+    for (std::size_t a = 0; a < axes; ++a)
+        if (cutsFirst(a))
+            visit(a);
+    for (std::size_t a = 0; a < axes; ++a)
+        if (reduces(a))
+            visit(a);
+    for (std::size_t a = 0; a < to.placements.size(); ++a)
+        if (a >= axes || (!cutsFirst(a) && !reduces(a)))
+            visit(a);
+}
 std::vector<std::size_t> reshardAxisOrder(const ShardingSpec &from, const ShardingSpec &to);
 
 // reshard()'s collectives without their names and reasons, handed to
@@ -57,10 +92,10 @@ bool forEachReshardStep(const ir::Tensor &tensor, const ShardingSpec &from, cons
         return false;
     const std::int64_t elementBytes = ir::byteSize(tensor.dtype);
     ShardingSpec current = from;
-    for (std::size_t a : reshardAxisOrder(from, to)) {
+    forEachReshardAxis(from, to, [&](std::size_t a) {
         const Placement src = current.placements[a], dst = to.placements[a];
         if (src == dst)
-            continue;
+            return;
         // Bytes of the buffer with this axis undone, the other axes as they stand.
         ShardingSpec whole = current;
         whole.placements[a] = Placement::replicate();
@@ -68,7 +103,7 @@ bool forEachReshardStep(const ir::Tensor &tensor, const ShardingSpec &from, cons
         const std::int64_t localBytes = current.localElements(tensor.shape, mesh) * elementBytes;
         current.placements[a] = dst;
         if (mesh.axes[a].size == 1 || dst.isPartial() || src.isReplicate())
-            continue;
+            return;
         const int axis = static_cast<int>(a);
         if (src.isPartial())
             step(ReshardStep{dst.isShard() ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, axis,
@@ -77,7 +112,7 @@ bool forEachReshardStep(const ir::Tensor &tensor, const ShardingSpec &from, cons
             step(ReshardStep{CollectiveKind::AllGather, axis, wholeBytes, src, dst});
         else
             step(ReshardStep{CollectiveKind::AllToAll, axis, localBytes, src, dst});
-    }
+    });
     return true;
 }
 
