@@ -107,7 +107,7 @@ cost::ParameterLoad parameterLoad(const ir::Graph &g, const sharding::Mesh &m, c
 {
     cost::ParameterLoad load;
     for (auto t : g.tensorsWithRole(ir::Role::Parameter))
-        load += cost::parameterLoad(g.tensor(t), specs[t.index()], m);
+        load += cost::parameterLoad(g.tensor(t), specs[t.index()], m, {});
     return load;
 }
 
@@ -246,6 +246,89 @@ private slots:
                                     .arg(segmentTime, 0, 'g', 17)
                                     .arg(again.stepTime, 0, 'g', 17)));
             QVERIFY(close(segmentComm, again.comm));
+        }
+    }
+
+    // The memory techniques charge through the same rules on every path:
+    // recomputed forward compute and collectives, ZeRO's collectives and
+    // sharded states, micro-batched activations. The parts (evaluateOps
+    // with the recomputation, plus the parameters' charges) and the
+    // segment coster's costs sum to the whole plan's step.
+    void techniquesSumToTheWhole_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<int>("setting");
+        for (const char *model : {"zoo:gpt2?layers=2&seq=64", "zoo:llama3-8b?layers=2&seq=64",
+                                  "zoo:t5-base?layers=2&decoder_layers=2&seq=64", "zoo:mlp?batch=8"})
+            for (const char *shape : {"8", "4x2"})
+                for (int setting : {0, 1})
+                    QTest::newRow(qPrintable(QString::fromLatin1(model) + QLatin1Char(' ') + QString::fromLatin1(shape) +
+                                             QStringLiteral(" setting ") + QString::number(setting)))
+                        << QString::fromLatin1(model) << QString::fromLatin1(shape) << setting;
+    }
+    void techniquesSumToTheWhole()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        QFETCH(int, setting);
+        const auto g = io::loadModel(model.toStdString());
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        cost::CostOptions options;
+        options.techniques = setting == 0 ? cost::Techniques{true, cost::Recompute::Full, 3, 2}
+                                          : cost::Techniques{false, cost::Recompute::Selective, 2, 4};
+        const auto roles = cost::recomputeRoles(g);
+        const auto cut = parts(g);
+        const auto flow = cost::gradientFlow(g);
+        std::mt19937 rng(20261125u + static_cast<unsigned>(g.tensorCount()));
+        search::SegmentCoster segments(g, m, options);
+        for (int round = 0; round < 3; ++round) {
+            const auto specs = randomPlan(g, m, rng);
+            const cost::PlanCost whole = cost::evaluatePlan(g, m, specs, options);
+            QVERIFY(whole.memory.total() < cost::evaluatePlan(g, m, specs).memory.total());
+            cost::ParameterLoad load;
+            for (auto t : g.tensorsWithRole(ir::Role::Parameter))
+                load += cost::parameterLoad(g.tensor(t), specs[t.index()], m, options);
+            const cost::ParameterCharge charge = cost::chargeParameters(load, m, options);
+            QCOMPARE(charge.memory.parameters + charge.memory.gradients + charge.memory.optimizer,
+                     whole.memory.parameters + whole.memory.gradients + whole.memory.optimizer);
+            double compute = charge.optimizer.compute, comm = charge.zero.comm;
+            for (const auto &ops : cut) {
+                const cost::PlanCost part =
+                    cost::evaluateOps(g, m, specs, ops, strategies(g, m, specs, ops), flow, {&roles, options.techniques});
+                compute += part.compute;
+                comm += part.comm;
+            }
+            QVERIFY2(close(compute, whole.compute), qPrintable(QStringLiteral("compute %1 against %2").arg(compute).arg(whole.compute)));
+            QVERIFY2(close(comm, whole.comm), qPrintable(QStringLiteral("comm %1 against %2").arg(comm).arg(whole.comm)));
+
+            // The segment coster, each part given its boundary and weights.
+            std::vector<ShardingSpec> propagated = specs;
+            double segmentTime = 0;
+            std::int64_t segmentMemory = 0;
+            for (std::size_t p = 0; p < cut.size(); ++p) {
+                const auto seg = search::makeSegment(g, m, "part " + std::to_string(p), -1, 1, cut[p]);
+                std::map<ir::TensorId, ShardingSpec> boundary;
+                for (const auto *list : {&seg.inputs, &seg.outputs})
+                    for (auto b : *list)
+                        boundary[b] = specs[b.index()];
+                std::vector<ShardingSpec> weights;
+                for (auto w : seg.weights)
+                    weights.push_back(specs[w.index()]);
+                const search::SegmentCost c = segments.evaluate(seg, boundary, weights);
+                segmentTime += c.time;
+                segmentMemory += c.memory;
+                for (auto id : seg.ops)
+                    for (const auto *list : {&g.op(id).inputs, &g.op(id).outputs})
+                        for (auto x : *list)
+                            if (!boundary.count(x))
+                                propagated[x.index()] = segments.spec(x);
+            }
+            const cost::PlanCost again = cost::evaluatePlan(g, m, propagated, options);
+            QVERIFY2(close(segmentTime, again.stepTime),
+                     qPrintable(QStringLiteral("segments %1 s against the whole %2 s").arg(segmentTime, 0, 'g', 17).arg(again.stepTime, 0, 'g', 17)));
+            if (again.memory.activationModel == "saved-tensors")
+                QVERIFY(std::abs(static_cast<double>(segmentMemory - again.memory.total())) <= 8);
         }
     }
 

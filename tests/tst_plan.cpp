@@ -56,6 +56,7 @@ private slots:
         QTest::newRow("gpt megatron") << kGpt << "megatron" << false;
         QTest::newRow("gpt sequence parallel") << kGpt << "megatron" << true;
         QTest::newRow("gpt replicate") << kGpt << "replicate" << false;
+        QTest::newRow("gpt techniques") << kGpt << "megatron+techniques" << true;
     }
     void roundTripIsByteIdentical()
     {
@@ -65,8 +66,14 @@ private slots:
         const auto g = io::loadModel(model.toStdString());
         search::ReferenceOptions o;
         o.sequenceParallel = sp;
+        // The memory techniques are part of the plan: written, read and
+        // re-costed with it.
+        const bool techniques = method.endsWith(QLatin1String("+techniques"));
+        if (techniques)
+            o.cost.techniques = {true, cost::Recompute::Full, 3, 2};
         const auto p = search::referencePlan(g, model.toStdString(), sharding::findMeshProfile("dgx-h100").mesh({8}, {"model"}),
-                                             *search::referenceMethodFromString(method.toStdString()), o);
+                                             *search::referenceMethodFromString(method.section(QLatin1Char('+'), 0, 0).toStdString()), o);
+        QCOMPARE(p.costOptions.techniques == cost::Techniques{}, !techniques);
         const std::string text = plan::writePlanJson(p);
         const auto loaded = plan::readPlanJson(text, "plan.json");
         QCOMPARE(plan::writePlanJson(loaded), text);
@@ -76,6 +83,27 @@ private slots:
         auto again = loaded;
         plan::recostPlan(again, g, "plan.json");
         QCOMPARE(plan::writePlanJson(again), text);
+    }
+
+    // A version 1 file (before the memory techniques) loads as a plan
+    // that uses none, and costs as it did.
+    void versionOneLoadsWithoutTechniques()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = gptPlan();
+        std::string text = plan::writePlanJson(p);
+        for (const auto &[from, to] : {std::pair<std::string, std::string>{"\"version\": 2", "\"version\": 1"}}) {
+            const auto at = text.find(from);
+            QVERIFY(at != std::string::npos);
+            text.replace(at, from.size(), to);
+        }
+        const auto line = text.find("  \"techniques\": ");
+        QVERIFY(line != std::string::npos);
+        text.erase(line, text.find('\n', line) + 1 - line);
+        auto loaded = plan::readPlanJson(text, "old.json");
+        QVERIFY(loaded.costOptions.techniques == cost::Techniques{});
+        plan::recostPlan(loaded, g, "old.json");
+        QVERIFY(loaded.cost == p.cost);
     }
 
     void writtenAtomicallyAndReadBack()
@@ -163,7 +191,10 @@ private slots:
         QTest::addColumn<QString>("to");
         QTest::addColumn<QString>("path");
         QTest::newRow("format") << "\"tapestry.plan\"" << "\"tapestry.model\"" << "$.format";
-        QTest::newRow("version") << "\"version\": 1" << "\"version\": 2" << "$.version";
+        QTest::newRow("version") << "\"version\": 2" << "\"version\": 3" << "$.version";
+        QTest::newRow("recompute") << "\"recompute\":\"none\"" << "\"recompute\":\"some\"" << "$.techniques.recompute";
+        QTest::newRow("zero stage") << "\"zero_stage\":0" << "\"zero_stage\":4" << "$.techniques.zero_stage";
+        QTest::newRow("micro-batches") << "\"micro_batches\":1" << "\"micro_batches\":0" << "$.techniques.micro_batches";
         QTest::newRow("placement") << "\"Shard(1)\"" << "\"Split(1)\"" << "placements[0]";
         QTest::newRow("source") << "\"source\":\"reference\"" << "\"source\":\"guess\"" << ".source";
         QTest::newRow("kind") << "\"kind\":\"all-reduce\"" << "\"kind\":\"broadcast\"" << "$.collectives[0].kind";

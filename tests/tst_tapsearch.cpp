@@ -258,7 +258,12 @@ private slots:
         p.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("plan"), QString::fromStdString(source),
                                                QStringLiteral("--mesh"), QStringLiteral("4"), QStringLiteral("--search"),
                                                QStringLiteral("tap"), QStringLiteral("--memory-gib"),
-                                               QStringLiteral("0.01"), QStringLiteral("--json")});
+                                               QStringLiteral("0.01"), QStringLiteral("--json"),
+                                               // The memory techniques fixed: the library's search as it is.
+                                               QStringLiteral("--flash-attention"), QStringLiteral("off"),
+                                               QStringLiteral("--recompute"), QStringLiteral("none"),
+                                               QStringLiteral("--zero"), QStringLiteral("0"),
+                                               QStringLiteral("--micro-batches"), QStringLiteral("1")});
         QVERIFY(p.waitForFinished(60000));
         QCOMPARE(p.exitCode(), 0);
         QVERIFY2(p.readAllStandardError().isEmpty(), "progress must stay silent when stderr is not a terminal");

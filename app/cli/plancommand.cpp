@@ -11,6 +11,7 @@
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
+#include "search/techniquesearch.h"
 
 #include <chrono>
 #include <exception>
@@ -29,15 +30,60 @@ double secondsSince(std::chrono::steady_clock::time_point start)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Loads, coarsens and prunes the model, then runs the named search.
-search::SearchResult searchPlan(const std::string &method, const std::string &model, const Args &args,
-                                const sharding::Mesh &mesh, double &loadSeconds)
+// A whole number >= `least` given to `flag`.
+int intOption(const Args &args, const std::string &flag, int least, int most)
+{
+    const std::string text = *args.value(flag);
+    std::size_t used = 0;
+    long v = 0;
+    try {
+        v = std::stol(text, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    if (used != text.size() || v < least || v > most)
+        throw TapestryError(Error{flag, {}, "expects a whole number from " + std::to_string(least) + " to " +
+                                                std::to_string(most) + ", got '" + text + "'"});
+    return static_cast<int>(v);
+}
+
+// The memory techniques as the options fix them; "auto" (the default)
+// leaves one to the search.
+search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &graph)
+{
+    search::TechniqueChoices c;
+    if (auto v = args.value("--flash-attention"); v && *v != "auto") {
+        if (*v != "on" && *v != "off")
+            throw TapestryError(Error{"--flash-attention", {}, "expects on, off or auto, got '" + *v + "'"});
+        c.flashAttention = *v == "on";
+    }
+    if (auto v = args.value("--recompute"); v && *v != "auto") {
+        c.recompute = cost::recomputeFromString(*v);
+        if (!c.recompute)
+            throw TapestryError(Error{"--recompute", {}, "expects none, selective, full or auto, got '" + *v + "'"});
+    }
+    if (auto v = args.value("--zero"); v && *v != "auto")
+        c.zeroStage = intOption(args, "--zero", 0, 3);
+    const std::int64_t batch = search::modelBatch(graph);
+    if (args.value("--micro-batches") && *args.value("--micro-batches") != "auto") {
+        c.microBatches = intOption(args, "--micro-batches", 1, 1 << 20);
+        if (batch > 0 && batch % *c.microBatches != 0)
+            throw TapestryError(Error{"--micro-batches", {}, "must divide the model's batch of " +
+                                                                std::to_string(batch) + ", got " +
+                                                                std::to_string(*c.microBatches)});
+    }
+    return c;
+}
+
+// Loads, coarsens and prunes the model, then runs the named search with
+// the memory techniques the options leave to it.
+search::SearchResult searchPlan(const std::string &method, const std::string &model, const ir::Graph &graph,
+                                const Args &args, const sharding::Mesh &mesh, double &loadSeconds)
 {
     const auto start = std::chrono::steady_clock::now();
-    const auto graph = loadModelFromArgs(model, args);
     const auto coarse = passes::Coarsen().run(graph);
     const auto classes = passes::Prune().run(graph, coarse);
-    loadSeconds = secondsSince(start);
+    loadSeconds += secondsSince(start);
 
     search::SearchOptions options;
     options.cost.overlap = args.has("--overlap");
@@ -64,8 +110,11 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
             throw TapestryError(Error{"--keep-pins", {}, "works with --search tap only"});
         options.pinned = analysis::pinsOf(plan::readPlanFile(*from));
     }
-    auto result = method == "exact" ? search::exactSearch(graph, coarse, model, mesh, options)
-                                    : search::tapSearch(graph, coarse, classes, model, mesh, options);
+    auto run = [&](const sharding::Mesh &m, const search::SearchOptions &o) {
+        return method == "exact" ? search::exactSearch(graph, coarse, model, m, o)
+                                 : search::tapSearch(graph, coarse, classes, model, m, o);
+    };
+    auto result = search::searchTechniques(run, graph, model, mesh, options, techniqueChoices(args, graph));
     bar.finish();
     return result;
 }
@@ -76,7 +125,7 @@ int runPlan(const Args &args)
         std::cerr << "tapestry-cli plan: expected one MODEL (try 'tapestry-cli plan --help')\n";
         return BadInput;
     }
-    const std::string searchName = args.value("--search").value_or("");
+    const std::string searchName = args.value("--search").value_or("tap");
     const auto reference = search::referenceMethodFromString(searchName);
     const bool searched = searchName == "tap" || searchName == "exact";
     if (!reference && !searched)
@@ -89,30 +138,35 @@ int runPlan(const Args &args)
     std::optional<search::SearchResult> result;
     double loadSeconds = 0;
     plan::Plan p;
+    const auto loadStart = std::chrono::steady_clock::now();
+    const auto graph = loadModelFromArgs(model, args);
+    loadSeconds = secondsSince(loadStart);
     if (searched) {
-        result = searchPlan(searchName, model, args, mesh, loadSeconds);
+        result = searchPlan(searchName, model, graph, args, mesh, loadSeconds);
         // Taken, not copied: on a deep model the plan holds every tensor's
         // spec and every op's cost, and the report reads only the stats and
         // the least-communication plan from the result.
         p = std::move(result->plan);
     } else {
-        const auto graph = loadModelFromArgs(model, args);
         search::ReferenceOptions options;
         options.sequenceParallel = args.has("--sequence-parallel");
         options.cost.overlap = args.has("--overlap");
-        p = search::referencePlan(graph, model, mesh, *reference, options);
+        p = search::chooseTechniques(search::referencePlan(graph, model, mesh, *reference, options), graph,
+                                     techniqueChoices(args, graph));
     }
+    const auto reasons = search::techniqueReasons(p, graph);
     if (auto path = args.value("-o"))
         plan::writePlanFile(*path, p);
     if (args.has("--json")) {
         auto j = planReportJson(p);
+        j["techniques"]["reasons"] = reasons;
         if (result)
             addSearchReport(j, *result, loadSeconds);
         if (auto path = args.value("-o"))
             j["plan_file"] = *path;
         std::cout << j.dump(2) << '\n';
     } else {
-        printPlanReport(p, std::cout);
+        printPlanReport(p, std::cout, reasons);
         if (result)
             printSearchReport(*result, loadSeconds, std::cout);
         if (auto path = args.value("-o"))
@@ -150,6 +204,10 @@ Registration plan([] {
     c.options.push_back({"--time-limit", "S", "exact: wall-clock limit of the whole search, the strategy tables included (default 60 s)"});
     c.options.push_back({"--sequence-parallel", "", "megatron: norms and residuals on sequence shards"});
     c.options.push_back({"--overlap", "", "model backward communication overlapping backward compute"});
+    c.options.push_back({"--flash-attention", "on|off|auto", "attention computed blockwise, no s x s scores kept (auto: on where the model has attention)"});
+    c.options.push_back({"--recompute", "none|selective|full|auto", "activation recomputation (auto: chosen with the plan)"});
+    c.options.push_back({"--zero", "0|1|2|3|auto", "ZeRO stage over the axes each parameter is replicated on (auto: chosen)"});
+    c.options.push_back({"--micro-batches", "N|auto", "micro-batches per step, gradients accumulated; N divides the model's batch (auto: chosen)"});
     c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON)"});
     c.options.push_back({"--json", "", "print the summary as one JSON object"});
     c.run = runPlan;

@@ -170,13 +170,18 @@ nlohmann::ordered_json planReportJson(const plan::Plan &p)
                       {"optimizer", c.memory.optimizer},
                       {"activations", c.memory.activations},
                       {"activation_model", c.memory.activationModel}}},
+                {"techniques",
+                 Json{{"flash_attention", p.costOptions.techniques.flashAttention},
+                      {"recompute", cost::toString(p.costOptions.techniques.recompute)},
+                      {"zero_stage", p.costOptions.techniques.zeroStage},
+                      {"micro_batches", p.costOptions.techniques.microBatches}}},
                 {"by_phase", phases},
                 {"by_collective", collectives},
                 {"top_ops", top},
                 {"warnings", warnings}};
 }
 
-void printPlanReport(const plan::Plan &p, std::ostream &out)
+void printPlanReport(const plan::Plan &p, std::ostream &out, const std::vector<std::string> &reasons)
 {
     const auto &c = p.cost;
     int split = 0;
@@ -217,7 +222,11 @@ void printPlanReport(const plan::Plan &p, std::ostream &out)
     out << "  parameters  " << bytes(static_cast<double>(c.memory.parameters)) << ", gradients "
         << bytes(static_cast<double>(c.memory.gradients)) << ", optimizer "
         << bytes(static_cast<double>(c.memory.optimizer)) << ", activations "
-        << bytes(static_cast<double>(c.memory.activations)) << " (" << c.memory.activationModel << ")\n\n";
+        << bytes(static_cast<double>(c.memory.activations)) << " (" << c.memory.activationModel << ")\n";
+    out << "techniques    " << cost::describe(p.costOptions.techniques) << "\n";
+    for (const auto &r : reasons)
+        out << "  " << r << "\n";
+    out << "\n";
 
     char line[256];
     std::snprintf(line, sizeof line, "  %-12s %10s %10s %12s %12s\n", "phase", "compute", "comm", "collectives",
@@ -263,6 +272,8 @@ void printSearchReport(const search::SearchResult &r, double loadSeconds, std::o
         << seconds(loadSeconds) << "), " << s.plansEvaluated << " plans evaluated, " << s.classes
         << (s.classes == 1 ? " class, " : " classes, ") << s.segments << " segments"
         << (s.peakStates > 0 ? ", at most " + std::to_string(s.peakStates) + " states" : std::string())
+        << (s.techniquesTried > 1 ? ", " + std::to_string(s.techniquesTried) + " settings of the memory techniques"
+                                  : std::string())
         << (s.optimal ? "" : ", stopped at the time limit")
         << (s.layoutsExhaustive ? "" : ", class layouts improved one class at a time") << "\n";
     for (const auto &line : s.copiesApart)
@@ -284,6 +295,7 @@ void addSearchReport(nlohmann::ordered_json &report, const search::SearchResult 
                             {"classes", s.classes},
                             {"segments", s.segments},
                             {"peak_states", s.peakStates},
+                            {"technique_settings", s.techniquesTried},
                             {"optimal", s.optimal},
                             {"layouts_exhaustive", s.layoutsExhaustive},
                             {"copies_apart", s.copiesApart}};

@@ -24,8 +24,9 @@ std::vector<OptionSpec> meshOptions();
 
 // The readable summary of a costed plan: step time, compute/communication
 // split, memory per device against capacity, collectives by kind, the five
-// costliest ops, warnings.
-void printPlanReport(const plan::Plan &plan, std::ostream &out);
+// costliest ops, warnings; the memory techniques it uses, each with its
+// line of `reasons` (search::techniqueReasons) when given.
+void printPlanReport(const plan::Plan &plan, std::ostream &out, const std::vector<std::string> &reasons = {});
 // The same as one JSON object.
 nlohmann::ordered_json planReportJson(const plan::Plan &plan);
 

@@ -105,7 +105,7 @@ std::vector<cost::CollectiveCost> missingFrom(const std::vector<cost::Collective
 
 Explainer::Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput)
     : m_graph(graph), m_mesh(plan.mesh), m_options(plan.costOptions), m_coarse(passes::Coarsen().run(graph)),
-      m_specs(plan::planSpecs(plan, graph, planInput)), m_flow(cost::gradientFlow(graph)),
+      m_specs(plan::planSpecs(plan, graph, planInput)), m_flow(cost::gradientFlow(graph)), m_roles(cost::recomputeRoles(graph)),
       m_cost(cost::evaluatePlan(graph, m_mesh, m_specs, m_options)),
       m_coster(std::make_unique<search::SegmentCoster>(graph, m_mesh, m_options))
 {
@@ -155,10 +155,10 @@ std::int64_t Explainer::activationBytes(const std::vector<ShardingSpec> &specs) 
     if (m_cost.memory.activationModel == "korthikanti") {
         std::int64_t bytes = 0;
         for (const auto &l : cost::transformerLayers(m_graph, m_mesh, specs))
-            bytes += cost::korthikantiBytes(l);
+            bytes += cost::korthikantiBytes(l, m_options.techniques);
         return bytes;
     }
-    return cost::savedTensorBytes(m_graph, m_mesh, specs);
+    return cost::savedTensorBytes(m_graph, m_mesh, specs, m_options.techniques.microBatches);
 }
 
 Explanation Explainer::explain(ir::TensorId t)
@@ -259,7 +259,7 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
                 inputs.push_back(s[x.index()]);
             strategies.push_back(sharding::resolveStrategy(m_graph, id, inputs, m_mesh));
         }
-        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow);
+        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow, {&m_roles, m_options.techniques});
     };
     const cost::PlanCost before = costOps(m_specs), after = costOps(specs);
 
@@ -268,8 +268,8 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     cost::ParameterLoad parameters;
     for (auto x : changed)
         if (m_graph.tensor(x).role == ir::Role::Parameter)
-            parameters += cost::parameterLoad(m_graph.tensor(x), specs[x.index()], m_mesh) -
-                          cost::parameterLoad(m_graph.tensor(x), m_specs[x.index()], m_mesh);
+            parameters += cost::parameterLoad(m_graph.tensor(x), specs[x.index()], m_mesh, m_options) -
+                          cost::parameterLoad(m_graph.tensor(x), m_specs[x.index()], m_mesh, m_options);
     const cost::ParameterCharge perParameter = cost::chargeParameters(parameters, m_mesh, m_options);
     const double optimizer = perParameter.seconds();
 

@@ -101,6 +101,7 @@ private:
     passes::CoarseGraph m_coarse;
     std::vector<sharding::ShardingSpec> m_specs;  // the plan's, by tensor id
     std::vector<bool> m_flow;
+    std::vector<std::uint8_t> m_roles;  // cost::recomputeRoles()
     std::vector<std::size_t> m_position;  // of each op in topological order
     cost::PlanCost m_cost;
     // Propagates a coarse node again from a changed tensor.

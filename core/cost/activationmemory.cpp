@@ -2,6 +2,8 @@
 
 #include "sharding/strategy.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -54,16 +56,145 @@ std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, co
     return l;
 }
 
-std::int64_t korthikantiBytes(const TransformerLayerShape &l)
+std::int64_t microBatchOf(std::int64_t localBatch, int microBatches)
 {
-    const double sbh = static_cast<double>(l.s) * static_cast<double>(l.b) * static_cast<double>(l.h);
-    const double attention = 5.0 * static_cast<double>(l.a) * static_cast<double>(l.s) * static_cast<double>(l.s) *
-                             static_cast<double>(l.b);
+    const std::int64_t m = std::max(1, microBatches);
+    return (localBatch + m - 1) / m;
+}
+
+std::int64_t korthikantiBytes(const TransformerLayerShape &l, const Techniques &techniques)
+{
+    const double b = static_cast<double>(microBatchOf(l.b, techniques.microBatches));
+    const double s = static_cast<double>(l.s), h = static_cast<double>(l.h), a = static_cast<double>(l.a);
+    const double sbh = s * b * h;
     const double t = static_cast<double>(l.t);
-    double bytes = 34 * sbh + attention;
+    if (techniques.recompute == Recompute::Full)
+        return std::llround(l.sequenceParallel ? 2 * sbh / t : 2 * sbh);
+    double bytes = 34 * sbh;
     if (l.t > 1)
-        bytes = l.sequenceParallel ? (34 * sbh + attention) / t : 10 * sbh + (24 * sbh + attention) / t;
+        bytes = l.sequenceParallel ? 34 * sbh / t : 10 * sbh + 24 * sbh / t;
+    if (techniques.flashAttention)
+        bytes += 4 * a * s * b / t;
+    else if (techniques.recompute != Recompute::Selective)
+        bytes += 5 * a * s * s * b / t;
     return std::llround(bytes);
+}
+
+std::int64_t savedBytes(const ir::Tensor &tensor, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
+                        int microBatches)
+{
+    const std::int64_t bytes = spec.localElements(tensor.shape, mesh) * ir::byteSize(tensor.dtype);
+    if (microBatches <= 1 || tensor.shape.empty() || tensor.shape[0] <= 0)
+        return bytes;
+    const std::int64_t local = tensor.shape[0] / spec.splitFactor(0, mesh);
+    if (local <= 1)
+        return bytes;
+    return bytes / local * microBatchOf(local, microBatches);
+}
+
+namespace {
+
+// The ops of the attention core around `softmax`: the scores' chain back to
+// the q·kᵀ MatMul, and forward to the MatMul with v. Empty when the
+// Softmax is not over [b, a, s, s] scores of such a MatMul.
+struct AttentionCore {
+    std::vector<ir::OpId> score;
+    std::vector<ir::OpId> context;
+};
+AttentionCore attentionCore(const ir::Graph &graph, ir::OpId softmax)
+{
+    static const std::set<std::string> kScoreOps{"Add", "Sub", "Mul", "Div", "Where"};
+    static const std::set<std::string> kBetween{"Dropout", "Cast", "Identity"};
+    AttentionCore core;
+    const ir::Op &op = graph.op(softmax);
+    if (op.type != "Softmax" || op.inputs.empty() || op.outputs.empty() ||
+        graph.tensor(op.inputs[0]).shape.size() != 4)
+        return core;
+    core.score.push_back(softmax);
+    ir::OpId p = graph.tensor(op.inputs[0]).producer;
+    for (int depth = 0; depth < 4 && p.valid() && kScoreOps.count(graph.op(p).type); ++depth) {
+        core.score.push_back(p);
+        p = graph.tensor(graph.op(p).inputs[0]).producer;
+    }
+    if (!p.valid() || graph.op(p).type != "MatMul") {
+        core.score.clear();
+        return core;
+    }
+    core.score.push_back(p);
+    ir::TensorId t = op.outputs[0];
+    for (int depth = 0; depth < 3; ++depth) {
+        const auto &readers = graph.tensor(t).consumers;
+        if (readers.size() != 1)
+            break;
+        const ir::Op &next = graph.op(readers[0]);
+        core.context.push_back(readers[0]);
+        if (next.type == "MatMul" || !kBetween.count(next.type) || next.outputs.empty())
+            break;
+        t = next.outputs[0];
+    }
+    if (core.context.empty() || graph.op(core.context.back()).type != "MatMul")
+        core.context.clear();
+    return core;
+}
+
+// The scope of the layer holding `name`: up to its shallowest path
+// component ending in a digit ("model/layers.3"), empty when none does.
+std::string_view layerScope(std::string_view name)
+{
+    std::size_t start = name.front() == '/' ? 1 : 0;
+    while (start < name.size()) {
+        std::size_t end = name.find('/', start);
+        if (end == std::string_view::npos)
+            return {};  // the op's own name, not a scope
+        if (end > start && std::isdigit(static_cast<unsigned char>(name[end - 1])))
+            return name.substr(0, end + 1);
+        start = end + 1;
+    }
+    return {};
+}
+
+} // namespace
+
+std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph)
+{
+    std::vector<std::uint8_t> roles(graph.opCount(), 0);
+    std::set<std::string_view> layers;
+    for (std::size_t o = 0; o < graph.opCount(); ++o) {
+        const ir::OpId id(static_cast<std::int32_t>(o));
+        if (graph.op(id).type != "Softmax")
+            continue;
+        const AttentionCore core = attentionCore(graph, id);
+        if (core.score.empty())
+            continue;
+        for (ir::OpId s : core.score)
+            roles[s.index()] |= kScore;
+        for (ir::OpId c : core.context)
+            roles[c.index()] |= kContext;
+        if (auto scope = layerScope(graph.op(id).name); !scope.empty())
+            layers.insert(scope);
+    }
+    if (layers.empty())
+        return roles;
+    for (std::size_t o = 0; o < graph.opCount(); ++o) {
+        const std::string_view scope = layerScope(graph.op(ir::OpId(static_cast<std::int32_t>(o))).name);
+        if (!scope.empty() && layers.count(scope))
+            roles[o] |= kLayer;
+    }
+    return roles;
+}
+
+Recomputed recomputedForward(std::uint8_t role, const Techniques &techniques)
+{
+    Recomputed r;
+    if (techniques.recompute == Recompute::Full && (role & kLayer)) {
+        r.compute = 1;
+        r.comm = 1;
+    } else if (techniques.recompute == Recompute::Selective && (role & (kScore | kContext))) {
+        r.compute = 1;
+    }
+    if (techniques.flashAttention && (role & kScore))
+        r.compute += 1;
+    return r;
 }
 
 bool savesInputs(const ir::Op &op)
@@ -83,7 +214,7 @@ bool normOnSequenceShards(const ir::Graph &graph, const sharding::Mesh &mesh, co
 }
 
 std::int64_t savedTensorBytes(const ir::Graph &graph, const sharding::Mesh &mesh,
-                              const std::vector<sharding::ShardingSpec> &specs)
+                              const std::vector<sharding::ShardingSpec> &specs, int microBatches)
 {
     const auto order = graph.topologicalOrder();
     if (!order)
@@ -110,10 +241,8 @@ std::int64_t savedTensorBytes(const ir::Graph &graph, const sharding::Mesh &mesh
         }
     }
     std::int64_t bytes = 0;
-    for (auto t : saved) {
-        const ir::Tensor &tensor = graph.tensors()[t];
-        bytes += specs[t].localElements(tensor.shape, mesh) * ir::byteSize(tensor.dtype);
-    }
+    for (auto t : saved)
+        bytes += savedBytes(graph.tensors()[t], specs[t], mesh, microBatches);
     return bytes;
 }
 

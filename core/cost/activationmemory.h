@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/costoptions.h"
 #include "ir/graph.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
@@ -34,10 +35,48 @@ std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, co
                                                      const std::vector<sharding::ShardingSpec> &specs, ir::OpId softmax,
                                                      bool sequenceParallel);
 
-// Activation bytes per device of one layer, for 16-bit activations:
-// 34·s·b·h + 5·a·s²·b unsharded; 10·s·b·h + (24·s·b·h + 5·a·s²·b)/t with
-// tensor parallelism; (34·s·b·h + 5·a·s²·b)/t with sequence parallelism too.
-std::int64_t korthikantiBytes(const TransformerLayerShape &layer);
+// Activation bytes per device of one layer, for 16-bit activations, as
+// Korthikanti et al. tabulate them (b the local micro-batch: the layer's
+// local batch over `techniques.microBatches`, rounded up):
+//   no recomputation    34·s·b·h + 5·a·s²·b unsharded;
+//                       10·s·b·h + (24·s·b·h + 5·a·s²·b)/t tensor parallel;
+//                       (34·s·b·h + 5·a·s²·b)/t with sequence parallelism;
+//   selective           the same without the 5·a·s²·b terms;
+//   full                2·s·b·h (the layer's input), /t with sequence
+//                       parallelism.
+// Flash attention keeps no s x s tensor either, and the softmax statistics
+// instead: 4·a·s·b/t bytes (one float per row of scores).
+std::int64_t korthikantiBytes(const TransformerLayerShape &layer, const Techniques &techniques = {});
+
+// The local batch of one micro-batch: `localBatch` samples run as
+// `microBatches` micro-batches, the last one possibly shorter.
+std::int64_t microBatchOf(std::int64_t localBatch, int microBatches);
+
+// The bytes per device of an activation kept for the backward pass, of one
+// micro-batch (dim 0 taken as the batch).
+std::int64_t savedBytes(const ir::Tensor &tensor, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
+                        int microBatches);
+
+// What each op is to recomputation (bits, indexed by op id): kScore for an
+// attention core's q·kᵀ MatMul, its scale and mask, and the Softmax; kContext
+// for the MatMul of the probabilities with v (and a Dropout or Cast between);
+// kLayer for every op of a transformer layer (the ops under the shallowest
+// numbered scope holding an attention core: "model/layers.3/...",
+// "transformer/h.0/...", "encoder/block.2/...").
+enum RecomputeRole : std::uint8_t { kScore = 1, kContext = 2, kLayer = 4 };
+std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph);
+
+// How much of an op's forward pass the backward pass runs again, as
+// multiples of its forward compute and of its forward collectives (input
+// reshards and internal ones): full recomputation runs a layer's whole
+// forward again; selective, the attention core's compute; flash attention
+// computes the scores again in its backward pass, on top of either.
+struct Recomputed {
+    double compute = 0;
+    double comm = 0;
+    bool any() const { return compute > 0 || comm > 0; }
+};
+Recomputed recomputedForward(std::uint8_t role, const Techniques &techniques);
 
 // Whether the backward pass of `op` reads its inputs: every op but plain
 // sums and data movement (Add, Reshape, Transpose, ...).
@@ -52,6 +91,6 @@ bool normOnSequenceShards(const ir::Graph &graph, const sharding::Mesh &mesh, co
 // backward pass reads (inputs of ops that are not plain sums or moves, on the
 // path from a parameter), each counted once.
 std::int64_t savedTensorBytes(const ir::Graph &graph, const sharding::Mesh &mesh,
-                              const std::vector<sharding::ShardingSpec> &specs);
+                              const std::vector<sharding::ShardingSpec> &specs, int microBatches = 1);
 
 } // namespace tapestry::cost

@@ -22,15 +22,16 @@ bool gradientFlows(const ir::Op &op, const sharding::OpStrategy &s, const std::v
     return false;
 }
 
-OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::Mesh &mesh)
+OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::Mesh &mesh,
+                    const Recomputed &recomputed)
 {
     OpCompute c;
     c.flows = flows;
     c.forwardFlops = s.forwardFlops;
     c.forward = computeSeconds(s.forwardFlops, s.computeType, mesh);
     if (flows) {
-        c.backwardFlops = s.backwardFlops;
-        c.backward = computeSeconds(s.backwardFlops, s.computeType, mesh);
+        c.backwardFlops = s.backwardFlops + recomputed.compute * s.forwardFlops;
+        c.backward = computeSeconds(c.backwardFlops, s.computeType, mesh);
     }
     return c;
 }
@@ -63,23 +64,135 @@ double collectiveSeconds(const sharding::Collective &c, const sharding::Mesh &me
     return collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]);
 }
 
-ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
-                            const sharding::Mesh &mesh)
+ParameterLoad &ParameterLoad::operator+=(const ParameterLoad &o)
 {
-    return {static_cast<double>(spec.localElements(parameter.shape, mesh))};
+    localElements += o.localElements;
+    zeroElements += o.zeroElements;
+    gatherSeconds += o.gatherSeconds;
+    scatterSeconds += o.scatterSeconds;
+    gatherWireBytes += o.gatherWireBytes;
+    scatterWireBytes += o.scatterWireBytes;
+    gatherCalls += o.gatherCalls;
+    scatterCalls += o.scatterCalls;
+    return *this;
+}
+
+ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b)
+{
+    a.localElements -= b.localElements;
+    a.zeroElements -= b.zeroElements;
+    a.gatherSeconds -= b.gatherSeconds;
+    a.scatterSeconds -= b.scatterSeconds;
+    a.gatherWireBytes -= b.gatherWireBytes;
+    a.scatterWireBytes -= b.scatterWireBytes;
+    a.gatherCalls -= b.gatherCalls;
+    a.scatterCalls -= b.scatterCalls;
+    return a;
+}
+
+std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh)
+{
+    std::int64_t d = 1;
+    for (std::size_t a = 0; a < mesh.axes.size() && a < spec.placements.size(); ++a)
+        if (spec.placements[a].isReplicate())
+            d *= mesh.axes[a].size;
+    return d;
+}
+
+namespace {
+
+// One gather (or reduce-scatter) of `bytes` per device over the axes
+// `spec` replicates, axis by axis in mesh order: each step's size is the
+// gathered size (nccl-tests convention).
+template <class Visit>
+void forEachZeroStep(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh, double bytes, Visit visit)
+{
+    for (std::size_t a = 0; a < mesh.axes.size() && a < spec.placements.size(); ++a) {
+        if (!spec.placements[a].isReplicate() || mesh.axes[a].size <= 1)
+            continue;
+        bytes *= static_cast<double>(mesh.axes[a].size);
+        visit(static_cast<int>(a), std::llround(bytes));
+    }
+}
+
+} // namespace
+
+ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
+                            const sharding::Mesh &mesh, const CostOptions &options)
+{
+    ParameterLoad load;
+    load.localElements = static_cast<double>(spec.localElements(parameter.shape, mesh));
+    const int stage = options.techniques.zeroStage;
+    if (stage <= 0)
+        return load;
+    const double d = static_cast<double>(zeroDegree(spec, mesh));
+    load.zeroElements = load.localElements / d;
+    if (d <= 1 || ((stage < 2 || options.techniques.microBatches <= 1) && stage < 3))
+        return load;
+    auto visit = [&](sharding::CollectiveKind kind, double perElement, double &seconds, double &wire, double &calls) {
+        forEachZeroStep(spec, mesh, load.zeroElements * perElement, [&](int a, std::int64_t bytes) {
+            const auto &axis = mesh.axes[static_cast<std::size_t>(a)];
+            seconds += collectiveTime(kind, bytes, axis);
+            wire += static_cast<double>(wireBytes(kind, bytes, axis.size));
+            calls += 1;
+        });
+    };
+    visit(sharding::CollectiveKind::AllGather, options.parameterBytes, load.gatherSeconds, load.gatherWireBytes,
+          load.gatherCalls);
+    visit(sharding::CollectiveKind::ReduceScatter, options.gradientBytes, load.scatterSeconds, load.scatterWireBytes,
+          load.scatterCalls);
+    return load;
+}
+
+std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
+                                            const sharding::Mesh &mesh, const CostOptions &options,
+                                            const std::string &op)
+{
+    std::vector<CollectiveCost> out;
+    const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
+    const std::int64_t d = zeroDegree(spec, mesh);
+    if (stage < 2 || d <= 1)
+        return out;
+    const double shard = static_cast<double>(spec.localElements(parameter.shape, mesh)) / static_cast<double>(d);
+    auto add = [&](sharding::CollectiveKind kind, double perElement, Phase phase, const std::string &reason) {
+        forEachZeroStep(spec, mesh, shard * perElement, [&](int a, std::int64_t bytes) {
+            out.push_back(costCollective(sharding::Collective{kind, a, bytes, parameter.name, reason}, op, phase, mesh));
+        });
+    };
+    if (stage >= 3)
+        for (int k = 0; k < m; ++k)
+            add(sharding::CollectiveKind::AllGather, options.parameterBytes, Phase::Forward,
+                "ZeRO-3: parameter gathered for the forward pass of micro-batch " + std::to_string(k + 1));
+    for (int k = 0; k + 1 < m; ++k) {
+        if (stage >= 3)
+            add(sharding::CollectiveKind::AllGather, options.parameterBytes, Phase::Backward,
+                "ZeRO-3: parameter gathered for the backward pass of micro-batch " + std::to_string(k + 1));
+        add(sharding::CollectiveKind::ReduceScatter, options.gradientBytes, Phase::Backward,
+            "ZeRO-" + std::to_string(stage) + ": gradient of micro-batch " + std::to_string(k + 1) +
+                " reduced to its shard");
+    }
+    return out;
 }
 
 ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh &mesh, const CostOptions &options)
 {
     ParameterCharge c;
+    const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
+    auto elements = [&](int fromStage) { return stage >= fromStage ? load.zeroElements : load.localElements; };
     // Adam's update: a fixed count of FLOPs per local element, in fp32.
-    c.optimizer.flops = options.optimizerFlopsPerParameter * load.localElements;
+    c.optimizer.flops = options.optimizerFlopsPerParameter * elements(1);
     c.optimizer.compute = computeSeconds(c.optimizer.flops, ir::DType::F32, mesh);
-    c.memory.parameters = std::llround(load.localElements * options.parameterBytes);
-    c.memory.gradients = std::llround(load.localElements * options.gradientBytes);
-    c.memory.optimizer = std::llround(load.localElements * options.optimizerBytes);
-    c.unroundedBytes = load.localElements * options.bytesPerParameter();
+    c.memory.parameters = std::llround(elements(3) * options.parameterBytes);
+    c.memory.gradients = std::llround(elements(2) * options.gradientBytes);
+    c.memory.optimizer = std::llround(elements(1) * options.optimizerBytes);
+    c.unroundedBytes = elements(3) * options.parameterBytes + elements(2) * options.gradientBytes +
+                       elements(1) * options.optimizerBytes;
     c.bytes = std::llround(c.unroundedBytes);
+    // ZeRO's collectives beyond stage 0's (see ParameterLoad).
+    const double gathers = stage >= 3 ? 2.0 * m - 1 : 0, scatters = stage >= 2 ? m - 1.0 : 0;
+    c.zero.comm = gathers * load.gatherSeconds + scatters * load.scatterSeconds;
+    c.zero.commBytes = std::llround(gathers * load.gatherWireBytes + scatters * load.scatterWireBytes);
+    c.zero.collectives = static_cast<int>(std::llround(gathers * load.gatherCalls + scatters * load.scatterCalls));
     return c;
 }
 

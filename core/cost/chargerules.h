@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/activationmemory.h"
 #include "cost/costoptions.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
@@ -43,7 +44,9 @@ double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh);
 // (`flow` by tensor id, see gradientFlow()).
 bool gradientFlows(const ir::Op &op, const sharding::OpStrategy &s, const std::vector<bool> &flow);
 
-// What an op computes, forward and (when a gradient flows) backward.
+// What an op computes, forward and (when a gradient flows) backward; the
+// backward pass includes the forward compute it runs again
+// (`recomputed.compute` times, see recomputedForward()).
 struct OpCompute {
     bool flows = false;  // a gradient flows through the op: it has a backward pass
     double forwardFlops = 0;
@@ -51,7 +54,8 @@ struct OpCompute {
     double backwardFlops = 0;
     double backward = 0;  // s
 };
-OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::Mesh &mesh);
+OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::Mesh &mesh,
+                    const Recomputed &recomputed = {});
 
 // Reasons the gradient reshards carry, before the reshard's own.
 inline constexpr std::string_view kGradientReason = "gradient: ";
@@ -118,38 +122,58 @@ double reshardSeconds(const ir::Tensor &tensor, const sharding::ShardingSpec &fr
 double collectiveSeconds(const sharding::Collective &c, const sharding::Mesh &mesh);
 
 // The per-parameter charges of a step: what every parameter costs for
-// being a parameter, apart from the ops that read it. Today: Adam's update
-// of its local elements and its model states (parameter, gradient,
-// optimizer state) in memory. A new per-parameter charge (ZeRO's gather of
-// parameter shards, its reduce-scatter of gradients) is a field of the load
-// and a term of chargeParameters: every costing path (PlanCoster, the
+// being a parameter, apart from the ops that read it: Adam's update of its
+// local elements, its model states (parameter, gradient, optimizer state)
+// in memory, and ZeRO's collectives. Every costing path (PlanCoster, the
 // search's SegmentCoster, the explainer) sums loads and charges them here.
 //
+// ZeRO shards a parameter's states over the mesh axes it is replicated on
+// (its degree d, the product of their sizes; 1 when it is split on every
+// axis): stage 1 the optimizer state, 2 the gradient too, 3 the parameter
+// too, each to 1/d. Stages 1 and 2 reduce-scatter the gradient and all-
+// gather the updated parameter where stage 0 all-reduces it: the same time
+// (a ring all-reduce is a reduce-scatter and an all-gather), so no charge.
+// With m micro-batches stage 2 reduce-scatters the gradient of each
+// (m - 1 more), and stage 3 gathers the parameter for each micro-batch's
+// forward and backward pass (2m - 1 more all-gathers, m - 1 more
+// reduce-scatters).
+//
 // The charges are linear in the load, so a search may charge a plan's
-// parameters one at a time (as rates per element) or summed at once.
+// parameters one at a time or summed at once.
 struct ParameterLoad {
     double localElements = 0;  // per device
-    ParameterLoad &operator+=(const ParameterLoad &o)
-    {
-        localElements += o.localElements;
-        return *this;
-    }
-    friend ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b)
-    {
-        a.localElements -= b.localElements;
-        return a;
-    }
+    double zeroElements = 0;   // per device once ZeRO shards them: localElements / d
+    double gatherSeconds = 0;   // one all-gather of the 16-bit parameter over its replicated axes
+    double scatterSeconds = 0;  // one reduce-scatter of its gradient over them
+    double gatherWireBytes = 0, scatterWireBytes = 0;
+    double gatherCalls = 0, scatterCalls = 0;  // collectives of one gather (one per axis)
+    ParameterLoad &operator+=(const ParameterLoad &o);
+    friend ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b);
 };
 // One parameter stored in `spec`.
 ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
-                            const sharding::Mesh &mesh);
+                            const sharding::Mesh &mesh, const CostOptions &options);
+
+// ZeRO's degree for a parameter stored in `spec`: the product of the sizes
+// of the mesh axes it is replicated on.
+std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh);
+
+// The collectives ZeRO adds for one parameter (see ParameterLoad), in step
+// order: the gathers before each micro-batch's forward pass, then before
+// each backward pass but the last, and the reduce-scatters of each
+// micro-batch's gradient but the last, one per replicated axis. `op` is
+// the op they are charged to (the parameter's first reader).
+std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
+                                            const sharding::Mesh &mesh, const CostOptions &options,
+                                            const std::string &op);
 
 struct ParameterCharge {
     CostTotals optimizer;       // the update: its FLOPs and seconds (the optimizer phase)
+    CostTotals zero;            // ZeRO's collectives (comm, commBytes, collectives)
     MemoryCost memory;          // parameter, gradient and optimizer-state bytes, each rounded (a plan's breakdown)
     double unroundedBytes = 0;  // their sum
     std::int64_t bytes = 0;     // their sum rounded once (a segment's or a choice's memory)
-    double seconds() const { return optimizer.total(); }
+    double seconds() const { return optimizer.total() + zero.comm; }
 };
 ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh &mesh, const CostOptions &options);
 

@@ -28,7 +28,7 @@ using sharding::ShardingSpec;
 template <class Sink>
 void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
              const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
-             const sharding::Mesh &mesh, Sink &sink)
+             const sharding::Mesh &mesh, const Recomputation &recomputation, Sink &sink)
 {
     // Linear lists, not sets: a segment touches few tensors, and the
     // allocations of node-based containers dominated the search's profile.
@@ -39,16 +39,32 @@ void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, con
     for (std::size_t k = 0; k < ops.size(); ++k) {
         const ir::Op &op = graph.op(ops[k]);
         const sharding::OpStrategy &s = strategies[k];
+        const bool flows = gradientFlows(op, s, flow);
+        const Recomputed again = flows && recomputation.roles
+                                     ? recomputedForward((*recomputation.roles)[ops[k].index()], recomputation.techniques)
+                                     : Recomputed{};
+        // A recomputed op's forward collectives run again in the backward pass.
         struct AtOp {
             Sink &sink;
             std::size_t k;
-            void collective(Phase phase, const sharding::Collective &c) { sink.collective(k, phase, c); }
+            bool echo;
+            void collective(Phase phase, const sharding::Collective &c)
+            {
+                sink.collective(k, phase, c);
+                if (echo && phase == Phase::Forward) {
+                    sharding::Collective again = c;
+                    again.reason = "recomputed: " + again.reason;
+                    sink.collective(k, Phase::Backward, again);
+                }
+            }
             void reshard(Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
                          std::string_view reason)
             {
                 sink.reshard(k, phase, t, from, to, reason);
+                if (echo && phase == Phase::Forward)
+                    sink.reshard(k, Phase::Backward, t, from, to, "recomputed: " + std::string(reason));
             }
-        } at{sink, k};
+        } at{sink, k, again.comm > 0};
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             if (!readsData(s, i))
                 continue;
@@ -58,8 +74,7 @@ void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, con
             reshardedForward.push_back(key);
             chargeRead(op.inputs[i], specs[key.first], s.inputs[i], at);
         }
-        const bool flows = gradientFlows(op, s, flow);
-        sink.compute(k, opCompute(s, flows, mesh));
+        sink.compute(k, opCompute(s, flows, mesh, again));
         chargeOp(graph, op, s, flows, [&](std::size_t o) -> const ShardingSpec & { return specs[op.outputs[o].index()]; },
                  at);
         if (!flows)
@@ -94,7 +109,7 @@ void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, con
 
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                      const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
-                     const std::vector<bool> &flow)
+                     const std::vector<bool> &flow, const Recomputation &recomputation)
 {
     PlanCost cost;
     struct OpCosts {
@@ -143,7 +158,7 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
                           graph.op(ops[k]).name, mesh);
         }
     } sink{graph, mesh, ops, cost, std::vector<OpCosts>(ops.size()), {}};
-    walkOps(graph, specs, ops, strategies, flow, mesh, sink);
+    walkOps(graph, specs, ops, strategies, flow, mesh, recomputation, sink);
     std::stable_sort(sink.sums.begin(), sink.sums.end(),
                      [](const auto &a, const auto &b) { return a.first < b.first; });
     for (auto &[t, charged] : sink.sums)
@@ -174,7 +189,7 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
 
 OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                             const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
-                            const std::vector<bool> &flow)
+                            const std::vector<bool> &flow, const Recomputation &recomputation)
 {
     struct Totals {
         const ir::Graph &graph;
@@ -198,7 +213,7 @@ OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, 
             reshard(k, phase, t, from, to, reason);
         }
     } sink{graph, mesh};
-    walkOps(graph, specs, ops, strategies, flow, mesh, sink);
+    walkOps(graph, specs, ops, strategies, flow, mesh, recomputation, sink);
     // Summed as evaluateOps sums its phases (backward, then forward).
     return {sink.backwardCompute + sink.forwardCompute, sink.comm};
 }

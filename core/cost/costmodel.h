@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/activationmemory.h"
 #include "cost/costoptions.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
@@ -42,9 +43,18 @@ std::vector<bool> gradientFlow(const ir::Graph &graph);
 // into parts whose tensors have all their consumers in one part costs the
 // sum of its parts -- which is what lets a search cost one instance of a
 // repeated layer and multiply. stepTime is compute + comm.
+//
+// `recomputation` charges what the backward pass runs again (none when it
+// names no roles): the recomputed forward compute and collectives of each
+// op, as evaluatePlan charges them.
+struct Recomputation {
+    const std::vector<std::uint8_t> *roles = nullptr;  // recomputeRoles() of the graph
+    Techniques techniques;
+};
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
                      const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
-                     const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow);
+                     const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
+                     const Recomputation &recomputation = {});
 
 // evaluateOps' compute and communication totals alone. Searches cost
 // hundreds of thousands of candidates and keep only these, so this path
@@ -56,6 +66,7 @@ struct OpsTotals {
 };
 OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh,
                             const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
-                            const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow);
+                            const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
+                            const Recomputation &recomputation = {});
 
 } // namespace tapestry::cost

@@ -1,6 +1,40 @@
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 namespace tapestry::cost {
+
+// Activation recomputation (Korthikanti et al.): none; selective (the
+// attention core's s x s tensors are recomputed in the backward pass, not
+// kept); full (each transformer layer keeps its input only and runs its
+// forward again in the backward pass).
+enum class Recompute { None, Selective, Full };
+std::string_view toString(Recompute r);  // "none", "selective", "full"
+std::optional<Recompute> recomputeFromString(std::string_view s);
+
+// The memory techniques of a training job, part of its plan
+// (core/cost/README.md has their formulas and sources).
+struct Techniques {
+    // Attention computed blockwise (FlashAttention): no s x s tensor is
+    // kept for the backward pass, only the softmax statistics; the backward
+    // pass computes the scores again.
+    bool flashAttention = false;
+    Recompute recompute = Recompute::None;
+    // ZeRO (Rajbhandari et al.): 1 shards optimizer state, 2 also
+    // gradients, 3 (FSDP) also parameters, each parameter over the mesh
+    // axes it is replicated on.
+    int zeroStage = 0;
+    // Micro-batches per step (gradient accumulation): the model's batch is
+    // the global batch of one optimizer step, run as this many micro-batches
+    // of batch / microBatches samples, gradients synchronised once.
+    int microBatches = 1;
+    friend bool operator==(const Techniques &, const Techniques &) = default;
+};
+
+// "flash attention, full recomputation, ZeRO-3, 4 micro-batches", or "none".
+std::string describe(const Techniques &t);
 
 // Knobs of the cost model. Defaults: mixed-precision Adam, 16 bytes per
 // parameter (16-bit weight and gradient, fp32 master weight and two moments).
@@ -14,6 +48,7 @@ struct CostOptions {
     // all-reduces run while earlier layers compute): backward time becomes
     // max(compute, communication) instead of their sum.
     bool overlap = false;
+    Techniques techniques;
 
     double bytesPerParameter() const { return parameterBytes + gradientBytes + optimizerBytes; }
     friend bool operator==(const CostOptions &, const CostOptions &) = default;

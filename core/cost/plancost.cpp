@@ -1,5 +1,7 @@
 #include "cost/plancost.h"
 
+#include "cost/costoptions.h"
+
 #include <algorithm>
 
 namespace tapestry::cost {
@@ -23,6 +25,42 @@ std::optional<Phase> phaseFromString(std::string_view s)
         if (toString(p) == s)
             return p;
     return std::nullopt;
+}
+
+std::string_view toString(Recompute r)
+{
+    switch (r) {
+    case Recompute::None:
+        return "none";
+    case Recompute::Selective:
+        return "selective";
+    case Recompute::Full:
+        return "full";
+    }
+    return "?";
+}
+
+std::optional<Recompute> recomputeFromString(std::string_view s)
+{
+    for (auto r : {Recompute::None, Recompute::Selective, Recompute::Full})
+        if (toString(r) == s)
+            return r;
+    return std::nullopt;
+}
+
+std::string describe(const Techniques &t)
+{
+    std::string s;
+    auto add = [&](const std::string &part) { s += (s.empty() ? "" : ", ") + part; };
+    if (t.flashAttention)
+        add("flash attention");
+    if (t.recompute != Recompute::None)
+        add(std::string(toString(t.recompute)) + " recomputation");
+    if (t.zeroStage > 0)
+        add("ZeRO-" + std::to_string(t.zeroStage));
+    if (t.microBatches > 1)
+        add(std::to_string(t.microBatches) + " micro-batches");
+    return s.empty() ? "none" : s;
 }
 
 CostTotals &CostTotals::operator+=(const CostTotals &o)

@@ -124,6 +124,7 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
         return arrays.name(m_order[static_cast<std::size_t>(a)]) < arrays.name(m_order[static_cast<std::size_t>(b)]);
     });
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
+    m_roles = recomputeRoles(graph);
     m_charges.resize(n);
     m_reductions.resize(tensors);
 }
@@ -325,7 +326,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
             if (entry.first++ == 0)
                 entry.second = op.name;
         }
-        const OpCompute c = opCompute(s, m_charges[k].flows, m_mesh);
+        const OpCompute c = opCompute(s, m_charges[k].flows, m_mesh, recomputed(k));
         byOp[k].flops += c.forwardFlops;
         byOp[k].compute += c.forward;
         forward.flops += c.forwardFlops;
@@ -359,6 +360,14 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
             append(c, k);
     }
     for (std::size_t k = n; k-- > 0;) {
+        // A recomputed op's forward collectives again, before its backward.
+        if (m_charges[k].flows && recomputed(k).comm > 0)
+            for (const auto *list : {&m_charges[k].inputReshards, &m_charges[k].forward})
+                for (CollectiveCost c : *list) {
+                    c.phase = Phase::Backward;
+                    c.reason = "recomputed: " + c.reason;
+                    append(c, k);
+                }
         for (const auto &c : m_charges[k].backward)
             append(c, k);
         for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i)
@@ -366,6 +375,16 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
                 if (static_cast<std::size_t>(r.op) == k)
                     append(r.collective, k);
     }
+    // ZeRO's collectives of each parameter, charged to its first reader.
+    if (m_options.techniques.zeroStage >= 2)
+        for (auto t : m_parameters) {
+            if (m_readStart[t.index()] == m_readStart[t.index() + 1])
+                continue;
+            const auto k = static_cast<std::size_t>(m_reads[static_cast<std::size_t>(m_readStart[t.index()])].op);
+            for (const auto &c : zeroCollectives(m_graph.tensor(t), specs[t.index()], m_mesh, m_options,
+                                                 m_graph.op(m_order[k]).name))
+                append(c, k);
+        }
     std::array<CostTotals, kKinds.size()> byKind{};
     std::array<bool, kKinds.size()> kindSeen{};
     for (std::size_t j = 0; j < cost.collectives.size(); ++j) {
@@ -394,7 +413,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
 
     ParameterLoad load;
     for (auto t : m_parameters)
-        load += parameterLoad(m_graph.tensor(t), specs[t.index()], m_mesh);
+        load += parameterLoad(m_graph.tensor(t), specs[t.index()], m_mesh, m_options);
     const ParameterCharge perParameter = chargeParameters(load, m_mesh, m_options);
     CostTotals &optimizer = cost.byPhase["optimizer"];
     optimizer.flops += perParameter.optimizer.flops;
@@ -414,10 +433,10 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     if (!layers.empty()) {
         cost.memory.activationModel = "korthikanti";
         for (const auto &l : layers)
-            cost.memory.activations += korthikantiBytes(l);
+            cost.memory.activations += korthikantiBytes(l, m_options.techniques);
     } else {
         cost.memory.activationModel = "saved-tensors";
-        cost.memory.activations = savedTensorBytes(m_graph, m_mesh, specs);
+        cost.memory.activations = savedTensorBytes(m_graph, m_mesh, specs, m_options.techniques.microBatches);
     }
     cost.memoryCapacity = m_mesh.device.memoryBytes;
     cost.fitsMemory = cost.memory.total() <= cost.memoryCapacity;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/activationmemory.h"
 #include "cost/costoptions.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
@@ -79,6 +80,10 @@ private:
     PlanCost sum(const std::vector<sharding::ShardingSpec> &specs) const;
     CollectiveCost costed(const sharding::Collective &c, std::size_t k, Phase phase) const;
     const std::string &movedTensor(const sharding::Collective &c, std::size_t k) const;
+    Recomputed recomputed(std::size_t k) const
+    {
+        return recomputedForward(m_roles[m_order[k].index()], m_options.techniques);
+    }
     const sharding::OpStrategy &strategy(std::size_t k) const
     {
         return m_strategies[static_cast<std::size_t>(m_charges[k].strategy)];
@@ -100,6 +105,7 @@ private:
     std::vector<std::int32_t> m_inputTensors;      // each op's distinct input tensors, ascending
     std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names
     std::vector<ir::TensorId> m_parameters;
+    std::vector<std::uint8_t> m_roles;  // by op id: recomputeRoles()
 
     // Strategies as resolved for one op of their kind (their collectives
     // name that op's tensors), and which one a kind takes under given input

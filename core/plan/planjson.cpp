@@ -295,6 +295,11 @@ std::string writePlanJson(const Plan &plan)
                      {"optimizer_bytes", o.optimizerBytes},
                      {"optimizer_flops_per_parameter", o.optimizerFlopsPerParameter},
                      {"overlap", o.overlap}};
+    const auto &t = o.techniques;
+    Json techniques{{"flash_attention", t.flashAttention},
+                    {"recompute", cost::toString(t.recompute)},
+                    {"zero_stage", t.zeroStage},
+                    {"micro_batches", t.microBatches}};
     const auto &pc = plan.cost;
     Json summary{{"step_time_s", pc.stepTime},
                  {"compute_s", pc.compute},
@@ -318,11 +323,12 @@ std::string writePlanJson(const Plan &plan)
     // reserve is copied whole into one twice its size.
     s.reserve(4096 + 128 * plan.specs.size() + 320 * pc.collectives.size() + 192 * pc.byOp.size());
     s += "{\n";
-    s += "  \"format\": \"tapestry.plan\",\n  \"version\": 1,\n";
+    s += "  \"format\": \"tapestry.plan\",\n  \"version\": 2,\n";
     s += "  \"model\": " + model.dump() + ",\n";
     s += "  \"mesh\": " + mesh.dump() + ",\n";
     s += "  \"search\": " + search.dump() + ",\n";
     s += "  \"cost_options\": " + costOptions.dump() + ",\n";
+    s += "  \"techniques\": " + techniques.dump() + ",\n";
     s += "  \"specs\": ";
     writeLinesObject(s, plan.specs, "  ", byKey, [](const auto &entry, EntryWriter &w) {
         w.raw("{");
@@ -382,8 +388,9 @@ Plan readPlanJson(const std::string &text, const std::string &input)
         r.fail("$", "expected an object");
     if (r.string(doc, "$", "format") != "tapestry.plan")
         r.fail("$.format", "expected \"tapestry.plan\"");
-    if (r.integer(doc, "$", "version") != 1)
-        r.fail("$.version", "unsupported version (this build reads version 1)");
+    const auto version = r.integer(doc, "$", "version");
+    if (version != 1 && version != 2)
+        r.fail("$.version", "unsupported version (this build reads versions 1 and 2)");
     Plan p;
 
     const auto &model = r.object(doc, "$", "model");
@@ -449,6 +456,25 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     p.costOptions.optimizerBytes = r.number(options, "$.cost_options", "optimizer_bytes");
     p.costOptions.optimizerFlopsPerParameter = r.number(options, "$.cost_options", "optimizer_flops_per_parameter");
     p.costOptions.overlap = r.boolean(options, "$.cost_options", "overlap");
+    // Version 1 plans predate the memory techniques: they use none.
+    if (version >= 2) {
+        const auto &t = r.object(doc, "$", "techniques");
+        auto &techniques = p.costOptions.techniques;
+        techniques.flashAttention = r.boolean(t, "$.techniques", "flash_attention");
+        const std::string recompute = r.string(t, "$.techniques", "recompute");
+        if (auto mode = cost::recomputeFromString(recompute))
+            techniques.recompute = *mode;
+        else
+            r.fail("$.techniques.recompute", "expected none, selective or full, got \"" + recompute + "\"");
+        const auto stage = r.integer(t, "$.techniques", "zero_stage");
+        if (stage < 0 || stage > 3)
+            r.fail("$.techniques.zero_stage", "expected 0 to 3, got " + std::to_string(stage));
+        techniques.zeroStage = static_cast<int>(stage);
+        const auto micro = r.integer(t, "$.techniques", "micro_batches");
+        if (micro < 1 || micro > (1 << 20))
+            r.fail("$.techniques.micro_batches", "expected 1 to 1048576, got " + std::to_string(micro));
+        techniques.microBatches = static_cast<int>(micro);
+    }
 
     for (const auto &[name, entry] : r.object(doc, "$", "specs").items()) {
         const std::string path = "$.specs[" + Json(name).dump() + "]";

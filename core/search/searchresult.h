@@ -18,6 +18,13 @@ struct SearchStats {
     // per-op search of one block held at once; the search's work and
     // memory grow with it.
     std::size_t peakStates = 0;
+    // The searches run, one per setting of the memory techniques tried
+    // (searchTechniques); 1 when the techniques were given.
+    std::size_t techniquesTried = 1;
+    // Memory may have kept the search from its fastest plan: false only
+    // when the plan is the fastest of the search's space memory aside
+    // (tap says so when it can tell; exact never does).
+    bool memoryBound = true;
     bool optimal = true;             // exact: false when the time limit stopped the solver
     // tap: every combination of the classes' boundary layouts was tried;
     // false: too many, so they were improved one class at a time.

@@ -133,7 +133,7 @@ private:
 // sequence shards, so it is carried both ways until the end.
 struct Partial {
     double time = 0, comm = 0;
-    double parameterElements = 0, weightElements = 0;
+    double parameterBytes = 0, weightBytes = 0;  // model states, all parameters and the weights alone
     std::int64_t activations = 0;
     std::int64_t korthikanti[2] = {0, 0};  // without, with sequence parallelism
     // Its weight choices: the last of them in the memo's trail, -1 for none,
@@ -145,14 +145,14 @@ struct Partial {
 // Whether `a` is at least as good as `b` for every completion, in `time`
 // (or comm) and in memory either way sequence parallelism turns out, and
 // in weight memory (checked against capacity at the end).
-bool dominates(const Partial &a, const Partial &b, bool byComm, double bytesPerParameter)
+bool dominates(const Partial &a, const Partial &b, bool byComm)
 {
-    const double ma = a.parameterElements * bytesPerParameter + static_cast<double>(a.activations);
-    const double mb = b.parameterElements * bytesPerParameter + static_cast<double>(b.activations);
+    const double ma = a.parameterBytes + static_cast<double>(a.activations);
+    const double mb = b.parameterBytes + static_cast<double>(b.activations);
     return (byComm ? a.comm <= b.comm : a.time <= b.time) &&
            ma + static_cast<double>(a.korthikanti[0]) <= mb + static_cast<double>(b.korthikanti[0]) &&
            ma + static_cast<double>(a.korthikanti[1]) <= mb + static_cast<double>(b.korthikanti[1]) &&
-           a.weightElements <= b.weightElements;
+           a.weightBytes <= b.weightBytes;
 }
 
 // Keeps, in their order, the partials that no other dominates in time or in
@@ -161,7 +161,7 @@ bool dominates(const Partial &a, const Partial &b, bool byComm, double bytesPerP
 // domination is transitive, that is when no partial before it in that
 // order dominates it. Most states hold a handful of partials: those are
 // compared pairwise in place, larger lists sorted.
-void prune(std::vector<Partial> &ps, double bytesPerParameter)
+void prune(std::vector<Partial> &ps)
 {
     const std::size_t n = ps.size();
     if (n < 2)
@@ -175,7 +175,7 @@ void prune(std::vector<Partial> &ps, double bytesPerParameter)
                 for (std::size_t j = 0; j < n && !beaten; ++j) {
                     const double mj = byComm ? ps[j].comm : ps[j].time;
                     beaten = j != i && (mj < mi || (mj == mi && j < i)) &&
-                             dominates(ps[j], ps[i], byComm, bytesPerParameter);
+                             dominates(ps[j], ps[i], byComm);
                 }
                 if (!beaten) {
                     keep[i] = true;
@@ -195,7 +195,7 @@ void prune(std::vector<Partial> &ps, double bytesPerParameter)
             kept.clear();
             for (const auto &[unused, i] : keyed) {
                 const bool beaten = std::any_of(kept.begin(), kept.end(), [&](std::size_t k) {
-                    return dominates(ps[k], ps[i], byComm, bytesPerParameter);
+                    return dominates(ps[k], ps[i], byComm);
                 });
                 if (!beaten) {
                     kept.push_back(i);
@@ -214,12 +214,12 @@ void prune(std::vector<Partial> &ps, double bytesPerParameter)
 // Keeps, in their order, a state's fastest partial and its least-
 // communication one, ties going to less memory (either way sequence
 // parallelism turns out), then to the first.
-void keepBest(std::vector<Partial> &ps, double bytesPerParameter)
+void keepBest(std::vector<Partial> &ps)
 {
     if (ps.size() < 2)
         return;
     auto memory = [&](const Partial &p) {
-        return p.parameterElements * bytesPerParameter + static_cast<double>(p.activations) +
+        return p.parameterBytes + static_cast<double>(p.activations) +
                static_cast<double>(std::max(p.korthikanti[0], p.korthikanti[1]));
     };
     std::size_t fastest = 0, quietest = 0;
@@ -646,6 +646,12 @@ double SegmentCoster::reshardTime(ir::TensorId t, std::int32_t from, std::int32_
     return m_reshards.emplace(key, time).first->second;
 }
 
+std::int64_t SegmentCoster::savedBytes(ir::TensorId t, std::int32_t spec) const
+{
+    return cost::savedBytes(m_graph.tensor(t), m_interned[static_cast<std::size_t>(spec)], m_mesh,
+                            m_options.techniques.microBatches);
+}
+
 const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std::vector<std::int32_t> &inputs,
                                                          const std::vector<bool> &pending,
                                                          const std::vector<std::int32_t> &fixed)
@@ -692,21 +698,39 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     struct Sink {
         SegmentCoster &coster;
         double &comm;
-        void collective(cost::Phase, const sharding::Collective &c) { comm += cost::collectiveSeconds(c, coster.m_mesh); }
-        void reshard(cost::Phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to, std::string_view)
+        double forward = 0;
+        void collective(cost::Phase phase, const sharding::Collective &c)
         {
-            comm += coster.reshardTime(t, coster.intern(from), coster.intern(to));
+            const double t = cost::collectiveSeconds(c, coster.m_mesh);
+            comm += t;
+            forward += phase == cost::Phase::Forward ? t : 0;
+        }
+        void reshard(cost::Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+                     std::string_view)
+        {
+            const double r = coster.reshardTime(t, coster.intern(from), coster.intern(to));
+            comm += r;
+            forward += phase == cost::Phase::Forward ? r : 0;
         }
     } sink{*this, out.comm};
     cost::chargeOp(m_graph, op, s, out.flows, [&](std::size_t o) -> const ShardingSpec & { return out.outputs[o]; },
                    sink);
-    const cost::OpCompute computed = cost::opCompute(s, out.flows, m_mesh);
+    const cost::Recomputed again =
+        out.flows ? cost::recomputedForward(m_roles[id.index()], m_options.techniques) : cost::Recomputed{};
+    out.recomputeComm = again.comm;
+    out.comm += again.comm * sink.forward;
+    const cost::OpCompute computed = cost::opCompute(s, out.flows, m_mesh, again);
     const double compute = computed.forward + computed.backward;
     out.time = compute + out.comm;
+    cost::ParameterLoad derived;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (pending[i])
-            out.derivedElements +=
-                static_cast<double>(out.inputs[i].localElements(m_graph.tensor(op.inputs[i]).shape, m_mesh));
+            derived += cost::parameterLoad(m_graph.tensor(op.inputs[i]), out.inputs[i], m_mesh, m_options);
+    if (std::any_of(pending.begin(), pending.end(), [](bool p) { return p; })) {
+        const cost::ParameterCharge charge = cost::chargeParameters(derived, m_mesh, m_options);
+        out.derivedBytes = charge.unroundedBytes;
+        out.derivedSeconds = charge.seconds();
+    }
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         out.inputIds.push_back(intern(out.inputs[i]));
         out.needIds.push_back(intern(s.inputs[i]));
@@ -721,21 +745,23 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     const Segment &segment, const std::map<ir::TensorId, ShardingSpec> &boundary, std::int64_t weightCapacity,
     ir::TensorId link, const std::vector<ShardingSpec> &linkSpecs, const std::vector<ir::TensorId> &readLater)
 {
-    // The per-parameter charges as rates per local element (they are linear
-    // in the load), so that partial plans are charged weight by weight.
-    const cost::ParameterCharge perElement = cost::chargeParameters({1}, m_mesh, m_options);
-    const double bpp = perElement.unroundedBytes;
-    const double optimizerPerElement = perElement.seconds();
+    // The per-parameter charges of each weight choice (they are linear in
+    // the load), so that partial plans are charged weight by weight.
     const std::int32_t replicated = intern(ShardingSpec::replicated(m_mesh.rank()));
     std::vector<std::vector<std::int32_t>> choiceIds;
-    std::vector<std::vector<double>> choiceElements;  // per weight and choice: elements per device
+    // Per weight and choice: model-state bytes per device, and the seconds
+    // of its optimizer update and ZeRO collectives.
+    std::vector<std::vector<double>> choiceBytes, choiceSeconds;
     for (std::size_t w = 0; w < segment.choices.size(); ++w) {
         choiceIds.emplace_back();
-        choiceElements.emplace_back();
+        choiceBytes.emplace_back();
+        choiceSeconds.emplace_back();
         for (const auto &c : segment.choices[w]) {
             choiceIds.back().push_back(intern(c));
-            choiceElements.back().push_back(
-                static_cast<double>(c.localElements(m_graph.tensor(segment.weights[w]).shape, m_mesh)));
+            const cost::ParameterCharge charge = cost::chargeParameters(
+                cost::parameterLoad(m_graph.tensor(segment.weights[w]), c, m_mesh, m_options), m_mesh, m_options);
+            choiceBytes.back().push_back(charge.unroundedBytes);
+            choiceSeconds.back().push_back(charge.seconds());
         }
     }
 
@@ -883,7 +909,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             given.assign(op.inputs.size(), replicated);
             pending.assign(op.inputs.size(), false);
             newWeights.clear();
-            double tiedElements = 0;  // of tied weights read here first, as their leaders' choices
+            // Of tied weights read here first, as their leaders' choices.
+            double tiedBytes = 0, tiedSeconds = 0;
             for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                 const ir::TensorId t = op.inputs[i];
                 if (const int at = state.find(static_cast<std::int32_t>(t.index())); at >= 0) {
@@ -900,7 +927,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                         const auto c = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), given[i]) - ids.begin());
                         if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), t) ==
                             op.inputs.begin() + static_cast<std::ptrdiff_t>(i))
-                            tiedElements += choiceElements[wi][c < ids.size() ? c : 0];
+                        {
+                            tiedBytes += choiceBytes[wi][c < ids.size() ? c : 0];
+                            tiedSeconds += choiceSeconds[wi][c < ids.size() ? c : 0];
+                        }
                     } else if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end()) {
                         newWeights.push_back(w);
                     }
@@ -919,13 +949,14 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 choices *= static_cast<std::int64_t>(segment.choices[static_cast<std::size_t>(w)].size());
             for (std::int64_t combined = 0; combined < choices * storings; ++combined) {
                 const std::int64_t choice = combined % choices;
-                double weightElements = tiedElements;
+                double weightBytes = tiedBytes, weightSeconds = tiedSeconds;
                 for (std::int64_t r = choice; int w : newWeights) {
                     const auto &cs = segment.choices[static_cast<std::size_t>(w)];
                     const auto c = static_cast<std::size_t>(r % static_cast<std::int64_t>(cs.size()));
                     r /= static_cast<std::int64_t>(cs.size());
                     const ir::TensorId t = segment.weights[static_cast<std::size_t>(w)];
-                    weightElements += choiceElements[static_cast<std::size_t>(w)][c];
+                    weightBytes += choiceBytes[static_cast<std::size_t>(w)][c];
+                    weightSeconds += choiceSeconds[static_cast<std::size_t>(w)][c];
                     for (std::size_t i = 0; i < op.inputs.size(); ++i)
                         if (op.inputs[i] == t)
                             given[i] = choiceIds[static_cast<std::size_t>(w)][c];
@@ -994,7 +1025,6 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 const sharding::OpStrategy &s = oc.strategy;
                 st = state;  // into the scratch state's buffer: no allocation
                 double time = oc.time, comm = oc.comm;
-                const double derivedElements = oc.derivedElements;
                 std::int64_t activations = 0;
                 // Re-stored here: moved from the produced spec, forward and
                 // its gradient back, as its writer would store it so.
@@ -1006,12 +1036,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                         r += reshardTime(t, gradientId(spec), gradientId(from));
                     time += r;
                     comm += r;
-                    if (m_saved[t.index()]) {
-                        const auto &shape = m_graph.tensor(t).shape;
-                        activations += (m_interned[static_cast<std::size_t>(spec)].localElements(shape, m_mesh) -
-                                        m_interned[static_cast<std::size_t>(from)].localElements(shape, m_mesh)) *
-                                       ir::byteSize(m_graph.tensor(t).dtype);
-                    }
+                    if (m_saved[t.index()])
+                        activations += savedBytes(t, spec) - savedBytes(t, from);
                     st.setSpec(at, spec);
                 }
                 auto entry = [&](ir::TensorId t, std::int32_t spec) {
@@ -1019,9 +1045,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     if (const int at = st.find(ti); at >= 0)
                         return at;
                     if (m_saved[t.index()])
-                        activations += m_interned[static_cast<std::size_t>(spec)].localElements(
-                                           m_graph.tensor(t).shape, m_mesh) *
-                                       ir::byteSize(m_graph.tensor(t).dtype);
+                        activations += savedBytes(t, spec);
                     return st.insert(ti, spec);
                 };
                 for (std::size_t i = 0; i < op.inputs.size(); ++i) {
@@ -1037,7 +1061,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // nothing now or later, so it is not kept to tell
                     // states apart.
                     if (oc.needIds[i] != stored && st.add(at, 0, oc.needIds[i])) {
-                        const double r = reshardTime(t, stored, oc.needIds[i]) * shareOf(t);
+                        const double r =
+                            reshardTime(t, stored, oc.needIds[i]) * shareOf(t) * (1 + oc.recomputeComm);
                         time += r;
                         comm += r;
                     }
@@ -1056,7 +1081,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     m_specs[op.inputs[0].index()] = oc.inputs[0];
                     for (int sp = 0; sp < 2; ++sp)
                         if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sp == 1))
-                            korthikanti[sp] = cost::korthikantiBytes(*l);
+                            korthikanti[sp] = cost::korthikantiBytes(*l, m_options.techniques);
                     m_specs[op.inputs[0].index()] = keep;
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
@@ -1069,16 +1094,18 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 auto &slot = next[st];
                 for (const Partial &p : partials) {
                     Partial n = p;
-                    n.time += time + optimizerPerElement * (weightElements + derivedElements);
+                    n.time += time + weightSeconds + oc.derivedSeconds;
                     n.comm += comm;
-                    n.weightElements += weightElements;
-                    n.parameterElements += weightElements + derivedElements;
+                    n.weightBytes += weightBytes;
+                    n.parameterBytes += weightBytes + oc.derivedBytes;
                     n.activations += activations;
                     n.korthikanti[0] += korthikanti[0];
                     n.korthikanti[1] += korthikanti[1];
                     // Weight memory only grows: over capacity now, over at the end.
-                    if (std::llround(n.weightElements * bpp) > weightCapacity)
+                    if (std::llround(n.weightBytes) > weightCapacity) {
+                        ++m_capacitySkips;
                         continue;
+                    }
                     n.pending = newWeights.empty() && storedOuts.empty() && storedIns.empty() ? -1 : combined;
                     slot.push_back(n);
                     ++extended;
@@ -1097,9 +1124,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                                             "with megatron"});
         for (auto &[st, ps] : next) {
             if (m_memoryBinds)
-                prune(ps, bpp);
+                prune(ps);
             else
-                keepBest(ps, bpp);
+                keepBest(ps);
             // The kept partials' choices join the trail.
             for (Partial &p : ps) {
                 if (p.pending < 0)
@@ -1141,7 +1168,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     if (const int leader = segment.tiedTo[w]; leader >= 0)
                         choice[w] = choice[static_cast<std::size_t>(leader)];
                 result.push_back({p.time, p.comm,
-                                  std::llround(p.parameterElements * bpp) + p.activations +
+                                  std::llround(p.parameterBytes) + p.activations +
                                       p.korthikanti[state.sequenceParallel() ? 1 : 0],
                                   std::move(choice)});
             }
@@ -1231,7 +1258,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
 
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)
     : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(cost::gradientFlow(graph)),
-      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
+      m_roles(cost::recomputeRoles(graph)), m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
     const std::vector<ShardingSpec> replicated(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()));
     for (std::size_t o = 0; o < graph.opCount() && !m_attention; ++o)
@@ -1243,7 +1270,7 @@ std::int64_t SegmentCoster::weightMemory(const Segment &segment, const std::vect
 {
     cost::ParameterLoad load;
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
-        load += cost::parameterLoad(m_graph.tensor(segment.weights[w]), weights[w], m_mesh);
+        load += cost::parameterLoad(m_graph.tensor(segment.weights[w]), weights[w], m_mesh, m_options);
     return cost::chargeParameters(load, m_mesh, m_options).bytes;
 }
 
@@ -1309,9 +1336,11 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     SegmentCost result;
     cost::PlanCost c;
     if (withBreakdown) {
-        c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow);
+        c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
+                              {&m_roles, m_options.techniques});
     } else {
-        const auto totals = cost::evaluateOpsTotals(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow);
+        const auto totals = cost::evaluateOpsTotals(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
+                                                    {&m_roles, m_options.techniques});
         c.compute = totals.compute;
         c.comm = totals.comm;
         c.stepTime = totals.compute + totals.comm;
@@ -1348,10 +1377,10 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     cost::ParameterLoad load;
     for (const auto *parameters : {&segment.weights, &segment.derived})
         for (auto t : *parameters)
-            load += cost::parameterLoad(m_graph.tensor(t), m_specs[t.index()], m_mesh);
+            load += cost::parameterLoad(m_graph.tensor(t), m_specs[t.index()], m_mesh, m_options);
     const cost::ParameterCharge perParameter = cost::chargeParameters(load, m_mesh, m_options);
     result.time = c.stepTime + perParameter.seconds();
-    result.comm = c.comm;
+    result.comm = c.comm + perParameter.zero.comm;
     result.parameterMemory = perParameter.bytes;
 
     std::int64_t activations = 0;
@@ -1364,7 +1393,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         }
         for (ir::OpId id : segment.ops)
             if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sequenceParallel))
-                activations += cost::korthikantiBytes(*l);
+                activations += cost::korthikantiBytes(*l, m_options.techniques);
     } else {
         // The saved-tensor model of the cost model, over this segment's ops.
         std::set<ir::TensorId> saved;
@@ -1379,8 +1408,8 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                     saved.insert(t);
         }
         for (auto t : saved)
-            activations += m_specs[t.index()].localElements(m_graph.tensor(t).shape, m_mesh) *
-                           ir::byteSize(m_graph.tensor(t).dtype);
+            activations += cost::savedBytes(m_graph.tensor(t), m_specs[t.index()], m_mesh,
+                                            m_options.techniques.microBatches);
     }
     result.memory = result.parameterMemory + activations;
     if (withBreakdown)

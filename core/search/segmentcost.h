@@ -122,6 +122,9 @@ public:
     std::size_t evaluations() const { return m_evaluations; }
     // The most states searchWeights held after one op, over every call.
     std::size_t peakStates() const { return m_peakStates; }
+    // Partial plans searchWeights dropped for weights over the capacity it
+    // was given: a faster plan may have been among them.
+    std::size_t capacitySkips() const { return m_capacitySkips; }
 
 private:
     const ir::Graph &m_graph;
@@ -129,6 +132,7 @@ private:
     cost::CostOptions m_options;
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
+    std::vector<std::uint8_t> m_roles;  // by op id: cost::recomputeRoles()
     bool m_memoryBinds = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
     bool m_partialsStored = false;
@@ -143,7 +147,10 @@ private:
         double comm = 0;
         bool flows = false;
         bool partialsStored = false;  // an output not fixed was produced as a partial sum
-        double derivedElements = 0;  // per device, of the small parameters this op decides
+        // The charges of the small parameters this op decides: model-state
+        // bytes per device, optimizer and ZeRO seconds.
+        double derivedBytes = 0, derivedSeconds = 0;
+        double recomputeComm = 0;  // its forward collectives run again in the backward pass, times
         // The same specs interned (see intern()), for the search's state.
         std::vector<std::int32_t> inputIds, needIds, gradientIds, outputIds;
     };
@@ -152,6 +159,8 @@ private:
     const OpOutcome &opOutcome(ir::OpId id, const std::vector<std::int32_t> &inputs, const std::vector<bool> &pending,
                                const std::vector<std::int32_t> &fixed);
     double reshardTime(ir::TensorId t, std::int32_t from, std::int32_t to);
+    // An activation's bytes kept for the backward pass, stored as the interned `spec`.
+    std::int64_t savedBytes(ir::TensorId t, std::int32_t spec) const;
     // Specs as small integers, so that the search's states compare and copy
     // as plain numbers; gradientId() is the interned gradientSpec().
     std::int32_t intern(const sharding::ShardingSpec &spec);
@@ -190,6 +199,7 @@ private:
     std::uint32_t m_stamp = 0;
     std::size_t m_evaluations = 0;
     std::size_t m_peakStates = 0;
+    std::size_t m_capacitySkips = 0;
     // What searchWeights keeps across calls: the fronts after a segment's
     // ops that see nothing of a call but what they read from outside, by
     // those specs, and the choices its partial plans made (segmentcost.cpp).

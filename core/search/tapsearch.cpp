@@ -249,6 +249,7 @@ private:
     SegmentCoster m_coster;
     std::vector<ActivationLayout> m_layouts;
     std::int64_t m_capacity;
+    bool m_capacitySkipped = false;  // the exhaustive path dropped a choice for its weights' memory
     // The memory a block's weights may take when choices are pruned: the
     // device's capacity, or no bound when nothing fits and the search looks
     // for the plan that needs the least memory instead.
@@ -778,8 +779,10 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
                 c.trail.push_back(rest % n);
                 rest /= n;
             }
-            if (m_coster.weightMemory(g.whole, weights) > m_bound / g.instances)
+            if (m_coster.weightMemory(g.whole, weights) > m_bound / g.instances) {
+                m_capacitySkipped = true;
                 continue;
+            }
             const SegmentCost cost = m_coster.evaluate(g.whole, boundary, weights);
             c.time = cost.time * g.instances;
             c.comm = cost.comm * g.instances;
@@ -1088,6 +1091,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         bool found = false;
     };
     Best fastest, leastComm, leastMemory;
+    double fastestOfAll = std::numeric_limits<double>::max();  // memory aside
     auto objectiveOf = [&](const Candidate &c) { return cost::Objective::of(c.time, c.memory, m_capacity); };
     std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;  // by group and its variables' layouts
     std::size_t done = 0;
@@ -1110,6 +1114,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 m_options.progress(std::min(++done, planned), planned);
         }
         for (const auto &c : total.time) {
+            fastestOfAll = std::min(fastestOfAll, c.time);
             if (c.memory <= m_capacity && (!fastest.found || c.time < fastest.candidate.time))
                 fastest = {vars, c, true};
             // While nothing fits: the least overshoot, then the least step time.
@@ -1241,6 +1246,11 @@ SearchResult TapSearch::run(const std::string &modelSource)
     result.stats.peakStates = m_coster.peakStates();
     result.stats.classes = m_classes.classes.size();
     result.stats.layoutsExhaustive = exhaustive;
+    // The plan is the fastest of the space, memory aside, when every
+    // layout combination was tried, no choice was dropped for its weights'
+    // memory, and no plan left out for its memory was faster.
+    result.stats.memoryBound = !exhaustive || m_capacitySkipped || m_coster.capacitySkips() > 0 ||
+                               !fastest.found || fastestOfAll < fastest.candidate.time;
     for (const auto &g : m_groups)
         result.stats.segments += g.blocks.size();
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

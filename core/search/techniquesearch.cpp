@@ -1,0 +1,274 @@
+#include "search/techniquesearch.h"
+
+#include "cost/activationmemory.h"
+#include "cost/costmodel.h"
+#include "cost/objective.h"
+#include "cost/plancoster.h"
+#include "ir/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <thread>
+
+namespace tapestry::search {
+
+namespace {
+
+std::string gib(double bytes)
+{
+    return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+std::string duration(double seconds)
+{
+    const double a = std::abs(seconds);
+    if (a >= 1)
+        return fmt::format("{:.3f} s", seconds);
+    if (a >= 1e-3)
+        return fmt::format("{:.3f} ms", seconds * 1e3);
+    return fmt::format("{:.3f} us", seconds * 1e6);
+}
+
+cost::Objective objectiveOf(const plan::Plan &p)
+{
+    return cost::Objective::of(p.cost);
+}
+
+} // namespace
+
+std::int64_t modelBatch(const ir::Graph &graph)
+{
+    for (auto t : graph.tensorsWithRole(ir::Role::Input)) {
+        const auto &shape = graph.tensor(t).shape;
+        if (!shape.empty() && shape[0] > 0)
+            return shape[0];
+    }
+    return 0;
+}
+
+bool hasAttentionCore(const ir::Graph &graph)
+{
+    const auto roles = cost::recomputeRoles(graph);
+    return std::any_of(roles.begin(), roles.end(), [](std::uint8_t r) { return (r & cost::kScore) != 0; });
+}
+
+std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choices, bool hasAttention,
+                                                  std::int64_t batch)
+{
+    const bool flash = choices.flashAttention.value_or(hasAttention);
+    std::vector<cost::Recompute> recomputes;
+    if (choices.recompute)
+        recomputes = {*choices.recompute};
+    else if (!hasAttention)
+        recomputes = {cost::Recompute::None};
+    else if (flash)
+        recomputes = {cost::Recompute::None, cost::Recompute::Full};
+    else
+        recomputes = {cost::Recompute::None, cost::Recompute::Selective, cost::Recompute::Full};
+    std::vector<int> stages = choices.zeroStage ? std::vector<int>{*choices.zeroStage} : std::vector<int>{1, 2, 3};
+    std::vector<int> micro;
+    if (choices.microBatches) {
+        micro = {*choices.microBatches};
+    } else {
+        for (std::int64_t m = 1; m <= 64 && m <= std::max<std::int64_t>(batch, 1); m *= 2)
+            if (batch <= 1 ? m == 1 : batch % m == 0)
+                micro.push_back(static_cast<int>(m));
+    }
+    std::vector<cost::Techniques> out;
+    for (cost::Recompute r : recomputes)
+        for (int stage : stages)
+            for (std::size_t i = 0; i < micro.size(); ++i) {
+                // ZeRO 1's micro-batches cost nothing: one, or the most of them.
+                if (stage == 1 && !choices.microBatches && i > 0 && i + 1 < micro.size())
+                    continue;
+                cost::Techniques t;
+                t.flashAttention = flash;
+                t.recompute = r;
+                t.zeroStage = stage;
+                t.microBatches = micro[i];
+                out.push_back(t);
+            }
+    return out;
+}
+
+bool noFasterThan(const cost::Techniques &a, const cost::Techniques &b)
+{
+    auto rank = [](cost::Recompute r) { return r == cost::Recompute::None ? 0 : r == cost::Recompute::Selective ? 1 : 2; };
+    if (a.flashAttention != b.flashAttention || rank(a.recompute) > rank(b.recompute))
+        return false;
+    // ZeRO's time beyond stage 0's collectives: none for stage 1 (and for
+    // stage 2 with one micro-batch), growing with the micro-batches for
+    // stages 2 and 3; stage 0 updates whole parameters, more than any stage.
+    const int za = a.zeroStage, zb = b.zeroStage, ma = a.microBatches, mb = b.microBatches;
+    if (za == 0)
+        return zb == 0;
+    if (zb == 0)
+        return false;
+    if (za == 1 || (za == 2 && ma <= 1))
+        return true;
+    return zb >= za && mb >= ma;
+}
+
+SearchResult searchTechniques(const std::function<SearchResult(const sharding::Mesh &, const SearchOptions &)> &search,
+                              const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+                              const SearchOptions &options, const TechniqueChoices &choices)
+{
+    const auto start = std::chrono::steady_clock::now();
+    const auto candidates = techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph));
+    SearchOptions first = options;
+    first.cost.techniques = candidates.front();
+    if (mesh.device.memoryBytes <= 0 || candidates.size() == 1) {
+        SearchResult r = search(mesh, first);
+        simplifyTechniques(r.plan, graph, choices);
+        r.stats.techniquesTried = 1;
+        return r;
+    }
+    std::optional<SearchResult> best;
+    std::size_t tried = 0, evaluated = 0;
+    // The first setting without a memory limit: no plan of any setting is
+    // faster than its fastest plan (every other setting adds time to every
+    // plan), so when that plan fits, it is the answer.
+    double fastest = 0;
+    {
+        sharding::Mesh unlimited = mesh;
+        unlimited.device.memoryBytes = 0;
+        SearchResult r = search(unlimited, first);
+        ++tried;
+        evaluated += r.stats.plansEvaluated;
+        fastest = r.plan.cost.stepTime;
+        for (auto *p : {&r.plan, &r.leastCommunication}) {
+            p->mesh = mesh;
+            plan::recostPlan(*p, graph, modelSource);
+        }
+        if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory)
+            best = std::move(r);
+    }
+    auto done = [&] {
+        return best && best->plan.cost.fitsMemory && best->plan.cost.stepTime <= fastest * (1 + 1e-9);
+    };
+    // Settings whose search found the fastest plan of its space and that
+    // plan fits: a setting no faster than one of them is not tried.
+    std::vector<cost::Techniques> settled;
+    auto skipped = [&](const cost::Techniques &t) {
+        return std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); });
+    };
+    // Candidates in waves, one search per hardware thread, kept in order:
+    // the plan chosen does not depend on the threads.
+    const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    std::size_t next = 0;
+    while (next < candidates.size() && !done()) {
+        std::vector<std::size_t> wave;
+        for (; next < candidates.size() && wave.size() < threads; ++next)
+            if (!skipped(candidates[next]))
+                wave.push_back(next);
+        std::vector<std::future<SearchResult>> running;
+        for (std::size_t i : wave) {
+            SearchOptions o = options;
+            o.cost.techniques = candidates[i];
+            o.progress = nullptr;
+            running.push_back(std::async(wave.size() > 1 ? std::launch::async : std::launch::deferred,
+                                         [&search, &mesh, o] { return search(mesh, o); }));
+        }
+        for (std::size_t k = 0; k < running.size(); ++k) {
+            SearchResult r = running[k].get();
+            ++tried;
+            evaluated += r.stats.plansEvaluated;
+            if (r.plan.cost.fitsMemory && !r.stats.memoryBound)
+                settled.push_back(candidates[wave[k]]);
+            if (!best || objectiveOf(r.plan) < objectiveOf(best->plan))
+                best = std::move(r);
+        }
+        if (options.progress)
+            options.progress(next, candidates.size());
+    }
+    simplifyTechniques(best->plan, graph, choices);
+    best->stats.techniquesTried = tried;
+    best->stats.plansEvaluated = evaluated;
+    best->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::move(*best);
+}
+
+void simplifyTechniques(plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices)
+{
+    const auto specs = plan::planSpecs(plan, graph, plan.model.source);
+    auto tryWithout = [&](auto change) {
+        cost::CostOptions o = plan.costOptions;
+        change(o.techniques);
+        if (o == plan.costOptions)
+            return;
+        cost::PlanCost c = cost::evaluatePlan(graph, plan.mesh, specs, o);
+        if (noWorse(cost::Objective::of(c), objectiveOf(plan))) {
+            plan.costOptions = o;
+            plan.cost = std::move(c);
+        }
+    };
+    if (!choices.microBatches)
+        tryWithout([](cost::Techniques &t) { t.microBatches = 1; });
+    if (!choices.zeroStage)
+        for (int stage = plan.costOptions.techniques.zeroStage; stage-- > 0;)
+            tryWithout([stage](cost::Techniques &t) { t.zeroStage = stage; });
+    if (!choices.recompute)
+        tryWithout([](cost::Techniques &t) { t.recompute = cost::Recompute::None; });
+}
+
+plan::Plan chooseTechniques(const plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices)
+{
+    const auto specs = plan::planSpecs(plan, graph, plan.model.source);
+    std::optional<plan::Plan> best;
+    for (const cost::Techniques &t : techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph))) {
+        plan::Plan p = plan;
+        p.costOptions.techniques = t;
+        p.cost = cost::evaluatePlan(graph, p.mesh, specs, p.costOptions);
+        if (!best || objectiveOf(p) < objectiveOf(*best))
+            best = std::move(p);
+    }
+    if (!best)
+        return plan;
+    simplifyTechniques(*best, graph, choices);
+    return std::move(*best);
+}
+
+std::vector<std::string> techniqueReasons(const plan::Plan &plan, const ir::Graph &graph)
+{
+    const cost::Techniques &used = plan.costOptions.techniques;
+    const auto specs = plan::planSpecs(plan, graph, plan.model.source);
+    std::vector<std::string> lines;
+    auto without = [&](const std::string &name, auto change) {
+        cost::CostOptions o = plan.costOptions;
+        change(o.techniques);
+        const cost::PlanCost c = cost::evaluatePlan(graph, plan.mesh, specs, o);
+        const double saves = static_cast<double>(c.memory.total() - plan.cost.memory.total());
+        const double costs = plan.cost.stepTime - c.stepTime;
+        std::string line = name + ": saves " + gib(saves) + " per device, ";
+        line += costs > 0 ? "costs " + duration(costs) + " per step"
+                          : costs < 0 ? "saves " + duration(-costs) + " per step" : "no time";
+        if (plan.cost.fitsMemory && !c.fitsMemory)
+            line += "; needed to fit (" + gib(static_cast<double>(c.memory.total())) + " without it)";
+        lines.push_back(std::move(line));
+    };
+    if (used.flashAttention)
+        without("flash attention (no s x s scores kept; scores computed again in backward)",
+                [](cost::Techniques &t) { t.flashAttention = false; });
+    if (used.recompute != cost::Recompute::None)
+        without(std::string(used.recompute == cost::Recompute::Full
+                                ? "full recomputation (each layer keeps its input, runs its forward again)"
+                                : "selective recomputation (attention scores computed again)"),
+                [](cost::Techniques &t) { t.recompute = cost::Recompute::None; });
+    if (used.zeroStage > 0)
+        without("ZeRO-" + std::to_string(used.zeroStage) +
+                    (used.zeroStage == 1   ? " (optimizer state sharded"
+                     : used.zeroStage == 2 ? " (optimizer state and gradients sharded"
+                                           : " (parameters, gradients and optimizer state sharded") +
+                    " over the axes each parameter is replicated on)",
+                [](cost::Techniques &t) { t.zeroStage = 0; });
+    if (used.microBatches > 1)
+        without(std::to_string(used.microBatches) + " micro-batches (activations of one kept at a time)",
+                [](cost::Techniques &t) { t.microBatches = 1; });
+    return lines;
+}
+
+} // namespace tapestry::search

@@ -1,0 +1,349 @@
+// The memory techniques in the plan space (core/cost/README.md): activation
+// memory pinned to Korthikanti et al.'s table, row by row; ZeRO's model
+// states pinned to Rajbhandari et al.'s per stage, to the byte; what
+// recomputation, flash attention, ZeRO and micro-batches add to a step;
+// plans that choose them fit the flagship models where nothing fitted; the
+// search holds its own against exact with them.
+
+#include "cost/activationmemory.h"
+#include "cost/chargerules.h"
+#include "cost/costmodel.h"
+#include "cost/objective.h"
+#include "io/modelloader.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
+#include "search/exactsearch.h"
+#include "search/referenceplan.h"
+#include "search/tapsearch.h"
+#include "search/techniquesearch.h"
+#include "sharding/meshprofile.h"
+
+#include <QtTest>
+
+#include <cmath>
+
+using namespace tapestry;
+
+namespace {
+
+// GPT-2 shaped (4h MLP, as Korthikanti's table assumes): s 512, b 8, h 1024, a 16.
+const char *kGpt = "zoo:gpt2?layers=2&batch=8&seq=512&hidden=1024&heads=16&vocab=1024";
+constexpr double kS = 512, kB = 8, kH = 1024, kA = 16, kLayers = 2;
+
+sharding::Mesh mesh(std::vector<int> sizes)
+{
+    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+}
+
+cost::PlanCost costWith(const ir::Graph &g, const plan::Plan &p, const cost::Techniques &t)
+{
+    cost::CostOptions o = p.costOptions;
+    o.techniques = t;
+    return cost::evaluatePlan(g, p.mesh, plan::planSpecs(p, g, "plan"), o);
+}
+
+plan::Plan reference(const ir::Graph &g, const sharding::Mesh &m, search::ReferenceMethod method, bool sp = false)
+{
+    search::ReferenceOptions o;
+    o.sequenceParallel = sp;
+    return search::referencePlan(g, kGpt, m, method, o);
+}
+
+double parameterCount(const ir::Graph &g)
+{
+    double n = 0;
+    for (auto t : g.tensorsWithRole(ir::Role::Parameter))
+        n += static_cast<double>(g.tensor(t).elementCount());
+    return n;
+}
+
+} // namespace
+
+class TestTechniques : public QObject {
+    Q_OBJECT
+
+private slots:
+    // Korthikanti et al., Table 2 (activation bytes per layer, 16-bit):
+    // each row against the plan's activations, ±1%.
+    void korthikantiRows_data()
+    {
+        QTest::addColumn<QString>("plan");
+        QTest::addColumn<QString>("recompute");
+        QTest::addColumn<double>("perLayer");
+        const double sbh = kS * kB * kH, as_h = kA * kS / kH, t = 8;
+        QTest::newRow("no parallelism") << "replicate" << "none" << sbh * (34 + 5 * as_h);
+        QTest::newRow("tensor parallel") << "megatron" << "none" << sbh * (10 + 24 / t + 5 * as_h / t);
+        QTest::newRow("tensor + sequence parallel") << "megatron-sp" << "none" << sbh / t * (34 + 5 * as_h);
+        QTest::newRow("no parallelism, selective") << "replicate" << "selective" << sbh * 34;
+        QTest::newRow("tensor parallel, selective") << "megatron" << "selective" << sbh * (10 + 24 / t);
+        QTest::newRow("tensor + sequence parallel, selective") << "megatron-sp" << "selective" << sbh * 34 / t;
+        QTest::newRow("full recomputation") << "replicate" << "full" << sbh * 2;
+        QTest::newRow("full recomputation, sequence parallel") << "megatron-sp" << "full" << sbh * 2 / t;
+    }
+    void korthikantiRows()
+    {
+        QFETCH(QString, plan);
+        QFETCH(QString, recompute);
+        QFETCH(double, perLayer);
+        const auto g = io::loadModel(kGpt);
+        const auto m = mesh({8});
+        const auto p = plan == "replicate" ? reference(g, m, search::ReferenceMethod::Replicate)
+                                           : reference(g, m, search::ReferenceMethod::Megatron, plan == "megatron-sp");
+        cost::Techniques t;
+        t.recompute = *cost::recomputeFromString(recompute.toStdString());
+        const cost::PlanCost c = costWith(g, p, t);
+        QCOMPARE(c.memory.activationModel, std::string("korthikanti"));
+        const double expected = perLayer * kLayers;
+        QVERIFY2(std::abs(static_cast<double>(c.memory.activations) - expected) <= 0.01 * expected,
+                 qPrintable(QStringLiteral("%1 B, the table says %2 B").arg(c.memory.activations).arg(expected)));
+    }
+
+    // Flash attention keeps no s x s tensor: the selective row plus the
+    // softmax statistics (4 bytes per row of scores); micro-batches divide
+    // the batch the activations are kept for, rounded up to whole samples.
+    void flashAttentionAndMicroBatches()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = reference(g, mesh({8}), search::ReferenceMethod::Megatron, true);
+        const double t = 8, sbh = kS * kB * kH;
+        cost::Techniques flash;
+        flash.flashAttention = true;
+        QCOMPARE(static_cast<double>(costWith(g, p, flash).memory.activations),
+                 kLayers * (34 * sbh / t + 4 * kA * kS * kB / t));
+        const std::int64_t whole = costWith(g, p, {}).memory.activations;
+        for (int m : {2, 4}) {
+            cost::Techniques micro;
+            micro.microBatches = m;
+            QCOMPARE(costWith(g, p, micro).memory.activations, whole / m);
+        }
+        cost::Techniques sixteen;
+        sixteen.microBatches = 16;  // batch 8: one sample per micro-batch at least
+        QCOMPARE(costWith(g, p, sixteen).memory.activations, whole / 8);
+        // The saved-tensor model (no attention layer) divides dim 0 too.
+        const auto mlp = io::loadModel("zoo:mlp?batch=8");
+        const auto dp = search::referencePlan(mlp, "zoo:mlp?batch=8", mesh({2}), search::ReferenceMethod::DataParallel);
+        cost::Techniques two;
+        two.microBatches = 2;
+        QCOMPARE(costWith(mlp, dp, {}).memory.activationModel, std::string("saved-tensors"));
+        QCOMPARE(costWith(mlp, dp, two).memory.activations * 2, costWith(mlp, dp, {}).memory.activations);
+    }
+
+    // Rajbhandari et al.: 2Ψ + 2Ψ + 12Ψ for mixed-precision Adam, stage 1
+    // dividing the optimizer state by the data-parallel degree, stage 2 the
+    // gradients too, stage 3 the parameters too. Data parallel on 8: every
+    // parameter replicated, so Ψ/8 each; to the byte.
+    void zeroStagesToTheByte()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = reference(g, mesh({8}), search::ReferenceMethod::DataParallel);
+        const double psi = parameterCount(g);
+        struct Row {
+            int stage;
+            double parameters, gradients, optimizer;
+        };
+        for (const Row &r : {Row{0, 2 * psi, 2 * psi, 12 * psi}, Row{1, 2 * psi, 2 * psi, 12 * psi / 8},
+                             Row{2, 2 * psi, 2 * psi / 8, 12 * psi / 8}, Row{3, 2 * psi / 8, 2 * psi / 8, 12 * psi / 8}}) {
+            cost::Techniques t;
+            t.zeroStage = r.stage;
+            const cost::PlanCost c = costWith(g, p, t);
+            QCOMPARE(c.memory.parameters, std::llround(r.parameters));
+            QCOMPARE(c.memory.gradients, std::llround(r.gradients));
+            QCOMPARE(c.memory.optimizer, std::llround(r.optimizer));
+        }
+    }
+
+    // ZeRO's time: stages 1 and 2 reduce-scatter and gather where stage 0
+    // all-reduces (the same ring time), so one micro-batch adds no
+    // collective; stage 3 gathers each parameter before every micro-batch's
+    // forward and backward pass, and stages 2 and 3 reduce-scatter every
+    // micro-batch's gradient: 2m - 1 gathers and m - 1 reduce-scatters more.
+    void zeroCollectivesPerMicroBatch()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = reference(g, mesh({8}), search::ReferenceMethod::DataParallel);
+        const cost::PlanCost base = costWith(g, p, {});
+        const auto parameters = static_cast<int>(g.tensorsWithRole(ir::Role::Parameter).size());
+        auto zeroCount = [](const cost::PlanCost &c, sharding::CollectiveKind kind) {
+            int n = 0;
+            for (const auto &x : c.collectives)
+                n += x.kind == kind && x.reason.starts_with("ZeRO") ? 1 : 0;
+            return n;
+        };
+        for (int stage : {1, 2}) {
+            cost::Techniques t;
+            t.zeroStage = stage;
+            const cost::PlanCost c = costWith(g, p, t);
+            QCOMPARE(c.collectives.size(), base.collectives.size());
+            QCOMPARE(c.comm, base.comm);
+            QVERIFY(c.byPhase.at("optimizer").compute < base.byPhase.at("optimizer").compute);
+        }
+        for (int m : {1, 2, 4}) {
+            cost::Techniques t;
+            t.zeroStage = 3;
+            t.microBatches = m;
+            const cost::PlanCost c = costWith(g, p, t);
+            QCOMPARE(zeroCount(c, sharding::CollectiveKind::AllGather), (2 * m - 1) * parameters);
+            QCOMPARE(zeroCount(c, sharding::CollectiveKind::ReduceScatter), (m - 1) * parameters);
+            QVERIFY(c.comm > base.comm);
+            // The search charges the same seconds per parameter.
+            cost::CostOptions o;
+            o.techniques = t;
+            const auto specs = plan::planSpecs(p, g, "plan");
+            cost::ParameterLoad load;
+            for (auto w : g.tensorsWithRole(ir::Role::Parameter))
+                load += cost::parameterLoad(g.tensor(w), specs[w.index()], p.mesh, o);
+            double zero = 0;
+            for (const auto &x : c.collectives)
+                zero += x.reason.starts_with("ZeRO") ? x.time : 0;
+            QVERIFY(std::abs(cost::chargeParameters(load, p.mesh, o).zero.comm - zero) <= 1e-12 * zero);
+        }
+    }
+
+    // Recomputation runs the forward pass again in the backward pass: full
+    // recomputation every op of the layers, with their forward collectives
+    // (Megatron's two all-reduces per layer again); selective the attention
+    // core's compute; flash attention the scores' compute.
+    void recomputationChargesTheForwardAgain()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = reference(g, mesh({8}), search::ReferenceMethod::Megatron);
+        const cost::PlanCost base = costWith(g, p, {});
+        const auto roles = cost::recomputeRoles(g);
+        for (std::size_t o = 0; o < g.opCount(); ++o) {
+            const std::string &name = g.op(ir::OpId(static_cast<std::int32_t>(o))).name;
+            QVERIFY2(((roles[o] & cost::kLayer) != 0) == (name.find("/h.") != std::string::npos), name.c_str());
+        }
+        int scoreOps = 0, contextOps = 0;
+        for (auto r : roles) {
+            scoreOps += (r & cost::kScore) ? 1 : 0;
+            contextOps += (r & cost::kContext) ? 1 : 0;
+        }
+        QVERIFY(scoreOps >= 2 * 3);  // q·kᵀ, scale, softmax per layer at least
+        QCOMPARE(contextOps, 2);     // the probabilities times v, per layer
+
+        cost::Techniques full;
+        full.recompute = cost::Recompute::Full;
+        const cost::PlanCost f = costWith(g, p, full);
+        const auto &fb = f.byPhase.at("backward"), &bb = base.byPhase.at("backward"), &ff = base.byPhase.at("forward");
+        // Every layer op's forward compute again: nearly all of the forward.
+        QVERIFY(fb.compute > bb.compute + 0.9 * ff.compute && fb.compute < bb.compute + ff.compute * (1 + 1e-9));
+        int recomputed = 0;
+        for (const auto &c : f.collectives)
+            recomputed += c.reason.starts_with("recomputed: ") ? 1 : 0;
+        QCOMPARE(recomputed, 2 * static_cast<int>(kLayers));
+        QCOMPARE(f.collectives.size(), base.collectives.size() + static_cast<std::size_t>(recomputed));
+        QCOMPARE(f.byPhase.at("forward"), base.byPhase.at("forward"));
+
+        cost::Techniques selective, flash;
+        selective.recompute = cost::Recompute::Selective;
+        flash.flashAttention = true;
+        const double sel = costWith(g, p, selective).byPhase.at("backward").compute - bb.compute;
+        const double fl = costWith(g, p, flash).byPhase.at("backward").compute - bb.compute;
+        QVERIFY(sel > 0 && fl > 0 && fl < sel);
+        QCOMPARE(costWith(g, p, selective).collectives.size(), base.collectives.size());
+    }
+
+    // The flagship presets fit their meshes once the search chooses the
+    // memory techniques (they needed 96 to 369 GiB per device without).
+    void flagshipsFit_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        QTest::newRow("llama3-8b on 8") << "zoo:llama3-8b" << "8";
+        QTest::newRow("llama3-8b on 2x4") << "zoo:llama3-8b" << "2x4";
+        QTest::newRow("llama3-70b on 8x8") << "zoo:llama3-70b" << "8x8";
+        QTest::newRow("gpt3-175b on 8x8") << "zoo:gpt3-175b" << "8x8";
+    }
+    void flagshipsFit()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        auto run = [&](const sharding::Mesh &mm, const search::SearchOptions &o) {
+            return search::tapSearch(g, coarse, classes, source, mm, o);
+        };
+        const auto r = search::searchTechniques(run, g, source, m, {}, {});
+        QVERIFY2(r.plan.cost.fitsMemory, qPrintable(QStringLiteral("%1 GiB").arg(r.plan.cost.memory.total() / 1073741824.0)));
+        QVERIFY(r.plan.costOptions.techniques.flashAttention);
+        // No reference plan that fits, with its techniques chosen, is faster.
+        for (const auto &ref : search::applicableReferencePlans(g, source, m)) {
+            const auto best = search::chooseTechniques(ref.plan, g, {});
+            QVERIFY2(!(cost::Objective::of(best.cost) < cost::Objective::of(r.plan.cost)),
+                     qPrintable(QString::fromStdString(ref.name + ": " + std::to_string(best.cost.stepTime) + " s vs tap " +
+                                                       std::to_string(r.plan.cost.stepTime))));
+        }
+    }
+
+    // Mixtral 8x7B (46.7B parameters) on 8 x 80 GB cannot fit with
+    // mixed-precision Adam: its model states alone, sharded 8 ways, are
+    // 16 x 46.7e9 / 8 bytes = 87 GiB. The plan is the one that needs the
+    // least memory, and says it does not fit.
+    void mixtralStatesAloneExceedEightDevices()
+    {
+        const std::string source = "zoo:mixtral-8x7b";
+        const auto g = io::loadModel(source);
+        const auto m = mesh({8});
+        const double states = 16 * parameterCount(g) / 8;
+        QVERIFY(states > static_cast<double>(m.device.memoryBytes));
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        auto run = [&](const sharding::Mesh &mm, const search::SearchOptions &o) {
+            return search::tapSearch(g, coarse, classes, source, mm, o);
+        };
+        const auto r = search::searchTechniques(run, g, source, m, {}, {});
+        QVERIFY(!r.plan.cost.fitsMemory);
+        QVERIFY(static_cast<double>(r.plan.cost.memory.total()) >= states * (1 - 1e-6));
+        QVERIFY(static_cast<double>(r.plan.cost.memory.total()) <= states * 1.05);
+    }
+
+    // With the techniques fixed, tap and exact search the same space: tap
+    // within 1% of exact under a memory limit that makes them matter.
+    void tapMatchesExactWithTechniques_data()
+    {
+        QTest::addColumn<int>("stage");
+        QTest::addColumn<QString>("recompute");
+        QTest::addColumn<int>("micro");
+        QTest::newRow("none") << 0 << "none" << 1;
+        QTest::newRow("zero 3, 2 micro-batches") << 3 << "none" << 2;
+        QTest::newRow("full recomputation, zero 1") << 1 << "full" << 1;
+        QTest::newRow("selective, zero 2, 4 micro-batches") << 2 << "selective" << 4;
+    }
+    void tapMatchesExactWithTechniques()
+    {
+        QFETCH(int, stage);
+        QFETCH(QString, recompute);
+        QFETCH(int, micro);
+        const std::string source = "zoo:gpt2?layers=2&batch=4&seq=128&hidden=256&heads=4&vocab=512";
+        const auto g = io::loadModel(source);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        auto m = mesh({4});
+        search::SearchOptions o;
+        o.cost.techniques = {false, *cost::recomputeFromString(recompute.toStdString()), stage, micro};
+        // Halfway between what the fastest plan and the least-memory plan
+        // need: memory decides.
+        const auto free = search::tapSearch(g, coarse, classes, source, m, o);
+        m.device.memoryBytes = 1;
+        const auto least = search::tapSearch(g, coarse, classes, source, m, o);
+        m.device.memoryBytes = (free.plan.cost.memory.total() + least.plan.cost.memory.total()) / 2;
+        const auto tap = search::tapSearch(g, coarse, classes, source, m, o);
+        const auto exact = search::exactSearch(g, coarse, source, m, o);
+        QVERIFY(exact.stats.optimal);
+        QVERIFY(tap.plan.cost.fitsMemory);
+        QVERIFY(tap.plan.cost.stepTime < free.plan.cost.stepTime * 2);
+        // Under the one objective (exact's memory per coarse node is
+        // coarser than the whole plan's, so it may miss a plan that fits).
+        QVERIFY2(noWorse(cost::Objective::of(tap.plan.cost), cost::Objective::of(exact.plan.cost), 0.01),
+                 qPrintable(QStringLiteral("tap %1 s, exact %2 s (fits: %3)")
+                                .arg(tap.plan.cost.stepTime)
+                                .arg(exact.plan.cost.stepTime)
+                                .arg(exact.plan.cost.fitsMemory)));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestTechniques)
+#include "tst_techniques.moc"
