@@ -81,6 +81,7 @@ int runDiff(const Args &args)
         for (const auto &c : diff.specs)
             specs.push_back({{"tensor", c.tensor}, {"a", c.a.toPlacements()}, {"b", c.b.toPlacements()}});
         j["specs"] = specs;
+        j["techniques"] = {{"a", cost::describe(diff.techniquesA)}, {"b", cost::describe(diff.techniquesB)}};
         j["step_time_delta_s"] = diff.stepTimeDelta;
         j["comm_delta_s"] = diff.commDelta;
         j["compute_delta_s"] = diff.computeDelta;
@@ -92,7 +93,10 @@ int runDiff(const Args &args)
     }
     std::cout << "a: " << fileA << " (" << a.method << "), b: " << fileB << " (" << b.method << "), model "
               << a.model.source << "\n";
-    if (diff.identical()) {
+    if (!(diff.techniquesA == diff.techniquesB))
+        std::cout << "techniques: a uses " << cost::describe(diff.techniquesA) << "; b uses "
+                  << cost::describe(diff.techniquesB) << "\n";
+    if (diff.specs.empty()) {
         std::cout << "the plans store every tensor alike\n";
     } else {
         std::printf("%zu tensor(s) stored differently:\n  %-48s %-28s %s\n", diff.specs.size(), "tensor", "a", "b");

@@ -4,6 +4,7 @@
 #include "ir/error.h"
 #include "plan/planjson.h"
 #include "analysis/explain.h"
+#include "search/techniquesearch.h"
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,24 @@ int runExplain(const Args &args)
     const plan::Plan p = plan::readPlanFile(planFile);
     const std::string model = args.value("--model").value_or(p.model.source);
     const auto graph = loadModelFromArgs(model, args);
+    if (subject == "techniques" && !graph.findTensor(subject)) {
+        // The plan's memory techniques, each with what it saves and costs.
+        plan::Plan costed = p;
+        plan::recostPlan(costed, graph, planFile);
+        const auto reasons = search::techniqueReasons(costed, graph);
+        if (args.has("--json")) {
+            nlohmann::ordered_json j;
+            j["techniques"] = cost::describe(costed.costOptions.techniques);
+            j["reasons"] = reasons;
+            std::cout << j.dump(2) << '\n';
+            return Ok;
+        }
+        std::cout << "plan (" << p.method << ") on mesh " << p.mesh.toString() << " uses "
+                  << cost::describe(costed.costOptions.techniques) << "\n";
+        for (const auto &r : reasons)
+            std::cout << "  " << r << "\n";
+        return Ok;
+    }
     analysis::Explainer explainer(graph, p, planFile);
 
     analysis::Explanation e;
@@ -99,7 +118,8 @@ Registration explain([] {
     c.name = "explain";
     c.usage = "explain PLAN TENSOR [--model MODEL] [--batch B] [--seq S] [--json]";
     c.summary = "a tensor's other specs and what each would cost against the plan's choice";
-    c.details = "TENSOR is a tensor name or a coarse node name (explained by its largest parameter).\n"
+    c.details = "TENSOR is a tensor name or a coarse node name (explained by its largest parameter), or\n"
+                "'techniques': the plan's memory techniques, each with what it saves and costs.\n"
                 "Every legal spec (per mesh axis replicated or one dim split) is costed with the rest of\n"
                 "the plan kept: the tensor's node follows it, its boundary tensors stay as planned. The\n"
                 "model is the one the plan records (model.source) unless --model names another; either\n"

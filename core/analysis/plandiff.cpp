@@ -26,6 +26,8 @@ PlanDiff diffPlans(const ir::Graph &graph, const plan::Plan &a, const plan::Plan
     plan::recostPlan(costedB, graph, inputB);
 
     PlanDiff diff;
+    diff.techniquesA = a.costOptions.techniques;
+    diff.techniquesB = b.costOptions.techniques;
     std::set<std::string> names;
     for (const auto *p : {&a, &b})
         for (const auto &[name, entry] : p->specs)

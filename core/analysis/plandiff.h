@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/costoptions.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
@@ -38,8 +39,10 @@ struct PlanDiff {
     // ops outside classes as "(outside classes)") and per collective kind.
     std::map<std::string, GroupDelta> byClass;
     std::map<std::string, GroupDelta> byCollective;
+    // The memory techniques of each plan (cost::Techniques).
+    cost::Techniques techniquesA, techniquesB;
 
-    bool identical() const { return specs.empty(); }
+    bool identical() const { return specs.empty() && techniquesA == techniquesB; }
 };
 
 // Throws TapestryError naming `inputB` when the plans were made for
