@@ -25,7 +25,7 @@ void CostSummaryBar::clearCost()
     update();
 }
 
-void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabel)
+void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabel, const cost::Techniques &techniques)
 {
     m_hasCost = true;
     m_measuredText.clear();  // a measurement belongs to the plan it ran
@@ -36,17 +36,31 @@ void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabe
                         ? static_cast<double>(cost.memory.total()) / static_cast<double>(cost.memoryCapacity)
                         : 0;
     const QLocale locale;
-    m_text = tr("%1 step %2 ms · compute %3 ms · comm %4 ms (%5 %)")
-                 .arg(planLabel)
+    const double scale = cost.memoryCapacity > 0 ? static_cast<double>(cost.memoryCapacity)
+                                                 : std::max<double>(1, static_cast<double>(cost.memory.total()));
+    const std::int64_t parts[4] = {cost.memory.parameters, cost.memory.gradients, cost.memory.optimizer,
+                                   cost.memory.activations};
+    for (int i = 0; i < 4; ++i)
+        m_parts[i] = static_cast<double>(parts[i]) / scale;
+    // The step time first: where the line is cut, the plan's label goes.
+    m_text = tr("step %1 ms · compute %2 ms · comm %3 ms (%4 %) · %5")
                  .arg(cost.stepTime * 1e3, 0, 'f', 2)
                  .arg(cost.compute * 1e3, 0, 'f', 2)
                  .arg(cost.comm * 1e3, 0, 'f', 2)
-                 .arg(m_commShare * 100, 0, 'f', 0);
+                 .arg(m_commShare * 100, 0, 'f', 0)
+                 .arg(planLabel);
+    auto size = [&](std::int64_t bytes, int decimals) {
+        return locale.formattedDataSize(bytes, decimals, QLocale::DataSizeIecFormat);
+    };
     m_memoryText = tr("memory %1 of %2%3")
-                       .arg(locale.formattedDataSize(cost.memory.total(), 1, QLocale::DataSizeTraditionalFormat),
-                            locale.formattedDataSize(cost.memoryCapacity, 0, QLocale::DataSizeTraditionalFormat),
+                       .arg(size(cost.memory.total(), 1), size(cost.memoryCapacity, 0),
                             m_fits ? QString() : tr(" — DOES NOT FIT"));
-    setToolTip(m_text + QLatin1Char('\n') + m_memoryText);
+    const QString breakdown =
+        tr("parameters %1, gradients %2, optimizer state %3, activations %4 (%5)\nmemory techniques: %6")
+            .arg(size(cost.memory.parameters, 2), size(cost.memory.gradients, 2), size(cost.memory.optimizer, 2),
+                 size(cost.memory.activations, 2), QString::fromStdString(cost.memory.activationModel),
+                 QString::fromStdString(cost::describe(techniques)));
+    setToolTip(m_text + QLatin1Char('\n') + m_memoryText + QLatin1Char('\n') + breakdown);
     update();
 }
 
@@ -93,12 +107,21 @@ void CostSummaryBar::paintEvent(QPaintEvent *)
     p.drawRect(commBar);
     p.setBrush(QColor(0xffa726));
     p.drawRect(QRect(commBar.left(), commBar.top(), static_cast<int>(commBar.width() * m_commShare), commBar.height()));
-    // Memory against capacity: green, red when over.
+    // Memory against capacity, in parts: parameters, gradients, optimizer
+    // state, activations (greens when it fits, reds when over).
     p.setBrush(QColor(0xe0e0e0));
     p.drawRect(memoryBar);
-    p.setBrush(m_fits ? QColor(0x66bb6a) : QColor(0xe53935));
-    p.drawRect(QRect(memoryBar.left(), memoryBar.top(),
-                     static_cast<int>(memoryBar.width() * std::min(1.0, m_memoryShare)), memoryBar.height()));
+    static const QColor kFits[4] = {QColor(0x1b5e20), QColor(0x388e3c), QColor(0x66bb6a), QColor(0xa5d6a7)};
+    static const QColor kOver[4] = {QColor(0xb71c1c), QColor(0xd32f2f), QColor(0xe57373), QColor(0xef9a9a)};
+    const double total = m_parts[0] + m_parts[1] + m_parts[2] + m_parts[3];
+    const double shrink = total > 1 ? 1 / total : 1;  // over capacity: the parts fill the bar
+    double x = memoryBar.left();
+    for (int i = 0; i < 4; ++i) {
+        const double w = memoryBar.width() * m_parts[i] * shrink;
+        p.setBrush(m_fits ? kFits[i] : kOver[i]);
+        p.drawRect(QRectF(x, memoryBar.top(), w, memoryBar.height()));
+        x += w;
+    }
     p.setPen(m_fits ? palette().color(QPalette::WindowText) : QColor(0xc62828));
     p.drawText(memoryTextBox, Qt::AlignVCenter, m_memoryText);
 }

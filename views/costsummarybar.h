@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/costoptions.h"
 #include "cost/plancost.h"
 
 #include <QWidget>
@@ -7,13 +8,15 @@
 namespace tapestry::views {
 
 // One line under the graph: step time, communication against compute, and
-// memory per device against capacity (red when the plan does not fit).
+// memory per device against capacity (red when the plan does not fit), the
+// memory bar split into parameters, gradients, optimizer state and
+// activations, with the memory techniques the plan uses.
 class CostSummaryBar : public QWidget {
     Q_OBJECT
 public:
     explicit CostSummaryBar(QWidget *parent = nullptr);
 
-    void setCost(const cost::PlanCost &cost, const QString &planLabel);
+    void setCost(const cost::PlanCost &cost, const QString &planLabel, const cost::Techniques &techniques = {});
     void clearCost();
     // What a run of the plan measured ("measured 186 ms on 4 ranks"), shown
     // beside the prediction until the plan changes.
@@ -31,6 +34,9 @@ private:
     bool m_fits = true;
     double m_commShare = 0;
     double m_memoryShare = 0;
+    // Shares of capacity (of the total when there is no capacity):
+    // parameters, gradients, optimizer state, activations.
+    double m_parts[4] = {0, 0, 0, 0};
     QString m_text;
     QString m_memoryText;
     QString m_measuredText;

@@ -4,6 +4,8 @@
 #include "plandocument.h"
 
 #include "analysis/explain.h"
+#include "cost/activationmemory.h"
+#include "cost/chargerules.h"
 #include "layout/viewgraph.h"
 
 #include <QLocale>
@@ -68,6 +70,26 @@ void InspectorDock::installSections()
                                                    QLocale::DataSizeTraditionalFormat));
         item->setText(1, item->text(1) + QStringLiteral("  ") + QString::fromStdString(spec.toPlacements()));
         sharding->setExpanded(true);
+        if (tensor.role == ir::Role::Parameter) {
+            // ZeRO: the states over the axes this spec replicates the parameter on.
+            const int stage = p.costOptions.techniques.zeroStage;
+            const std::int64_t d = cost::zeroDegree(spec, p.mesh);
+            QStringList axes;
+            for (std::size_t a = 0; a < p.mesh.axes.size() && a < spec.placements.size(); ++a)
+                if (spec.placements[a].isReplicate() && p.mesh.axes[a].size > 1)
+                    axes << QString::fromStdString(p.mesh.axes[a].name);
+            const QString sharded = stage == 0   ? tr("nothing sharded")
+                                    : stage == 1 ? tr("optimizer state sharded")
+                                    : stage == 2 ? tr("gradient and optimizer state sharded")
+                                                 : tr("parameter, gradient and optimizer state sharded");
+            m_view->addRow(item, tr("ZeRO"),
+                           d <= 1 ? tr("stage %1: split on every axis, nothing to shard").arg(stage)
+                                  : tr("stage %1: %2 %3 ways over %4 — Plan ▸ Memory techniques to change")
+                                        .arg(stage)
+                                        .arg(sharded)
+                                        .arg(d)
+                                        .arg(axes.join(QStringLiteral(", "))));
+        }
         if (tensor.role != ir::Role::Parameter || tensor.shape.size() < 2)
             return;
         // Why this spec and not another: every legal spec with its cost
@@ -98,6 +120,22 @@ void InspectorDock::installSections()
         const auto &p = *planned.plan;
         auto it = planned.byNode.find(node.value);
         const cost::CostTotals totals = it == planned.byNode.end() ? cost::CostTotals{} : it->second;
+        // What the backward pass recomputes of this node, and why.
+        const auto roles = cost::recomputeRoles(*m_document->model().graph);
+        std::uint8_t role = 0;
+        for (auto o : m_document->model().coarse->node(node).ops)
+            role |= roles[o.index()];
+        const auto &t = p.costOptions.techniques;
+        QString recompute = tr("none: its activations are kept for the backward pass");
+        if (t.recompute == cost::Recompute::Full && (role & cost::kLayer))
+            recompute = tr("full: the layer keeps its input and runs this forward again in backward");
+        else if (t.recompute == cost::Recompute::Selective && (role & (cost::kScore | cost::kContext)))
+            recompute = tr("selective: the attention scores are computed again in backward");
+        else if (t.flashAttention && (role & cost::kScore))
+            recompute = tr("flash attention: no s×s scores kept, computed again in backward");
+        else if (!(role & cost::kLayer))
+            recompute = tr("none (outside the transformer layers)");
+        m_view->addRow(nullptr, tr("Recomputation"), recompute);
         auto *costRow = m_view->addRow(nullptr, tr("Cost per step"), tr("%1 ms").arg(totals.total() * 1e3, 0, 'f', 3));
         m_view->addRow(costRow, tr("Compute"), tr("%1 ms").arg(totals.compute * 1e3, 0, 'f', 3));
         m_view->addRow(costRow, tr("Communication"), tr("%1 ms").arg(totals.comm * 1e3, 0, 'f', 3));

@@ -304,6 +304,27 @@ bool PlanDocument::pinTensor(const std::string &tensor, const sharding::Sharding
     }
 }
 
+bool PlanDocument::setTechniques(const search::TechniqueChoices &choices)
+{
+    m_request.techniques = choices;
+    emit planRequestChanged(m_request);
+    if (!m_planned.plan)
+        return false;
+    try {
+        auto edited = std::make_shared<plan::Plan>(
+            search::chooseTechniques(*m_planned.plan, *m_model.graph, choices));
+        if (edited->costOptions == m_planned.plan->costOptions)
+            return true;
+        recoster().recost(*edited, m_model.source.toStdString());
+        pushPlanEdit(tr("Memory techniques: %1").arg(QString::fromStdString(cost::describe(edited->costOptions.techniques))),
+                     edited);
+        return true;
+    } catch (const std::exception &e) {
+        emit failed(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
 bool PlanDocument::hasUnsavedEdits() const
 {
     return !m_undo->isClean();

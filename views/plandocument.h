@@ -72,6 +72,10 @@ public:
     // `wholeClass`, in every instance of its class. Undoable. False, with
     // `failed`, when the spec is not a legal choice for the tensor.
     bool pinTensor(const std::string &tensor, const sharding::ShardingSpec &spec, bool wholeClass);
+    // Sets the memory techniques of the plan: those `choices` fix as they
+    // say, the others chosen anew for the plan's specs; re-costs, undoable.
+    // The request keeps `choices` for the next derivation.
+    bool setTechniques(const search::TechniqueChoices &choices);
     void setPinWholeClass(bool whole) { m_pinWholeClass = whole; }
     bool pinWholeClass() const { return m_pinWholeClass; }
     QUndoStack *undoStack() const { return m_undo; }

@@ -55,12 +55,16 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request, co
             if (const auto cancel = control.cancel)
                 options.cancelled = [cancel] { return cancel->load(); };
             options.progress = control.progress;
-            p = search::tapSearch(*model.graph, *model.classes, source, mesh, options).plan;
+            auto run = [&](const sharding::Mesh &m, const search::SearchOptions &o) {
+                return search::tapSearch(*model.graph, *model.coarse, *model.classes, source, m, o);
+            };
+            p = search::searchTechniques(run, *model.graph, source, mesh, options, request.techniques).plan;
         } else {
             const auto method = search::referenceMethodFromString(request.method.toStdString());
             if (!method)
                 throw TapestryError(Error{request.method.toStdString(), {}, "unknown plan method"});
-            p = search::referencePlan(*model.graph, source, mesh, *method);
+            p = search::chooseTechniques(search::referencePlan(*model.graph, source, mesh, *method), *model.graph,
+                                         request.techniques);
         }
         const double seconds = timer.nsecsElapsed() / 1e9;
         PlannedModel out = groupPlan(model, std::move(p));

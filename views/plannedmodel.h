@@ -2,6 +2,7 @@
 
 #include "loadedmodel.h"
 #include "plan/plan.h"
+#include "search/techniquesearch.h"
 #include "sharding/mesh.h"
 
 #include <QMetaType>
@@ -33,6 +34,9 @@ struct PlanRequest {
     QString profile = QStringLiteral("dgx-h100");
     // tap only: specs to keep, by tensor name (re-deriving around pins).
     std::map<std::string, sharding::ShardingSpec> pinned;
+    // The memory techniques the plan must use; those left empty are chosen
+    // with the plan (search::searchTechniques, search::chooseTechniques).
+    search::TechniqueChoices techniques;
 };
 
 // Derives (tap) or builds (reference methods) the plan for `model` and

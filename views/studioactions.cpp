@@ -18,7 +18,9 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QSettings>
+#include <QActionGroup>
 #include <QToolBar>
+#include <QToolButton>
 #include <QUndoStack>
 
 #include <tuple>
@@ -145,6 +147,8 @@ void StudioActions::createPlanMenu()
     planBar->addWidget(m_profile);
     auto *derive = planBar->addAction(tr("Derive plan"), m_window, &StudioWindow::derivePlan);
     derive->setShortcut(QKeySequence(tr("Ctrl+D")));
+    auto *planMenu = m_window->menuBar()->addMenu(tr("&Plan"));
+    createMemoryMenu(planBar, planMenu);
     planBar->addSeparator();
     planBar->addWidget(new QLabel(tr(" Colour by "), planBar));
     m_colourBy = new QComboBox(planBar);
@@ -153,7 +157,6 @@ void StudioActions::createPlanMenu()
     connect(m_colourBy, &QComboBox::currentIndexChanged, m_window,
             [this](int i) { m_window->setColouring(static_cast<StudioWindow::Colouring>(i)); });
 
-    auto *planMenu = m_window->menuBar()->addMenu(tr("&Plan"));
     planMenu->addAction(derive);
     auto *rederive = planMenu->addAction(tr("&Re-derive around pins"), m_window, &StudioWindow::rederiveAroundPins);
     rederive->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
@@ -196,9 +199,82 @@ void StudioActions::createPlanMenu()
     });
 }
 
+void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)
+{
+    auto *menu = new QMenu(tr("&Memory techniques"), m_window);
+    auto group = [&](const QString &title, const QString &tip, const std::vector<std::pair<QString, QVariant>> &values) {
+        auto *sub = menu->addMenu(title);
+        sub->setToolTipsVisible(true);
+        auto *g = new QActionGroup(sub);
+        g->setExclusive(true);
+        auto *automatic = sub->addAction(tr("auto (chosen with the plan)"));
+        automatic->setCheckable(true);
+        automatic->setChecked(true);
+        automatic->setToolTip(tip);
+        g->addAction(automatic);
+        for (const auto &[label, value] : values) {
+            auto *a = sub->addAction(label);
+            a->setCheckable(true);
+            a->setData(value);
+            g->addAction(a);
+        }
+        connect(g, &QActionGroup::triggered, this, [this] { m_document->setTechniques(techniqueChoices()); });
+        return g;
+    };
+    m_flash = group(tr("&Flash attention"), tr("On where the model has an attention core"),
+                    {{tr("on: no s×s scores kept"), true}, {tr("off"), false}});
+    m_recompute = group(tr("&Recomputation"), tr("None, or full where it is needed to fit"),
+                        {{tr("none"), 0}, {tr("selective: attention scores again in backward"), 1},
+                         {tr("full: each layer's forward again in backward"), 2}});
+    m_zero = group(tr("&ZeRO stage"), tr("The stage that fits at the least step time"),
+                   {{tr("0: states whole on every replica"), 0}, {tr("1: optimizer state sharded"), 1},
+                    {tr("2: gradients sharded too"), 2}, {tr("3 (FSDP): parameters sharded too"), 3}});
+    std::vector<std::pair<QString, QVariant>> micro;
+    for (int m : {1, 2, 4, 8, 16, 32})
+        micro.push_back({QString::number(m), m});
+    m_micro = group(tr("Micro-&batches per step"), tr("The fewest that fit; the model's batch is the global batch"), micro);
+    planMenu->addMenu(menu);
+    m_memory = new QToolButton(planBar);
+    m_memory->setMenu(menu);
+    m_memory->setPopupMode(QToolButton::InstantPopup);
+    m_memory->setToolTip(tr("Memory techniques of the plan: flash attention, recomputation, ZeRO, micro-batches.\n"
+                            "Each is chosen with the plan unless fixed here; a change re-costs the plan (undoable)."));
+    planBar->addWidget(m_memory);
+    connect(m_document, &PlanDocument::planChanged, this, &StudioActions::showTechniques);
+    showTechniques();
+}
+
+search::TechniqueChoices StudioActions::techniqueChoices() const
+{
+    search::TechniqueChoices c;
+    auto value = [](QActionGroup *g) {
+        const QAction *a = g->checkedAction();
+        return a ? a->data() : QVariant();
+    };
+    if (const auto v = value(m_flash); v.isValid())
+        c.flashAttention = v.toBool();
+    if (const auto v = value(m_recompute); v.isValid())
+        c.recompute = static_cast<cost::Recompute>(v.toInt());
+    if (const auto v = value(m_zero); v.isValid())
+        c.zeroStage = v.toInt();
+    if (const auto v = value(m_micro); v.isValid())
+        c.microBatches = v.toInt();
+    return c;
+}
+
+void StudioActions::showTechniques()
+{
+    const auto &planned = m_document->planned();
+    const QString used = planned.plan ? QString::fromStdString(cost::describe(planned.plan->costOptions.techniques))
+                                      : tr("auto");
+    m_memory->setText(tr("Memory: %1").arg(used));
+}
+
 PlanRequest StudioActions::request() const
 {
-    return {m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText(), {}};
+    PlanRequest r{m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText(), {}};
+    r.techniques = techniqueChoices();
+    return r;
 }
 
 void StudioActions::showRequest(const PlanRequest &request)
@@ -206,6 +282,19 @@ void StudioActions::showRequest(const PlanRequest &request)
     m_method->setCurrentText(request.method);
     m_mesh->setCurrentText(request.meshShape);
     m_profile->setCurrentText(request.profile);
+    auto check = [](QActionGroup *g, const std::optional<QVariant> &value) {
+        for (QAction *a : g->actions())
+            if (value ? a->data() == *value : !a->data().isValid()) {
+                const QSignalBlocker blocker(g);
+                a->setChecked(true);
+                return;
+            }
+    };
+    const auto &t = request.techniques;
+    check(m_flash, t.flashAttention ? std::optional<QVariant>(*t.flashAttention) : std::nullopt);
+    check(m_recompute, t.recompute ? std::optional<QVariant>(static_cast<int>(*t.recompute)) : std::nullopt);
+    check(m_zero, t.zeroStage ? std::optional<QVariant>(*t.zeroStage) : std::nullopt);
+    check(m_micro, t.microBatches ? std::optional<QVariant>(*t.microBatches) : std::nullopt);
 }
 
 void StudioActions::showColouring(int colouring)

@@ -6,8 +6,11 @@
 #include <QStringList>
 
 class QAction;
+class QActionGroup;
 class QComboBox;
 class QMenu;
+class QToolBar;
+class QToolButton;
 
 namespace tapestry::views {
 
@@ -39,6 +42,11 @@ private:
     void createEditMenu();
     void createViewMenu();
     void createPlanMenu();
+    // The Memory button: flash attention, recomputation, ZeRO stage and
+    // micro-batches, each auto (chosen with the plan) or fixed.
+    void createMemoryMenu(QToolBar *planBar, QMenu *planMenu);
+    search::TechniqueChoices techniqueChoices() const;
+    void showTechniques();
     void showRequest(const PlanRequest &request);
     void rebuildRecentMenu();
 
@@ -50,6 +58,9 @@ private:
     QComboBox *m_mesh = nullptr;
     QComboBox *m_profile = nullptr;
     QComboBox *m_colourBy = nullptr;
+    QToolButton *m_memory = nullptr;
+    // Per technique, its choices: "auto" first (data empty), then the values.
+    QActionGroup *m_flash = nullptr, *m_recompute = nullptr, *m_zero = nullptr, *m_micro = nullptr;
     QAction *m_open = nullptr;
     QAction *m_zoo = nullptr;
     QAction *m_exportImage = nullptr;

@@ -175,8 +175,10 @@ void StudioWindow::connectDocument()
     });
     connect(m_doc, &PlanDocument::costChanged, this, [this](const cost::PlanCost &cost) {
         const auto &p = *planned().plan;
-        m_costBar->setCost(cost, QStringLiteral("%1 on %2 ·").arg(QString::fromStdString(p.method),
-                                                                   QString::fromStdString(p.mesh.toString())));
+        m_costBar->setCost(cost,
+                           QStringLiteral("%1 on %2").arg(QString::fromStdString(p.method),
+                                                            QString::fromStdString(p.mesh.toString())),
+                           p.costOptions.techniques);
     });
     connect(m_doc, &PlanDocument::planChanged, this, &StudioWindow::onPlanChanged);
     connect(m_doc, &PlanDocument::planFailed, this, &StudioWindow::onPlanFailed);

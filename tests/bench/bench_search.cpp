@@ -8,8 +8,11 @@
 // "presets": every zoo preset on 8, 2x4 and 2x2x2 with its search time and
 // its gap to the best reference plan under the planner's objective (tap is
 // never to be worse: a row marked WORSE is a bug).
+// "techniques": every zoo preset on 8, 2x4 and 8x8 with the memory
+// techniques chosen with the plan (search time, settings searched, what
+// it chose, fit, gap to the best reference plan with its techniques).
 // Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
-// resnet, mesh3d, exact, presets); all when none are given.
+// resnet, mesh3d, exact, presets, techniques); all when none are given.
 #include "cost/objective.h"
 #include "io/modelloader.h"
 #include "io/zoo/zoo.h"
@@ -18,6 +21,7 @@
 #include "passes/prune.h"
 #include "plan/planjson.h"
 #include "search/exactsearch.h"
+#include "search/techniquesearch.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
@@ -100,6 +104,46 @@ void printPresetGap(const std::string &source, const std::string &shape)
                     worse ? "WORSE" : "");
     } catch (const TapestryError &e) {
         std::printf("%-28s %-15s %s\n", source.c_str(), shape.c_str(), e.what());
+    }
+    std::fflush(stdout);
+}
+
+// The search with the memory techniques chosen (searchTechniques, as
+// `plan` runs it): its time, the settings it searched, what it chose,
+// whether the plan fits, and its gap to the best reference plan with its
+// own techniques chosen (a row marked WORSE is a bug).
+void printTechniques(const std::string &source, const std::string &shape)
+{
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        const auto g = io::loadModel(source);
+        const auto m = mesh(shape);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        auto run = [&](const sharding::Mesh &mm, const search::SearchOptions &o) {
+            return search::tapSearch(g, coarse, classes, source, mm, o);
+        };
+        const auto r = search::searchTechniques(run, g, source, m, {}, {});
+        const double total = since(start);
+        const auto mine = cost::Objective::of(r.plan.cost);
+        std::string bestName;
+        auto best = cost::Objective::worst();
+        for (const auto &[name, plan] : search::applicableReferencePlans(g, source, m))
+            if (const auto theirs = cost::Objective::of(search::chooseTechniques(plan, g, {}).cost); theirs < best) {
+                best = theirs;
+                bestName = name;
+            }
+        const bool worse = !bestName.empty() && !noWorse(mine, best);
+        const double gap = bestName.empty() || best.overshoot != mine.overshoot
+                               ? 0.0
+                               : 100.0 * (mine.stepTime - best.stepTime) / best.stepTime;
+        std::printf("%-22s %-9s %10.1f %10.1f %4zu %10.1f %9.2f %-5s %-14s %+8.2f%% %-s%s\n", source.c_str(),
+                    shape.c_str(), r.stats.seconds * 1e3, total * 1e3, r.stats.techniquesTried,
+                    r.plan.cost.stepTime * 1e3, static_cast<double>(r.plan.cost.memory.total()) / (1 << 30),
+                    mine.fits() ? "yes" : "no", bestName.empty() ? "(none)" : bestName.c_str(), gap,
+                    cost::describe(r.plan.costOptions.techniques).c_str(), worse ? " WORSE" : "");
+    } catch (const TapestryError &e) {
+        std::printf("%-22s %-9s %s\n", source.c_str(), shape.c_str(), e.what());
     }
     std::fflush(stdout);
 }
@@ -200,6 +244,13 @@ int main(int argc, char **argv)
         for (const auto &preset : io::zoo::presets())
             for (const char *shape : {"8", "2x4", "2x2x2 (a, b, c)"})
                 printPresetGap("zoo:" + preset.name, shape);
+    }
+    if (wanted("techniques")) {
+        std::printf("\n%-22s %-9s %10s %10s %4s %10s %9s %-5s %-14s %9s %s\n", "preset", "mesh", "search ms",
+                    "w/ load ms", "sets", "step ms", "GiB", "fits", "best reference", "tap gap", "techniques");
+        for (const auto &preset : io::zoo::presets())
+            for (const char *shape : {"8", "2x4", "8x8"})
+                printTechniques("zoo:" + preset.name, shape);
     }
     return 0;
 }

@@ -507,6 +507,61 @@ private slots:
         QVERIFY(badge);
     }
 
+    // The memory techniques are part of the plan: the derived plan chose
+    // them; fixing one (Plan ▸ Memory techniques) re-costs the plan as one
+    // undoable edit, shows in the cost bar, the Memory button and the
+    // inspector, and the next derivation keeps it fixed.
+    void memoryTechniquesAreEditedLikePins()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        const auto derived = w.planned().plan;
+        QVERIFY(derived->costOptions.techniques.flashAttention);  // gpt2 has attention
+        const std::string derivedJson = tapestry::plan::writePlanJson(*derived);
+        tapestry::search::TechniqueChoices fixed;
+        fixed.zeroStage = 3;
+        fixed.microBatches = 2;
+        QVERIFY(w.planDocument()->setTechniques(fixed));
+        const auto edited = w.planned().plan;
+        QCOMPARE(edited->costOptions.techniques.zeroStage, 3);
+        QCOMPARE(edited->costOptions.techniques.microBatches, 2);
+        QVERIFY(edited->specs == derived->specs);
+        // ZeRO-3 shards the replicated weights 4 ways and gathers them: less
+        // memory, more communication.
+        QVERIFY(edited->cost.memory.total() < derived->cost.memory.total());
+        QVERIFY(edited->cost.comm > derived->cost.comm);
+        auto fresh = *edited;
+        tapestry::plan::recostPlan(fresh, *w.document().graph, "edited");
+        QVERIFY(fresh.cost == edited->cost);
+        QVERIFY(w.costBar()->toolTip().contains(QStringLiteral("ZeRO-3")));
+        QVERIFY(w.planRequest().techniques.zeroStage == 3);
+        // The inspector says how a weight's states are sharded and what the
+        // backward pass recomputes of the node.
+        QVERIFY(w.expandClass(0));
+        QSignalSpy laid(&w, &StudioWindow::layoutReady);
+        QVERIFY(laid.wait(20000));
+        QVERIFY(w.selectByName(QStringLiteral("transformer/h.0/mlp/fc_in")));
+        QString zero, recompute;
+        for (QTreeWidgetItemIterator it(w.inspector()); *it; ++it) {
+            if ((*it)->text(0) == QStringLiteral("ZeRO") && zero.isEmpty())
+                zero = (*it)->text(1);
+            if ((*it)->text(0) == QStringLiteral("Recomputation"))
+                recompute = (*it)->text(1);
+        }
+        QVERIFY2(zero.startsWith(QStringLiteral("stage 3: parameter, gradient and optimizer state sharded 4 ways")),
+                 qPrintable(zero));
+        QVERIFY2(recompute.startsWith(QStringLiteral("none")), qPrintable(recompute));
+        w.undoStack()->undo();
+        QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), derivedJson);
+        w.undoStack()->redo();
+        QCOMPARE(w.planned().plan->costOptions.techniques.zeroStage, 3);
+    }
+
     // Re-derive around pins: tap replicates the small GPT-2's MLP on 4
     // devices; pinning fc_in to split columns and re-deriving splits fc_out
     // by rows around it, the pins kept. The edit is autosaved, saving clears
