@@ -147,8 +147,23 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory)
             best = std::move(r);
     }
+    bool noneFits = false;
+    if (!best) {
+        // The last setting keeps the least memory of all for every plan
+        // (the most recomputation, the highest ZeRO stage, the most
+        // micro-batches): when its plan does not fit, no plan of any
+        // setting fits, and its plan needs the least memory.
+        SearchOptions o = options;
+        o.cost.techniques = candidates.back();
+        SearchResult r = search(mesh, o);
+        ++tried;
+        evaluated += r.stats.plansEvaluated;
+        noneFits = !r.plan.cost.fitsMemory;
+        best = std::move(r);
+    }
     auto done = [&] {
-        return best && best->plan.cost.fitsMemory && best->plan.cost.stepTime <= fastest * (1 + 1e-9);
+        return noneFits ||
+               (best && best->plan.cost.fitsMemory && best->plan.cost.stepTime <= fastest * (1 + 1e-9));
     };
     // Settings whose search found the fastest plan of its space and that
     // plan fits: a setting no faster than one of them is not tried.
@@ -163,7 +178,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     while (next < candidates.size() && !done()) {
         std::vector<std::size_t> wave;
         for (; next < candidates.size() && wave.size() < threads; ++next)
-            if (!skipped(candidates[next]))
+            if (!skipped(candidates[next]) && next + 1 < candidates.size())  // the last one was searched
                 wave.push_back(next);
         std::vector<std::future<SearchResult>> running;
         for (std::size_t i : wave) {
@@ -184,6 +199,19 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         }
         if (options.progress)
             options.progress(next, candidates.size());
+    }
+    if (noneFits) {
+        // Say what keeps the model from fitting.
+        const auto &m = best->plan.cost.memory;
+        const std::int64_t states = m.parameters + m.gradients + m.optimizer;
+        best->plan.searchWarnings.push_back(
+            "no setting of the memory techniques fits: with " + cost::describe(best->plan.costOptions.techniques) +
+            " the plan needs " + gib(static_cast<double>(m.total())) + " per device, " +
+            gib(static_cast<double>(states)) + " of it model states (" +
+            fmt::format("{:g}", best->plan.costOptions.bytesPerParameter()) + " bytes per parameter)" +
+            (states > mesh.device.memoryBytes ? ", more than the device's " +
+                                                    gib(static_cast<double>(mesh.device.memoryBytes)) + " alone"
+                                              : std::string()));
     }
     simplifyTechniques(best->plan, graph, choices);
     best->stats.techniquesTried = tried;

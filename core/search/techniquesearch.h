@@ -52,7 +52,9 @@ bool noFasterThan(const cost::Techniques &a, const cost::Techniques &b);
 // per candidate setting and returns the best plan under cost::Objective
 // (ties: the earlier setting). It starts with the first setting and no
 // memory limit: a plan that then fits is the fastest of every setting, and
-// the search stops there; it stops as soon as a plan that fits is that fast,
+// the search stops there. Else it searches the last setting (the least
+// memory for every plan): when that plan does not fit, no setting's does,
+// and it is the answer. It stops as soon as a plan that fits is that fast,
 // and leaves out the settings no faster than one whose plan fits and is
 // the fastest of its space (SearchStats::memoryBound false). Settings are
 // searched in parallel, one per hardware thread, the result independent of
