@@ -129,24 +129,47 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     }
     std::optional<SearchResult> best;
     std::size_t tried = 0, evaluated = 0;
-    // The first setting without a memory limit: no plan of any setting is
-    // faster than its fastest plan (every other setting adds time to every
-    // plan), so when that plan fits, it is the answer.
-    double fastest = 0;
-    {
-        sharding::Mesh unlimited = mesh;
-        unlimited.device.memoryBytes = 0;
-        SearchResult r = search(unlimited, first);
+    auto consider = [&](SearchResult r) {
+        if (!best || objectiveOf(r.plan) < objectiveOf(best->plan))
+            best = std::move(r);
+    };
+    // A setting's search without a memory limit, its plans costed on the
+    // real mesh: no plan of the setting, nor of any setting no faster than
+    // it, is faster than its plan; when that plan fits, it is the best of
+    // all those settings.
+    auto unlimited = [&](const cost::Techniques &t) {
+        sharding::Mesh free = mesh;
+        free.device.memoryBytes = 0;
+        SearchOptions o = options;
+        o.cost.techniques = t;
+        o.progress = nullptr;
+        SearchResult r = search(free, o);
         ++tried;
         evaluated += r.stats.plansEvaluated;
-        fastest = r.plan.cost.stepTime;
         for (auto *p : {&r.plan, &r.leastCommunication}) {
             p->mesh = mesh;
             plan::recostPlan(*p, graph, modelSource);
         }
-        if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory)
-            best = std::move(r);
-    }
+        return r;
+    };
+    // Lower bounds on the step time of the settings no faster than each
+    // probed setting, and the settings whose best plan is known.
+    std::vector<std::pair<cost::Techniques, double>> bounds;
+    std::vector<cost::Techniques> settled;
+    std::vector<bool> probed(candidates.size(), false);
+    auto probe = [&](std::size_t i) {
+        probed[i] = true;
+        SearchResult r = unlimited(candidates[i]);
+        bounds.push_back({candidates[i], r.plan.cost.stepTime});
+        if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory) {
+            settled.push_back(candidates[i]);
+            consider(std::move(r));
+        }
+    };
+    // The first setting bounds every other (each adds time to every plan):
+    // when its fastest plan fits, it is the answer.
+    probe(0);
+    const double fastest = bounds.front().second;
     bool noneFits = false;
     if (!best) {
         // The last setting keeps the least memory of all for every plan
@@ -159,27 +182,55 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         ++tried;
         evaluated += r.stats.plansEvaluated;
         noneFits = !r.plan.cost.fitsMemory;
-        best = std::move(r);
+        consider(std::move(r));
     }
     auto done = [&] {
         return noneFits ||
                (best && best->plan.cost.fitsMemory && best->plan.cost.stepTime <= fastest * (1 + 1e-9));
     };
-    // Settings whose search found the fastest plan of its space and that
-    // plan fits: a setting no faster than one of them is not tried.
-    std::vector<cost::Techniques> settled;
+    // Not worth a search: no faster than a setting whose best plan is known
+    // (settled), or than one whose bound the best plan that fits meets.
     auto skipped = [&](const cost::Techniques &t) {
-        return std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); });
+        if (std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); }))
+            return true;
+        if (!best || !best->plan.cost.fitsMemory)
+            return false;
+        const double bar = best->plan.cost.stepTime * (1 - 1e-9);
+        return std::any_of(bounds.begin(), bounds.end(),
+                           [&](const auto &b) { return b.second >= bar && noFasterThan(b.first, t); });
     };
     // Candidates in waves, one search per hardware thread, kept in order:
-    // the plan chosen does not depend on the threads.
+    // the plan chosen does not depend on the threads. Once a plan fits,
+    // a setting that bounds two or more of those left is probed first.
     const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
-    std::size_t next = 0;
-    while (next < candidates.size() && !done()) {
+    const std::size_t last = candidates.size() - 1;  // searched above
+    std::size_t next = 1;
+    while (next < last && !done()) {
         std::vector<std::size_t> wave;
-        for (; next < candidates.size() && wave.size() < threads; ++next)
-            if (!skipped(candidates[next]) && next + 1 < candidates.size())  // the last one was searched
+        for (; next < last && wave.size() < threads && !done(); ++next) {
+            if (skipped(candidates[next]))
+                continue;
+            if (best && best->plan.cost.fitsMemory)
+                // The tightest bound not yet known that covers this setting
+                // and another left: the latest such setting.
+                for (std::size_t p = next; p >= 1; --p) {
+                    if (probed[p] || !noFasterThan(candidates[p], candidates[next]))
+                        continue;
+                    if (noFasterThan(candidates[p], candidates[0])) {
+                        probed[p] = true;  // as fast as the first: its bound is known
+                        continue;
+                    }
+                    std::size_t covered = 0;
+                    for (std::size_t j = next; j < last; ++j)
+                        covered += !skipped(candidates[j]) && noFasterThan(candidates[p], candidates[j]) ? 1 : 0;
+                    if (covered >= 2) {
+                        probe(p);
+                        break;
+                    }
+                }
+            if (!skipped(candidates[next]))
                 wave.push_back(next);
+        }
         std::vector<std::future<SearchResult>> running;
         for (std::size_t i : wave) {
             SearchOptions o = options;
@@ -194,8 +245,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
             evaluated += r.stats.plansEvaluated;
             if (r.plan.cost.fitsMemory && !r.stats.memoryBound)
                 settled.push_back(candidates[wave[k]]);
-            if (!best || objectiveOf(r.plan) < objectiveOf(best->plan))
-                best = std::move(r);
+            consider(std::move(r));
         }
         if (options.progress)
             options.progress(next, candidates.size());
