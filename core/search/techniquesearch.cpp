@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -129,6 +130,26 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     }
     std::optional<SearchResult> best;
     std::size_t tried = 0, evaluated = 0;
+    // Progress over every setting: one search at a time reports its own
+    // part (the first of a wave), in thousandths of a setting.
+    const std::size_t units = candidates.size() * 1000;
+    std::atomic<std::size_t> doneUnits{0};
+    auto reporting = [&](SearchOptions o, bool reports) {
+        o.progress = nullptr;
+        if (reports && options.progress)
+            o.progress = [&options, &doneUnits, units](std::size_t done, std::size_t total) {
+                const std::size_t part = total > 0 ? std::min<std::size_t>(999, done * 1000 / total) : 0;
+                options.progress(std::min(units, doneUnits.load() + part), units);
+            };
+        return o;
+    };
+    auto finished = [&] {
+        doneUnits += 1000;
+        if (options.progress)
+            options.progress(std::min(units, doneUnits.load()), units);
+        if (options.cancelled && options.cancelled())
+            throw TapestryError(Error{modelSource, {}, "tap: cancelled"});
+    };
     auto consider = [&](SearchResult r) {
         if (!best || objectiveOf(r.plan) < objectiveOf(best->plan))
             best = std::move(r);
@@ -140,10 +161,10 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     auto unlimited = [&](const cost::Techniques &t) {
         sharding::Mesh free = mesh;
         free.device.memoryBytes = 0;
-        SearchOptions o = options;
+        SearchOptions o = reporting(options, true);
         o.cost.techniques = t;
-        o.progress = nullptr;
         SearchResult r = search(free, o);
+        finished();
         ++tried;
         evaluated += r.stats.plansEvaluated;
         for (auto *p : {&r.plan, &r.leastCommunication}) {
@@ -176,9 +197,10 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         // (the most recomputation, the highest ZeRO stage, the most
         // micro-batches): when its plan does not fit, no plan of any
         // setting fits, and its plan needs the least memory.
-        SearchOptions o = options;
+        SearchOptions o = reporting(options, true);
         o.cost.techniques = candidates.back();
         SearchResult r = search(mesh, o);
+        finished();
         ++tried;
         evaluated += r.stats.plansEvaluated;
         noneFits = !r.plan.cost.fitsMemory;
@@ -233,22 +255,20 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         }
         std::vector<std::future<SearchResult>> running;
         for (std::size_t i : wave) {
-            SearchOptions o = options;
+            SearchOptions o = reporting(options, i == wave.front());
             o.cost.techniques = candidates[i];
-            o.progress = nullptr;
             running.push_back(std::async(wave.size() > 1 ? std::launch::async : std::launch::deferred,
                                          [&search, &mesh, o] { return search(mesh, o); }));
         }
         for (std::size_t k = 0; k < running.size(); ++k) {
             SearchResult r = running[k].get();
+            finished();
             ++tried;
             evaluated += r.stats.plansEvaluated;
             if (r.plan.cost.fitsMemory && !r.stats.memoryBound)
                 settled.push_back(candidates[wave[k]]);
             consider(std::move(r));
         }
-        if (options.progress)
-            options.progress(next, candidates.size());
     }
     if (noneFits) {
         // Say what keeps the model from fitting.
