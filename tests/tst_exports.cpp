@@ -7,6 +7,7 @@
 #include "export/exportmegatron.h"
 #include "export/exporttorch.h"
 #include "search/referenceplan.h"
+#include "search/techniquesearch.h"
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
 
@@ -247,9 +248,27 @@ private slots:
         const auto g = io::loadModel(kLlama);
         const auto sp = makePlan(g, kLlama, "2x4", "megatron-sp");
         const auto a = exports::megatronArguments(exports::exportInput(g, sp, "a.json", "megatron", true), "a.json");
-        QCOMPARE(a.arguments(), (std::vector<std::string>{"--tensor-model-parallel-size", "4",
-                                                           "--pipeline-model-parallel-size", "1", "--sequence-parallel"}));
         QCOMPARE(a.dataParallel, 2);
+        const std::string batch = std::to_string(search::modelBatch(g)), micro = std::to_string(search::modelBatch(g) / 2);
+        QCOMPARE(a.arguments(), (std::vector<std::string>{"--tensor-model-parallel-size", "4",
+                                                           "--pipeline-model-parallel-size", "1", "--sequence-parallel",
+                                                           "--micro-batch-size", micro, "--global-batch-size", batch}));
+        // The memory techniques as Megatron-LM's arguments.
+        auto withTechniques = sp;
+        withTechniques.costOptions.techniques = {true, cost::Recompute::Full, 1, 2};
+        const auto t = exports::megatronArguments(exports::exportInput(g, withTechniques, "t.json", "megatron", true),
+                                                  "t.json");
+        QCOMPARE(t.arguments(),
+                 (std::vector<std::string>{"--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "1",
+                                           "--sequence-parallel", "--use-flash-attn", "--recompute-granularity", "full",
+                                           "--recompute-method", "uniform", "--recompute-num-layers", "1",
+                                           "--use-distributed-optimizer", "--micro-batch-size",
+                                           std::to_string(search::modelBatch(g) / 4), "--global-batch-size", batch}));
+        withTechniques.costOptions.techniques = {false, cost::Recompute::Selective, 3, 1};
+        const auto f = exports::megatronArguments(exports::exportInput(g, withTechniques, "f.json", "megatron", true),
+                                                  "f.json").arguments();
+        for (const char *arg : {"selective", "--use-megatron-fsdp", "optim_grads_params"})
+            QVERIFY(std::find(f.begin(), f.end(), std::string(arg)) != f.end());
         const auto plain = makePlan(g, kLlama, "8", "megatron");
         const auto b = exports::megatronArguments(exports::exportInput(g, plain, "b.json", "megatron", true), "b.json");
         QCOMPARE(b.tensorParallel, 8);
@@ -383,7 +402,7 @@ private slots:
         r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("megatron")});
         QCOMPARE(r.code, 0);
         QCOMPARE(r.out, QStringLiteral("--tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 "
-                                       "--sequence-parallel\n"));
+                                       "--sequence-parallel --micro-batch-size 4 --global-batch-size 8\n"));
         r = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("onnx")});
         QCOMPARE(r.code, 2);
         QVERIFY(r.err.contains(QStringLiteral("unknown format 'onnx'")));

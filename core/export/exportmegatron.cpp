@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "search/referenceplan.h"
+#include "search/techniquesearch.h"
 
 namespace tapestry::exports {
 
@@ -11,6 +12,21 @@ std::vector<std::string> MegatronArguments::arguments() const
                                "--pipeline-model-parallel-size", "1"};
     if (sequenceParallel)
         a.push_back("--sequence-parallel");
+    if (techniques.flashAttention)
+        a.push_back("--use-flash-attn");
+    if (techniques.recompute == cost::Recompute::Selective)
+        a.insert(a.end(), {"--recompute-granularity", "selective"});
+    else if (techniques.recompute == cost::Recompute::Full)
+        a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform",
+                           "--recompute-num-layers", "1"});
+    if (techniques.zeroStage == 1)
+        a.push_back("--use-distributed-optimizer");
+    else if (techniques.zeroStage >= 2)
+        a.insert(a.end(), {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                           techniques.zeroStage == 2 ? "optim_grads" : "optim_grads_params"});
+    if (globalBatch > 0)
+        a.insert(a.end(), {"--micro-batch-size", std::to_string(microBatchSize), "--global-batch-size",
+                           std::to_string(globalBatch)});
     return a;
 }
 
@@ -60,6 +76,18 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
                                           " where Megatron-LM stores it " + want.toPlacements() + " (" +
                                           std::string(toString(search::megatronRole(tensor.name))) +
                                           "); the plan is not Megatron-shaped"});
+    }
+    out.techniques = in.plan.costOptions.techniques;
+    if (const std::int64_t batch = search::modelBatch(g); batch > 0) {
+        const std::int64_t per = static_cast<std::int64_t>(out.dataParallel) * out.techniques.microBatches;
+        if (batch % per != 0)
+            throw TapestryError(Error{planInput, {}, "megatron: the global batch of " + std::to_string(batch) +
+                                                         " does not split into " + std::to_string(out.dataParallel) +
+                                                         " data-parallel ranks x " +
+                                                         std::to_string(out.techniques.microBatches) +
+                                                         " micro-batches"});
+        out.globalBatch = batch;
+        out.microBatchSize = batch / per;
     }
     if (in.tensorParallelAxis >= 0)
         for (std::size_t o = 0; o < g.opCount(); ++o) {

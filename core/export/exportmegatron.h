@@ -1,6 +1,9 @@
 #pragma once
 
+#include "cost/costoptions.h"
 #include "export/exportaxis.h"
+
+#include <cstdint>
 
 #include <string>
 #include <vector>
@@ -21,13 +24,23 @@ struct MegatronArguments {
     int tensorParallelAxis = -1;        // mesh axis index; -1: none
     std::vector<int> dataParallelAxes;  // mesh axis indices
     bool sequenceParallel = false;  // norms compute on sequence shards
+    // The plan's memory techniques (cost::Techniques), as Megatron-LM's
+    // arguments: flash attention, recomputation granularity, ZeRO-1 as the
+    // distributed optimizer and ZeRO-2/3 as Megatron-FSDP's sharding
+    // strategies, and the batch: the model's batch is the global batch,
+    // each data-parallel rank runs it in micro-batches of
+    // global / (data parallel x micro-batches).
+    cost::Techniques techniques;
+    std::int64_t globalBatch = 0;     // 0: the model has no batch
+    std::int64_t microBatchSize = 0;
     std::vector<std::string> arguments() const;  // {"--tensor-model-parallel-size", "8", ...}
 };
 
 // Throws TapestryError naming `planInput` and the first parameter whose
-// spec breaks Megatron's shape, with the spec Megatron-LM would give it, or
-// an axis besides the tensor-parallel one that splits the sequence, which
-// Megatron-LM would run data parallel.
+// spec breaks Megatron's shape, with the spec Megatron-LM would give it, an
+// axis besides the tensor-parallel one that splits the sequence, which
+// Megatron-LM would run data parallel, or a batch that the data-parallel
+// ranks and micro-batches do not divide.
 MegatronArguments megatronArguments(const ExportInput &in, const std::string &planInput);
 
 } // namespace tapestry::exports
