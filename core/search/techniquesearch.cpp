@@ -19,9 +19,17 @@ namespace tapestry::search {
 
 namespace {
 
+// Bytes in the unit the CLI's reports use for their size.
 std::string gib(double bytes)
 {
-    return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    const double a = std::abs(bytes);
+    if (a >= 1024.0 * 1024.0 * 1024.0)
+        return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    if (a >= 1024.0 * 1024.0)
+        return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0));
+    if (a >= 1024.0)
+        return fmt::format("{:.2f} KiB", bytes / 1024.0);
+    return fmt::format("{:.0f} B", bytes);
 }
 
 std::string duration(double seconds)
