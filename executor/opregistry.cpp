@@ -84,6 +84,7 @@ const std::vector<OpDef> kOps = {
               [](const OpArgs &a) { kernels::matmulBackward(a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]); }}},
     {.name = "Binary",
      .types = {"Add", "Sub", "Mul", "Div"},
+     .backwardReads = BackwardReads::ProductInputs,
      .refuse = [](const ir::Graph &, const ir::Op &op) -> std::optional<std::string> {
          if (op.inputs.size() != 2)
              return std::string("expects two inputs");
@@ -120,10 +121,12 @@ const std::vector<OpDef> kOps = {
               [](const OpArgs &a) { kernels::siluBackward(a.dout[0], a.in[0], a.din[0]); }}},
     {.name = "Neg",
      .types = {"Neg"},
+     .backwardReads = BackwardReads::Nothing,
      .host = {[](const OpArgs &a) { kernels::negForward(a.out[0], a.in[0]); },
               [](const OpArgs &a) { kernels::negBackward(a.dout[0], a.din[0]); }}},
     {.name = "Softmax",
      .types = {"Softmax"},
+     .backwardReads = BackwardReads::Output,
      .refuse = [](const ir::Graph &g, const ir::Op &op) -> std::optional<std::string> {
          if (!lastAxis(op, rankOf(g, op, 0), -1))
              return std::string("axis is not the last");
@@ -157,11 +160,13 @@ const std::vector<OpDef> kOps = {
     // as shapes changes nothing.
     {.name = "Reshape",
      .types = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"},
+     .backwardReads = BackwardReads::Nothing,
      .shapeOperands = true,
      .host = {[](const OpArgs &a) { kernels::reshapeForward(a.out[0], a.in[0]); },
               [](const OpArgs &a) { kernels::reshapeBackward(a.dout[0], a.din[0]); }}},
     {.name = "Transpose",
      .types = {"Transpose"},
+     .backwardReads = BackwardReads::Nothing,
      .decode =
          [](const ir::Op &op, const ir::Shape &x, OpAttributes &a) {
              if (auto perm = ir::intsAttr(op.attributes, "perm"))
@@ -174,17 +179,20 @@ const std::vector<OpDef> kOps = {
               [](const OpArgs &a) { kernels::transposeBackward(a.dout[0], a.attributes->perm, a.din[0]); }}},
     {.name = "Split",
      .types = {"Split"},
+     .backwardReads = BackwardReads::Nothing,
      .shapeOperands = true,
      .refuseSharded = axisSplit,
      .host = {[](const OpArgs &a) { kernels::splitForward(a.out, a.in[0], a.attributes->axis); },
               [](const OpArgs &a) { kernels::splitBackward(a.dout, a.attributes->axis, a.din[0]); }}},
     {.name = "Concat",
      .types = {"Concat"},
+     .backwardReads = BackwardReads::Nothing,
      .refuseSharded = axisSplit,
      .host = {[](const OpArgs &a) { kernels::concatForward(a.out[0], a.in, a.attributes->axis); },
               [](const OpArgs &a) { kernels::concatBackward(a.dout[0], a.attributes->axis, a.din); }}},
     {.name = "Slice",
      .types = {"Slice"},
+     .backwardReads = BackwardReads::Nothing,
      .refuse = [](const ir::Graph &, const ir::Op &op) -> std::optional<std::string> {
          if (op.inputs.size() != 1)
              return std::string("starts/ends given as tensors (only as attributes)");
@@ -231,11 +239,13 @@ const std::vector<OpDef> kOps = {
               }}},
     {.name = "Expand",
      .types = {"Expand"},
+     .backwardReads = BackwardReads::Nothing,
      .shapeOperands = true,
      .host = {[](const OpArgs &a) { kernels::expandForward(a.out[0], a.in[0]); },
               [](const OpArgs &a) { kernels::expandBackward(a.dout[0], a.din[0]); }}},
     {.name = "Gather",
      .types = {"Gather"},
+     .backwardReads = BackwardReads::Nothing,
      .indexInput = 1,
      .vocabDim = 0,
      .refuse = [](const ir::Graph &, const ir::Op &op) -> std::optional<std::string> {

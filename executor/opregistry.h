@@ -19,6 +19,16 @@ namespace tapestry::exec {
 class Collectives;
 class Device;
 
+// What an op's backward kernels read of its forward pass, besides the
+// output gradients and the saved rows: a rank keeps only that from the
+// forward pass to the backward pass.
+enum class BackwardReads {
+    Inputs,
+    Output,
+    ProductInputs,  // the inputs of Mul and Div; nothing for Add and Sub
+    Nothing,
+};
+
 // An op's attributes, decoded once when a program is built.
 struct OpAttributes {
     std::size_t axis = 0;  // "axis", made non-negative
@@ -69,6 +79,7 @@ struct OpKernels {
 struct OpDef {
     std::string_view name;                 // the kind, e.g. "Reshape"; CUDA kernels register under it
     std::vector<std::string_view> types;   // IR op types it serves
+    BackwardReads backwardReads = BackwardReads::Inputs;
     std::optional<std::size_t> indexInput = std::nullopt;  // integer data read by the kernels
     bool shapeOperands = false;             // inputs past the first only restate the output's shape
     int savedRows = 0;                      // per-row statistics kept for backward

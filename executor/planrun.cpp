@@ -28,6 +28,69 @@ std::string reportKind(std::string kind)
     return kind;
 }
 
+// One micro-batch's graph: the model bound to batch / m, checked to be the
+// plan's graph with dim 0 of its batch tensors cut m ways (every tensor
+// keeps its name, and its shape or dim 0 over m); `microBatched` marks
+// those tensors. Throws TapestryError naming the plan when the model has no
+// batch to bind or the specs do not divide the micro-batch.
+ir::Graph microBatchGraph(const PlanRunOptions &o, const ir::Graph &graph,
+                          const std::vector<sharding::ShardingSpec> &specs, const sharding::Mesh &mesh, int m,
+                          std::vector<bool> &microBatched)
+{
+    std::int64_t batch = 0;
+    for (const ir::Tensor &t : graph.tensors())
+        if (t.role == ir::Role::Input && !t.shape.empty() && t.shape[0] > 0) {
+            batch = t.shape[0];
+            break;
+        }
+    auto refuse = [&](const std::string &why) {
+        return TapestryError(Error{o.plan, "techniques.micro_batches", why});
+    };
+    if (batch <= 0 || batch % m != 0)
+        throw refuse(std::to_string(m) + " micro-batches do not divide the model's batch of " +
+                     std::to_string(batch));
+    io::LoadOptions load = o.load;
+    load.batch = batch / m;
+    ir::Graph micro = io::loadModel(o.model, load);
+    microBatched.assign(graph.tensorCount(), false);
+    bool any = false;
+    for (std::size_t i = 0; i < graph.tensorCount(); ++i) {
+        const ir::Tensor &whole = graph.tensors()[i];
+        const auto id = micro.findTensor(whole.name);
+        if (!id || id->index() != i || micro.tensors()[i].shape.size() != whole.shape.size())
+            throw refuse("the model bound to batch " + std::to_string(batch / m) +
+                         " is not the plan's model with a smaller batch (tensor '" + whole.name + "')");
+        const ir::Shape &part = micro.tensors()[i].shape;
+        if (part == whole.shape)
+            continue;
+        ir::Shape scaled = part;
+        scaled[0] *= m;
+        if (scaled != whole.shape)
+            throw refuse("tensor '" + whole.name + "' does not have the batch as dim 0");
+        if (auto problem = specs[i].problem(part, mesh))
+            throw refuse("tensor '" + whole.name + "' in a micro-batch: " + *problem);
+        microBatched[i] = true;
+        any = true;
+    }
+    if (!any)
+        throw refuse("the model has no batch dim to cut (bind it with --batch, or use a zoo or ONNX model)");
+    return micro;
+}
+
+// The memory of the rank whose peak is highest, on rank 0 (a collective).
+plan::ReportMemory largestPeak(const MemoryHeld &held, Communicator &world)
+{
+    const std::int64_t mine[4] = {held.parameters, held.gradients, held.optimizer, held.peak()};
+    std::vector<std::int64_t> all(static_cast<std::size_t>(4 * world.size()));
+    MPI_Gather(mine, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, 0, world.handle());
+    std::size_t top = 0;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r)
+        if (all[4 * r + 3] > all[4 * top + 3])
+            top = r;
+    const std::int64_t *m = &all[4 * top];
+    return {m[0], m[1], m[2], m[3] - m[0] - m[1] - m[2]};
+}
+
 } // namespace
 
 int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std::ostream &out,
@@ -57,6 +120,15 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const double tolerance = verifyTolerance(o.precision);
     const cost::PlanCost predictedCost = cost::evaluatePlan(graph, profiled, specs, plan.costOptions);
     const double predicted = predictedCost.stepTime;
+    // The plan's memory as this executor holds it: float32 parameters,
+    // gradients and activations, and Adam's two float32 moments (SGD keeps
+    // none).
+    cost::CostOptions held = plan.costOptions;
+    held.parameterBytes = 4;
+    held.gradientBytes = 4;
+    held.activationBytes = 4;
+    held.optimizerBytes = o.training.optimizer == Optimizer::Adam ? 8 : 0;
+    const cost::MemoryCost predictedMemory = cost::evaluatePlan(graph, profiled, specs, held).memory;
 
     RankMesh mesh(world, shape);
     RankMesh aux(world, shape);
@@ -67,9 +139,12 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     po.training = o.training;
     po.dropAllReduce = o.dropAllReduce;
     po.gatherGradients = o.verify;
+    po.techniques = plan.costOptions.techniques;
     std::optional<Interpreter> reference;
     if (o.verify && root)
         reference.emplace(graph, o.training, o.model);
+    if (po.techniques.microBatches > 1)
+        graph = microBatchGraph(o, graph, specs, plan.mesh, po.techniques.microBatches, po.microBatched);
     ShardedProgram program(std::move(graph), specs, plan.mesh, mesh, aux, device, po, o.model);
     if (o.dropAllReduce > program.planAllReduces())
         throw TapestryError(Error{"--test-drop-collective", {}, "the plan has " +
@@ -101,6 +176,10 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
         start.backend = backend.name();
         start.device = device.description();
         start.precision = toString(o.precision);
+        start.techniques = cost::describe(plan.costOptions.techniques);
+        start.predictedMemory = {predictedMemory.parameters, predictedMemory.gradients, predictedMemory.optimizer,
+                                 predictedMemory.activations};
+        start.planMemoryBytes = plan.cost.memory.total();
         out << plan::reportLine(start) << '\n' << std::flush;
     }
 
@@ -112,7 +191,6 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
         std::optional<VerificationResult> verdict;
         if (o.verify) {
             verdict = verifyStep(program, reference ? &*reference : nullptr, world, tolerance);
-            program.update();
             reference.reset();
             if (root && o.progress)
                 progress << "tapestry-exec: verification " << (verdict->passed ? "passed" : "FAILED")
@@ -126,6 +204,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
         loop.report = o.report;
         loop.progress = o.progress;
         plan::ReportSummary summary = runSteps(program, loop, &world, &mesh, out, progress);
+        const plan::ReportMemory heldMemory = largestPeak(program.memoryHeld(), world);
         if (root && o.report) {
             const double measured = summary.mean.stepTime;
             summary.model = o.model;
@@ -145,8 +224,19 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
                                                                 tolerance, verdict->compared,
                                                                 verdict->shardedObjective,
                                                                 verdict->referenceObjective};
+            summary.memory = heldMemory;
+            summary.peakMemoryBytes = heldMemory.total();
+            summary.predictedMemoryBytes = predictedMemory.total();
+            summary.memoryPredictedOverMeasured =
+                heldMemory.total() > 0 ? static_cast<double>(predictedMemory.total()) / heldMemory.total() : 0.0;
             out << plan::reportLine(summary) << '\n' << std::flush;
         }
+        if (root && o.progress)
+            progress << "tapestry-exec: memory per rank " << heldMemory.total() << " bytes at its peak (parameters "
+                     << heldMemory.parameters << ", gradients " << heldMemory.gradients << ", optimizer "
+                     << heldMemory.optimizer << ", activations and the rest " << heldMemory.activations
+                     << "); predicted " << predictedMemory.total() << '\n'
+                     << std::flush;
         return verdict && !verdict->passed ? 1 : 0;
     } catch (const std::exception &e) {
         std::cerr << "tapestry-exec: rank " << world.rank() << ": " << e.what() << '\n' << std::flush;

@@ -10,6 +10,7 @@
 #include "steploop.h"
 #include "tensorview.h"
 
+#include "cost/costoptions.h"
 #include "ir/graph.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
@@ -29,6 +30,29 @@ struct ShardedProgramOptions {
     int dropAllReduce = 0;
     // Reserve whole-tensor buffers to gather every weight gradient (--verify).
     bool gatherGradients = false;
+    // The plan's memory techniques. With micro-batches the program's graph
+    // is one micro-batch's (the model bound to batch / microBatches): every
+    // input whose dim 0 is the batch holds the rows of micro-batch k of the
+    // whole batch in turn, and the loss is averaged over the whole batch.
+    cost::Techniques techniques;
+    // Per tensor of the graph: its dim 0 is the batch, cut into the
+    // micro-batches (empty: none is).
+    std::vector<bool> microBatched;
+};
+
+// Bytes one rank holds, as laid out in its arena (BufferTable): the model
+// states (parameters, their gradients, optimizer state) as the ZeRO stage
+// leaves them on the rank, and the arena's whole size, which adds the
+// activations kept for the backward pass and every other buffer live at the
+// step's peak (activation gradients, collective staging, ZeRO-3's gathered
+// parameters). `liveBytes` is the largest sum of the buffers live at once,
+// which the arena reaches unless its layout leaves gaps.
+struct MemoryHeld {
+    std::int64_t parameters = 0, gradients = 0, optimizer = 0;
+    std::int64_t arena = 0, liveBytes = 0;
+    std::int64_t indices = 0;  // token ids and labels, outside the arena
+    std::int64_t peak() const { return arena + indices; }
+    std::int64_t modelStates() const { return parameters + gradients + optimizer; }
 };
 
 // One rank's part of a training step under a plan. Built from the graph,
@@ -48,6 +72,32 @@ struct ShardedProgramOptions {
 // verification, so that their traffic stays out of the plan's statistics.
 // Both run on RankMesh::collectives(), the buffers and kernels on `device`:
 // the same program runs on the CPU backend and on a GPU.
+//
+// The memory techniques of the plan (ShardedProgramOptions::techniques):
+// - micro-batches: forward() runs micro-batches 1..m-1 forward and backward
+//   and the last one's forward, backward() the last one's backward; the
+//   parameters' gradients accumulate over them, and are synchronised once
+//   per step (ZeRO 2 and 3: once per micro-batch, as soon as each is
+//   complete). One update per step.
+// - ZeRO 1-3: each trained parameter's local shard, flattened (padded to a
+//   multiple of the degree), is cut over the mesh axes its spec replicates
+//   it on (cost::zeroDegree). The gradient is reduce-scattered to this
+//   rank's piece on those axes' communicators where it is a pending sum
+//   there, sliced where it is not; the optimizer updates that piece. Stage 1
+//   keeps the whole local gradient until the step's synchronisation, 2
+//   only the piece (the whole one lives from its first contribution to its
+//   reduce-scatter), and both all-gather the updated parameter. Stage 3
+//   stores only the piece of the parameter, and all-gathers it before its
+//   first reader in the forward pass and again in the backward pass.
+// - recomputation: full keeps each transformer layer's ops' outputs only
+//   through the forward pass and runs the layer's forward again (its input
+//   reshards and collectives too) just before its backward pass; selective,
+//   and flash attention, do so for the attention core's scores and softmax
+//   (cost::recomputeRoles), before the backward pass of its context MatMul.
+//   Flash attention runs as that recomputation with the same kernels: no
+//   s x s tensor is kept, nothing is fused.
+// Buffers share memory where their lifetimes allow (BufferTable), so what
+// is not kept is really given back.
 class ShardedProgram final : public StepProgram {
 public:
     // Throws TapestryError naming `input` when an op has no kernel or a
@@ -74,6 +124,9 @@ public:
     // readable on the host until the next call.
     std::vector<std::string> parameterNames() const;
     TensorView gatherGradient(const std::string &parameter);
+    // The whole value of one, the same way (after an update: ZeRO's pieces
+    // updated and gathered).
+    TensorView gatherParameter(const std::string &parameter);
 
     double flopsPerStep() const override { return m_flops; }  // this rank's matmuls
     // Seconds this rank spent inside op kernels since the last reset, by
@@ -88,7 +141,8 @@ public:
     void resetKernelTimes() override { m_device.resetKernelTimes(); }
     std::int64_t tokensPerStep() const override { return m_tokens; }  // the whole job's
     std::int64_t arenaBytes() const { return m_buffers.bytes(); }
-    int planAllReduces() const { return m_allReduces; }        // per step
+    MemoryHeld memoryHeld() const { return m_memory; }
+    int planAllReduces() const { return m_allReduces; }        // per step, micro-batches and recomputation aside
 
 private:
     // One op on this rank's shards, run by the kernels the device has for
@@ -97,7 +151,8 @@ private:
         const OpDef *def = nullptr;
         OpAttributes attributes;
         std::vector<Slot> in, out, din, dout, saved, scratch;
-        IndexView index;
+        std::vector<IndexView> index;  // per micro-batch; empty without an integer input
+        BackwardReads reads = BackwardReads::Inputs;
         // Vocab-parallel ops (Gather's table rows, the loss's classes): where
         // this rank's block starts, the mesh axes splitting it, and (loss)
         // the batch's token count.
@@ -110,27 +165,46 @@ private:
         OpKernels kernels;
     };
     struct Action {
-        enum class Type { Reshard, Forward, Backward, AddInto };
+        enum class Type { Reshard, Forward, Backward, AddInto, Fill, Scale, Update };
         Type type;
-        std::size_t index = 0;  // into m_steps or m_ops
+        std::size_t index = 0;  // into m_steps, m_ops or m_parameters
         Slot src = kNoSlot, dst = kNoSlot;
+        float value = 0.0f;     // Fill, Scale
+        std::int32_t op = -1;   // the graph op it was built for (recomputation), or −1
     };
     struct Parameter {
         std::string name;
-        Slot value, grad, m = kNoSlot, v = kNoSlot, whole = kNoSlot;
-        std::vector<Action> gather;
+        std::size_t tensor = 0;
+        // The local value in the parameter's spec (an alias of `flat` under
+        // ZeRO), and what the optimizer updates: that value, or this rank's
+        // ZeRO piece `shard` of it with the gradient's piece `grad`.
+        Slot value = kNoSlot, grad = kNoSlot, m = kNoSlot, v = kNoSlot, whole = kNoSlot;
+        std::vector<Action> gather, valueGather;  // the whole gradient and value, for verification
+        std::int64_t degree = 1;     // ZeRO's; 1: not sharded
+        Slot flat = kNoSlot, shard = kNoSlot, gradFlat = kNoSlot;
+        std::vector<Action> gatherShards;  // ZeRO-3: the pieces all-gathered into `flat`
+        std::vector<Action> sync;          // the gradient's synchronisation
     };
 
     void build(const std::string &input);
+    void buildParameters(const std::vector<bool> &gradWritten);
+    void buildRecomputation();
+    void placeParameterCollectives();
+    void placeZeroFills();
+    void layOut();
+    // Calls f(slot, access) for each slot `a` touches.
+    template <class F> void forEachAccess(const Action &a, F f) const;
+    sharding::ShardingSpec zeroSpec(const Parameter &p, const sharding::ShardingSpec &from, bool shard) const;
     Slot variant(std::size_t tensor, const sharding::ShardingSpec &spec, std::vector<Action> &into);
-    IndexView indices(std::size_t tensor, const sharding::ShardingSpec &spec);
-    void appendReshard(std::size_t tensor, const sharding::ShardingSpec &from,
+    std::vector<IndexView> indices(std::size_t tensor, const sharding::ShardingSpec &spec);
+    void appendReshard(const ir::Shape &full, const sharding::ShardingSpec &from,
                        const sharding::ShardingSpec &to, Slot src, Slot dst, bool aux,
                        std::vector<Action> &into);
     void finalizeGradient(std::size_t tensor, std::vector<Action> &into);
     void initialise();
     void run(const std::vector<Action> &actions);
     void runStep(const ReshardStep &step, bool aux);
+    void runMicroBatchForward();
     void resolve();
     OpArgs args(const OpStep &op);
 
@@ -145,22 +219,31 @@ private:
     Objective m_objective = Objective::Loss;
 
     BufferTable m_buffers;
-    std::map<std::pair<std::size_t, sharding::ShardingSpec>, IndexView> m_indexViews;
+    std::map<std::pair<std::size_t, sharding::ShardingSpec>, std::vector<IndexView>> m_indexViews;
     std::vector<Slot> m_values, m_grads;  // per tensor, in the stored spec
     std::map<std::pair<std::size_t, sharding::ShardingSpec>, Slot> m_variants;
     // Per tensor: its gradient contributions in specs other than its own.
     std::vector<std::vector<std::pair<sharding::ShardingSpec, Slot>>> m_contributions;
-    std::vector<Slot> m_zeroed;  // gradients and contributions, zeroed before backward
+    std::vector<Slot> m_zeroed;  // gradients and contributions, zeroed before their first use in backward
     std::vector<ReshardStep> m_steps;
     std::vector<bool> m_auxStep;  // per step: on the aux communicators
     std::vector<OpStep> m_ops;
     std::vector<Action> m_forward, m_backward, m_objectiveGather, m_seed;
+    std::vector<Action> m_stepStart, m_sync, m_update, m_initialShards;
+    std::vector<std::vector<Action>> m_loadInputs;  // per micro-batch
+    std::vector<std::pair<std::size_t, std::vector<Slot>>> m_microInputs;  // float input, its rows per micro-batch
+    std::vector<std::uint8_t> m_roles;  // cost::recomputeRoles
+    std::int32_t m_building = -1;       // the op whose actions build() appends
+    int m_microBatches = 1, m_micro = 0;
+    MemoryHeld m_memory;
+    std::vector<ir::Shape> m_wholeShapes;  // the objective's outputs over the whole batch
     std::vector<std::size_t> m_objectiveTensors;
     std::vector<Slot> m_wholeObjective;
     std::vector<Parameter> m_parameters;
     std::int64_t m_updates = 0;
     double m_flops = 0.0;
-    std::vector<std::vector<float>> m_hostOutputs;  // staging for wholeOutputs() off the host
+    std::vector<std::vector<float>> m_hostOutputs;  // the objective's outputs over the whole batch, on the host
+    std::vector<float> m_staging;
     std::vector<float> m_hostGradient;              // staging for gatherGradient()
     std::int64_t m_tokens = 0;
     int m_allReduces = 0;

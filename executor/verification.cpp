@@ -23,17 +23,20 @@ std::string indexString(const ir::Shape &shape, std::int64_t flat)
 
 // One tensor's comparison: its largest absolute difference and where, and
 // its largest reference magnitude.
+// Gradients and updated parameters are each measured against a floor of
+// their kind's largest element (below).
+enum class Kind { Value, Gradient, Parameter };
+
 struct Difference {
     std::string what;
     double worst = 0.0;
     double scale = 0.0;
-    bool isGradient = false;
+    Kind kind = Kind::Value;
 };
 
-Difference compare(const std::string &what, const TensorView &sharded, const TensorView &reference,
-                   bool isGradient)
+Difference compare(const std::string &what, const TensorView &sharded, const TensorView &reference, Kind kind)
 {
-    Difference d{what, -1.0, 0.0, isGradient};
+    Difference d{what, -1.0, 0.0, kind};
     std::int64_t at = 0;
     for (std::int64_t i = 0; i < reference.size(); ++i) {
         d.scale = std::max(d.scale, std::fabs(static_cast<double>(reference.data[i])));
@@ -75,25 +78,61 @@ VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, C
         reference->backward();
         float a = static_cast<float>(r.shardedObjective), b = static_cast<float>(r.referenceObjective);
         diffs.push_back(compare(program.objective() == Objective::Loss ? "loss" : "objective Σy²",
-                                TensorView{&a, {}}, TensorView{&b, {}}, false));
+                                TensorView{&a, {}}, TensorView{&b, {}}, Kind::Value));
         for (const auto &[name, value] : program.wholeOutputs())
-            diffs.push_back(compare("output '" + name + "'", value, reference->value(name), false));
+            diffs.push_back(compare("output '" + name + "'", value, reference->value(name), Kind::Value));
     }
     for (const std::string &name : program.parameterNames()) {
         const TensorView whole = program.gatherGradient(name);
         if (reference)
-            diffs.push_back(compare("gradient of '" + name + "'", whole, reference->grad(name), true));
+            diffs.push_back(compare("gradient of '" + name + "'", whole, reference->grad(name), Kind::Gradient));
     }
-    // A gradient that is only rounding noise (a key bias: softmax ignores a
-    // shift of a whole row, so its exact gradient is zero) is measured
-    // against a thousandth of the model's largest gradient element instead
-    // of its own scale.
+    // The update (ZeRO's on pieces of the parameters, gathered again) is
+    // held to the reference's through the next forward pass.
+    program.update();
+    if (reference)
+        reference->update();
+    // A parameter whose gradient is only rounding noise is left out: Adam
+    // scales any gradient up to the learning rate, noise included.
     double gradientScale = 0.0;
     for (const Difference &d : diffs)
-        if (d.isGradient)
+        if (d.kind == Kind::Gradient)
             gradientScale = std::max(gradientScale, d.scale);
+    const std::vector<Difference> gradients = diffs;
+    for (const std::string &name : program.parameterNames()) {
+        const TensorView whole = program.gatherParameter(name);
+        if (!reference)
+            continue;
+        const auto g = std::find_if(gradients.begin(), gradients.end(), [&](const Difference &d) {
+            return d.kind == Kind::Gradient && d.what.rfind("gradient of '" + name + "'", 0) == 0;
+        });
+        if (g != gradients.end() && g->scale < 1e-3 * gradientScale)
+            continue;
+        diffs.push_back(compare("'" + name + "' after the update", whole, reference->value(name), Kind::Parameter));
+    }
+    const float after = program.forward();
+    if (reference) {
+        float a = after, b = reference->forward();
+        diffs.push_back(compare(program.objective() == Objective::Loss ? "loss after the update"
+                                                                       : "objective Σy² after the update",
+                                TensorView{&a, {}}, TensorView{&b, {}}, Kind::Value));
+        for (const auto &[name, value] : program.wholeOutputs())
+            diffs.push_back(
+                compare("output '" + name + "' after the update", value, reference->value(name), Kind::Value));
+    }
+    // A gradient that is only rounding noise (a key bias: softmax ignores a
+    // shift of a whole row, so its exact gradient is zero), and a parameter
+    // updated by such a gradient, are measured against a thousandth of the
+    // model's largest gradient (parameter) element instead of their own scale.
+    double parameterScale = 0.0;
     for (const Difference &d : diffs) {
-        const double floor = d.isGradient ? 1e-3 * gradientScale : 0.0;
+        if (d.kind == Kind::Parameter)
+            parameterScale = std::max(parameterScale, d.scale);
+    }
+    for (const Difference &d : diffs) {
+        const double floor = d.kind == Kind::Gradient    ? 1e-3 * gradientScale
+                             : d.kind == Kind::Parameter ? 1e-3 * parameterScale
+                                                         : 0.0;
         const double rel = d.worst / std::max({d.scale, floor, 1e-30});
         ++r.compared;
         if (rel > r.maxError || r.where.empty()) {

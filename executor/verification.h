@@ -31,11 +31,12 @@ struct VerificationResult {
 // One training step's forward and backward on the shards and, on rank 0 of
 // `world`, on the unsharded reference (pass nullptr on the other ranks);
 // compares the objective, the objective's outputs and every weight gradient
-// (gathered whole). Relative error of a tensor: max |sharded − reference|
+// (gathered whole); then applies the update on both and compares every
+// updated parameter and the next forward pass's objective and outputs. Relative error of a tensor: max |sharded − reference|
 // over its elements / max |reference| (for a gradient at least 1e-3 ×
 // the model's largest gradient element). Every rank gets
 // the verdict: passed when the largest relative error is within `tolerance`.
-// No update is applied.
+// One update is applied.
 VerificationResult verifyStep(ShardedProgram &program, Interpreter *reference, Communicator &world,
                               double tolerance = kVerifyTolerance);
 

@@ -101,7 +101,10 @@ QString TestPlanRun::referencePlan(const QString &model, const QString &mesh, co
         const Run r = run(QStringLiteral(TAPESTRY_CLI),
                           {QStringLiteral("plan"), model, QStringLiteral("--mesh"), mesh, QStringLiteral("--search"),
                            method, QStringLiteral("--mesh-profile"), QStringLiteral("cpu-loopback"),
-                           QStringLiteral("-o"), path});
+                           // The plain plans: the techniques have their own suite (tst_techniquesrun).
+                           QStringLiteral("--flash-attention"), QStringLiteral("off"), QStringLiteral("--recompute"),
+                           QStringLiteral("none"), QStringLiteral("--zero"), QStringLiteral("0"),
+                           QStringLiteral("--micro-batches"), QStringLiteral("1"), QStringLiteral("-o"), path});
         if (r.exitCode != 0)
             qWarning() << r.err;
     }

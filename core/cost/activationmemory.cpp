@@ -137,8 +137,8 @@ AttentionCore attentionCore(const ir::Graph &graph, ir::OpId softmax)
     return core;
 }
 
-// The scope of the layer holding `name`: up to its shallowest path
-// component ending in a digit ("model/layers.3"), empty when none does.
+} // namespace
+
 std::string_view layerScope(std::string_view name)
 {
     std::size_t start = name.front() == '/' ? 1 : 0;
@@ -152,8 +152,6 @@ std::string_view layerScope(std::string_view name)
     }
     return {};
 }
-
-} // namespace
 
 std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph)
 {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tapestry::cost {
@@ -65,6 +66,9 @@ std::int64_t savedBytes(const ir::Tensor &tensor, const sharding::ShardingSpec &
 // "transformer/h.0/...", "encoder/block.2/...").
 enum RecomputeRole : std::uint8_t { kScore = 1, kContext = 2, kLayer = 4 };
 std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph);
+// The scope of the layer holding the op named `name`: up to its shallowest
+// path component ending in a digit ("model/layers.3/"), empty when none does.
+std::string_view layerScope(std::string_view name);
 
 // How much of an op's forward pass the backward pass runs again, as
 // multiples of its forward compute and of its forward collectives (input

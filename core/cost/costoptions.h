@@ -42,6 +42,11 @@ struct CostOptions {
     double parameterBytes = 2;
     double gradientBytes = 2;
     double optimizerBytes = 12;
+    // Bytes of one activation element kept for the backward pass in
+    // transformer layers: Korthikanti et al.'s table is for 16-bit
+    // activations. Not written to plan files; tapestry-exec costs the
+    // float32 tensors it holds with 4.
+    double activationBytes = 2;
     // Adam's update: a dozen FLOPs per parameter, at float32 peak.
     double optimizerFlopsPerParameter = 12;
     // Overlap the backward pass' collectives with its compute (gradient

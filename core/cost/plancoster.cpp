@@ -433,7 +433,8 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     if (!layers.empty()) {
         cost.memory.activationModel = "korthikanti";
         for (const auto &l : layers)
-            cost.memory.activations += korthikantiBytes(l, m_options.techniques);
+            cost.memory.activations +=
+                std::llround(static_cast<double>(korthikantiBytes(l, m_options.techniques)) * m_options.activationBytes / 2);
     } else {
         cost.memory.activationModel = "saved-tensors";
         cost.memory.activations = savedTensorBytes(m_graph, m_mesh, specs, m_options.techniques.microBatches);

@@ -95,6 +95,15 @@ json toJsonOf(const ReportHello &h)
     return j;
 }
 
+json toJsonOf(const ReportMemory &m)
+{
+    return {{"parameters", m.parameters},
+            {"gradients", m.gradients},
+            {"optimizer", m.optimizer},
+            {"activations", m.activations},
+            {"total", m.total()}};
+}
+
 json toJsonOf(const ReportStart &s)
 {
     json gemms = json::array();
@@ -123,7 +132,10 @@ json toJsonOf(const ReportStart &s)
             {"mesh_profile", s.predicted.meshProfile},
             {"backend", s.backend},
             {"device", s.device},
-            {"precision", s.precision}};
+            {"precision", s.precision},
+            {"techniques", s.techniques},
+            {"predicted_memory_per_rank", toJsonOf(s.predictedMemory)},
+            {"plan_memory_bytes_per_rank", s.planMemoryBytes}};
 }
 
 json toJsonOf(const ReportStep &s)
@@ -155,6 +167,10 @@ json toJsonOf(const ReportSummary &s)
                              {"tensors_compared", v->tensorsCompared},
                              {"loss", v->loss},
                              {"reference_loss", v->referenceLoss}};
+    j["memory_per_rank"] = toJsonOf(s.memory);
+    j["peak_memory_bytes_per_rank"] = s.peakMemoryBytes;
+    j["predicted_memory_bytes_per_rank"] = s.predictedMemoryBytes;
+    j["memory_predicted_over_measured"] = s.memoryPredictedOverMeasured;
     return j;
 }
 
@@ -181,6 +197,21 @@ ReportHello helloFrom(const json &j)
         h.token = token;
     }
     return h;
+}
+
+ReportMemory memoryFrom(const json &j, const char *field)
+{
+    ReportMemory m;
+    const auto it = j.find(field);
+    if (it == j.end())
+        return m;
+    if (!it->is_object())
+        throw MalformedField{field, "is not an object"};
+    get(*it, "parameters", m.parameters);
+    get(*it, "gradients", m.gradients);
+    get(*it, "optimizer", m.optimizer);
+    get(*it, "activations", m.activations);
+    return m;
 }
 
 ReportStart startFrom(const json &j)
@@ -220,6 +251,9 @@ ReportStart startFrom(const json &j)
     get(j, "backend", s.backend);
     get(j, "device", s.device);
     get(j, "precision", s.precision);
+    get(j, "techniques", s.techniques);
+    s.predictedMemory = memoryFrom(j, "predicted_memory_per_rank");
+    get(j, "plan_memory_bytes_per_rank", s.planMemoryBytes);
     return s;
 }
 
@@ -266,6 +300,10 @@ ReportSummary summaryFrom(const json &j)
         get(*it, "reference_loss", v.referenceLoss);
         s.verification = v;
     }
+    s.memory = memoryFrom(j, "memory_per_rank");
+    get(j, "peak_memory_bytes_per_rank", s.peakMemoryBytes);
+    get(j, "predicted_memory_bytes_per_rank", s.predictedMemoryBytes);
+    get(j, "memory_predicted_over_measured", s.memoryPredictedOverMeasured);
     return s;
 }
 

@@ -53,6 +53,15 @@ struct ReportPrediction {
     bool operator==(const ReportPrediction &) const = default;
 };
 
+// Bytes per rank: model states and activations. Predicted: the cost
+// model's figures (cost::MemoryCost); measured: what a rank's arena holds,
+// activations being the rest of it at its high-water mark.
+struct ReportMemory {
+    std::int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+    std::int64_t total() const { return parameters + gradients + optimizer + activations; }
+    bool operator==(const ReportMemory &) const = default;
+};
+
 // A plan run, once the ranks built their shards.
 struct ReportStart {
     std::string model, plan, method, mesh;
@@ -65,6 +74,9 @@ struct ReportStart {
     int planAllReduces = 0;
     ReportPrediction predicted;
     std::string backend, device, precision;
+    std::string techniques;            // the plan's memory techniques, "none" without any
+    ReportMemory predictedMemory;      // per rank, as the executor holds tensors (float32)
+    std::int64_t planMemoryBytes = 0;  // per rank, the plan file's own figure (cost.memory)
     bool operator==(const ReportStart &) const = default;
 };
 
@@ -106,6 +118,11 @@ struct ReportSummary {
     std::string backend, device, precision;
     double tflopsPerRank = 0, devicePeakTflops = 0, fractionOfPeak = 0;
     std::optional<ReportVerification> verification;
+    // The rank with the highest peak: its measured memory, and the
+    // prediction's total over it.
+    ReportMemory memory;
+    std::int64_t peakMemoryBytes = 0, predictedMemoryBytes = 0;
+    double memoryPredictedOverMeasured = 0;
     bool operator==(const ReportSummary &) const = default;
 };
 
