@@ -575,7 +575,7 @@ void ShardedProgram::buildParameters(const std::vector<bool> &gradWritten)
                 p.shard = m_buffers.reserve(piece);
                 m_buffers.keep(p.shard);
                 appendReshard(flat, flatShard, flatWhole, p.shard, p.flat, false, p.gatherShards);
-                appendReshard(flat, flatWhole, flatShard, p.flat, p.shard, false, m_initialShards);
+                appendReshard(flat, flatWhole, flatShard, p.flat, p.shard, false, p.initialShard);
                 m_update.push_back({Action::Type::Update, index});
             } else {
                 // The update runs on this rank's piece, then every rank
@@ -843,11 +843,12 @@ void ShardedProgram::layOut()
             ++position;
         }
     };
+    // initialise() writes a ZeRO-3 parameter whole, then keeps its piece.
     for (const Parameter &p : m_parameters)
-        if (!p.gatherShards.empty())
-            accesses.push_back({position, p.flat, Access::Write});  // initialise() writes it whole
-    ++position;
-    add(m_initialShards);
+        if (!p.initialShard.empty()) {
+            accesses.push_back({position++, p.flat, Access::Write});
+            add(p.initialShard);
+        }
     add(m_stepStart);
     for (const auto &load : m_loadInputs)
         add(load);
@@ -907,21 +908,26 @@ void ShardedProgram::initialise()
         if (block.data != value.data)
             m_device.upload(value, block.data);
     };
-    std::vector<Slot> flats(tensors.size(), kNoSlot);
+    std::vector<const Parameter *> parameters(tensors.size(), nullptr);
     for (const Parameter &p : m_parameters)
-        flats[p.tensor] = p.flat;
+        parameters[p.tensor] = &p;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         const ir::Tensor &t = tensors[i];
         if ((t.role != ir::Role::Parameter && t.role != ir::Role::Input) || m_values[i] == kNoSlot)
             continue;
         const ir::TensorId id(static_cast<std::int32_t>(i));
         const auto offset = shardOffset(m_specs[i], t.shape, m_meshShape, m_plan.coordinates());
-        if (flats[i] != kNoSlot)
-            m_device.fill(m_buffers.view(flats[i]), 0.0f);  // the padding
+        const Parameter *p = parameters[i];
+        if (p && p->flat != kNoSlot)
+            m_device.fill(m_buffers.view(p->flat), 0.0f);  // the padding
         auto rows = std::find_if(m_microInputs.begin(), m_microInputs.end(),
                                  [&](const auto &m) { return m.first == i; });
         if (rows == m_microInputs.end()) {
             fill(m_buffers.view(m_values[i]), offset, t.shape, t, id);
+            // ZeRO-3: the rank keeps its piece, and the whole value's memory
+            // is free for the next parameter's.
+            if (p)
+                run(p->initialShard);
             continue;
         }
         ir::Shape whole = t.shape;
@@ -932,8 +938,6 @@ void ShardedProgram::initialise()
             fill(m_buffers.view(rows->second[static_cast<std::size_t>(k)]), at, whole, t, id);
         }
     }
-    // ZeRO-3: each rank keeps its piece of the parameters it initialised.
-    run(m_initialShards);
 }
 
 void ShardedProgram::runStep(const ReshardStep &step, bool aux)

@@ -183,6 +183,7 @@ private:
         std::int64_t degree = 1;     // ZeRO's; 1: not sharded
         Slot flat = kNoSlot, shard = kNoSlot, gradFlat = kNoSlot;
         std::vector<Action> gatherShards;  // ZeRO-3: the pieces all-gathered into `flat`
+        std::vector<Action> initialShard;  // ZeRO-3: this rank's piece cut from `flat` once initialised
         std::vector<Action> sync;          // the gradient's synchronisation
     };
 
@@ -229,7 +230,7 @@ private:
     std::vector<bool> m_auxStep;  // per step: on the aux communicators
     std::vector<OpStep> m_ops;
     std::vector<Action> m_forward, m_backward, m_objectiveGather, m_seed;
-    std::vector<Action> m_stepStart, m_sync, m_update, m_initialShards;
+    std::vector<Action> m_stepStart, m_sync, m_update;
     std::vector<std::vector<Action>> m_loadInputs;  // per micro-batch
     std::vector<std::pair<std::size_t, std::vector<Slot>>> m_microInputs;  // float input, its rows per micro-batch
     std::vector<std::uint8_t> m_roles;  // cost::recomputeRoles
