@@ -360,6 +360,8 @@ std::string SearchCase::describe() const
         std::snprintf(f, sizeof f, " %.2f", memoryFraction);
         s += f;
     }
+    if (!(techniques == cost::Techniques{}))
+        s += ", " + cost::describe(techniques);
     if (pins != PinKind::None)
         s += ", pins " + std::string(toString(pins)) + " from " + pinBase + " (" + std::to_string(pinned.size()) +
              (pinned.size() == 1 ? " tensor" : " tensors") + (pinEveryInstance ? ", every instance)" : ")");

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "cost/costoptions.h"
+
 #include "ir/graph.h"
 #include "search/axisconstraint.h"
 #include "sharding/mesh.h"
@@ -52,6 +54,9 @@ struct SearchCase {
     bool customProfile = false;
     sharding::Mesh mesh;  // the profile's device memory
     bool overlap = false;  // cost::CostOptions::overlap
+    // The memory techniques every plan of the case uses, fixed (the
+    // generator leaves them none; bench_searchdiff --techniques draws them).
+    cost::Techniques techniques;
     MemoryLimit memory = MemoryLimit::Loose;
     // Tight: where between the least-memory and the replicated plan's
     // memory; Impossible: the share of the least memory given.

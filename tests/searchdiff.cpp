@@ -34,6 +34,7 @@ std::vector<search::NamedPlan> references(const ir::Graph &graph, const SearchCa
 {
     cost::CostOptions options;
     options.overlap = c.overlap;
+    options.techniques = c.techniques;
     return search::applicableReferencePlans(graph, c.source, mesh, options);
 }
 
@@ -155,6 +156,7 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
     const auto classes = passes::Prune().run(g, coarse);
     search::SearchOptions searchOptions;
     searchOptions.cost.overlap = c.overlap;
+    searchOptions.cost.techniques = c.techniques;
     searchOptions.timeLimitSeconds = options.exactTimeLimitSeconds;
     searchOptions.axisRoles = rolesOf(c.mesh);
     auto tap = [&](const sharding::Mesh &mesh, const search::SearchOptions &o) {
@@ -284,6 +286,11 @@ std::string replayCommands(const SearchCase &c, const CaseResult &result, const 
     }
     if (c.overlap)
         base += " --overlap";
+    // The case's techniques, fixed: plan would otherwise choose them.
+    const auto &t = c.techniques;
+    base += std::string(" --flash-attention ") + (t.flashAttention ? "on" : "off") + " --recompute " +
+            std::string(cost::toString(t.recompute)) + " --zero " + std::to_string(t.zeroStage) + " --micro-batches " +
+            std::to_string(t.microBatches);
 
     std::string pinned;
     if (result.pinnedInput) {

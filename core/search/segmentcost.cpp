@@ -1031,7 +1031,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 for (const auto &[t, spec] : restored) {
                     const int at = st.find(static_cast<std::int32_t>(t.index()));
                     const std::int32_t from = st.spec(at);
-                    double r = reshardTime(t, from, spec);
+                    // The writer's forward collectives run again where it is recomputed.
+                    const ir::OpId writer = m_graph.tensor(t).producer;
+                    const double again = writer.valid() && m_flow[t.index()]
+                                             ? cost::recomputedForward(m_roles[writer.index()], m_options.techniques).comm
+                                             : 0;
+                    double r = reshardTime(t, from, spec) * (1 + again);
                     if (m_flow[t.index()] && sharding::isFloat(m_graph.tensor(t).dtype))
                         r += reshardTime(t, gradientId(spec), gradientId(from));
                     time += r;
@@ -1081,7 +1086,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     m_specs[op.inputs[0].index()] = oc.inputs[0];
                     for (int sp = 0; sp < 2; ++sp)
                         if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sp == 1))
-                            korthikanti[sp] = cost::korthikantiBytes(*l, m_options.techniques);
+                            korthikanti[sp] = cost::layerActivationBytes(*l, m_options);
                     m_specs[op.inputs[0].index()] = keep;
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
@@ -1360,7 +1365,12 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                     continue;
                 if (s.inputs[i] != stored && std::find(needs.begin(), needs.end(), s.inputs[i]) == needs.end()) {
                     needs.push_back(s.inputs[i]);
-                    reshards += cost::reshardSeconds(tensor, stored, s.inputs[i], m_mesh);
+                    // Charged again where the reader is recomputed.
+                    const double again = cost::gradientFlows(op, s, m_flow)
+                                             ? cost::recomputedForward(m_roles[segment.ops[k].index()],
+                                                                       m_options.techniques).comm
+                                             : 0;
+                    reshards += cost::reshardSeconds(tensor, stored, s.inputs[i], m_mesh) * (1 + again);
                 }
                 if (cost::gradientFlows(op, s, m_flow) && m_flow[t.index()] &&
                     s.inputGradients[i] != sharding::gradientSpec(stored) &&
@@ -1393,7 +1403,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         }
         for (ir::OpId id : segment.ops)
             if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sequenceParallel))
-                activations += cost::korthikantiBytes(*l, m_options.techniques);
+                activations += cost::layerActivationBytes(*l, m_options);
     } else {
         // The saved-tensor model of the cost model, over this segment's ops.
         std::set<ir::TensorId> saved;

@@ -4,8 +4,11 @@
 // their cases and the tapestry-cli commands that replay them, the cases
 // where exact was no yardstick, the failures grouped by kind, and timing.
 // Arguments: [--seed S] [--cases N] [--from K] [--time-limit SECONDS]
-//            [--top K] [--replay-dir DIR] [--list-failures]
+//            [--top K] [--replay-dir DIR] [--list-failures] [--techniques]
+// --techniques: each case with memory techniques drawn at random, the same
+// for tap, exact and the reference plans.
 // Exits 1 when a case failed, 0 otherwise.
+#include "search/techniquesearch.h"
 #include "searchcases.h"
 #include "searchdiff.h"
 
@@ -16,12 +19,31 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 using namespace tapestry;
 
 namespace {
+
+// Case `index` of the seed; with `techniques`, the memory techniques drawn
+// for it (the same for tap, exact and the reference plans).
+searchdiff::SearchCase caseAt(std::uint64_t seed, std::size_t index, bool techniques)
+{
+    auto c = searchdiff::generateCase(seed, index);
+    if (!techniques)
+        return c;
+    std::mt19937_64 rng(seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+    c.techniques.flashAttention = pick(2) == 1;
+    c.techniques.recompute = static_cast<cost::Recompute>(pick(3));
+    c.techniques.zeroStage = pick(4);
+    const std::int64_t batch = search::modelBatch(c.graph);
+    c.techniques.microBatches = batch > 1 && batch % 2 == 0 && pick(2) == 1 ? 2 : 1;
+    return c;
+}
+
 
 struct Outcome {
     std::size_t index = 0;
@@ -51,12 +73,13 @@ void printLines(const std::string &text, const char *prefix)
 }
 
 // The case, what is said of it, and the commands that replay it.
-void printCase(const Outcome &o, const std::string &what, std::uint64_t seed, const searchdiff::RunOptions &options,
+void printCase(const Outcome &o, const std::string &what, std::uint64_t seed, bool techniques,
+               const searchdiff::RunOptions &options,
                const std::string &replayDir)
 {
     std::printf("  %s\n", o.description.c_str());
     printLines(what, "      ");
-    const auto c = searchdiff::generateCase(seed, o.index);
+    const auto c = caseAt(seed, o.index, techniques);
     const std::string dir = replayDir + "/seed-" + std::to_string(seed) + "/case-" + std::to_string(o.index);
     printLines(searchdiff::replayCommands(c, o.result, options, dir), "    $ ");
 }
@@ -70,10 +93,15 @@ int main(int argc, char **argv)
     searchdiff::RunOptions options;
     std::string replayDir = "/tmp/tapestry-searchdiff-bench";
     bool listFailures = false;
+    bool techniques = false;
     for (int i = 1; i < argc; ++i) {
         const std::string key = argv[i];
         if (key == "--list-failures") {
             listFailures = true;
+            continue;
+        }
+        if (key == "--techniques") {
+            techniques = true;
             continue;
         }
         if (i + 1 == argc) {
@@ -105,7 +133,7 @@ int main(int argc, char **argv)
         Outcome o;
         o.index = i;
         try {
-            const auto c = searchdiff::generateCase(seed, i);
+            const auto c = caseAt(seed, i, techniques);
             o.description = c.describe();
             o.family = c.family;
             o.memory = std::string(searchdiff::toString(c.memory));
@@ -185,7 +213,7 @@ int main(int argc, char **argv)
         }
     std::printf("worst %zu tap/exact gaps:\n", std::min(top, exactGaps.size()));
     for (std::size_t k = 0; k < top && k < exactGaps.size(); ++k)
-        printCase(*exactGaps[k].first, exactGaps[k].second->detail, seed, options, replayDir);
+        printCase(*exactGaps[k].first, exactGaps[k].second->detail, seed, techniques, options, replayDir);
 
     std::printf("\nexact no yardstick on %zu cases:\n", noYardstick.size());
     std::map<std::string, std::size_t> reasons;
@@ -209,7 +237,7 @@ int main(int argc, char **argv)
         std::printf(" %s %zu,", name.c_str(), n);
     std::printf("\nworst %zu tap/reference gaps:\n", std::min(top, referenceGaps.size()));
     for (std::size_t k = 0; k < top && k < referenceGaps.size(); ++k)
-        printCase(*referenceGaps[k].first, referenceGaps[k].second->detail, seed, options, replayDir);
+        printCase(*referenceGaps[k].first, referenceGaps[k].second->detail, seed, techniques, options, replayDir);
 
     // Failures by kind: per check, how they spread over memory limits,
     // meshes and model families, with a case of each memory limit.
@@ -254,7 +282,7 @@ int main(int argc, char **argv)
         printCounts("  mesh:", spread.mesh);
         printCounts("  family:", spread.family);
         for (const auto *o : spread.examples)
-            printCase(*o, o->result.failures(), seed, options, replayDir);
+            printCase(*o, o->result.failures(), seed, techniques, options, replayDir);
     }
     if (listFailures) {
         std::printf("\nevery failed case:\n");
