@@ -327,8 +327,17 @@ private slots:
             const cost::PlanCost again = cost::evaluatePlan(g, m, propagated, options);
             QVERIFY2(close(segmentTime, again.stepTime),
                      qPrintable(QStringLiteral("segments %1 s against the whole %2 s").arg(segmentTime, 0, 'g', 17).arg(again.stepTime, 0, 'g', 17)));
-            if (again.memory.activationModel == "saved-tensors")
-                QVERIFY(std::abs(static_cast<double>(segmentMemory - again.memory.total())) <= 8);
+            // Memory too, the working set of full recomputation included
+            // (each layer carries its share); Korthikanti's rows follow
+            // sequence parallelism plan-wide, the parts each their own.
+            bool sequenceParallel = false;
+            for (const auto &l : cost::transformerLayers(g, m, propagated))
+                sequenceParallel = sequenceParallel || l.sequenceParallel;
+            if (again.memory.activationModel == "saved-tensors" || !sequenceParallel)
+                QVERIFY2(std::abs(static_cast<double>(segmentMemory - again.memory.total())) <= 8,
+                         qPrintable(QStringLiteral("segments %1 B against the whole %2 B")
+                                        .arg(segmentMemory)
+                                        .arg(again.memory.total())));
         }
     }
 

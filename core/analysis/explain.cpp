@@ -154,8 +154,12 @@ std::int64_t Explainer::activationBytes(const std::vector<ShardingSpec> &specs) 
 {
     if (m_cost.memory.activationModel == "korthikanti") {
         std::int64_t bytes = 0;
-        for (const auto &l : cost::transformerLayers(m_graph, m_mesh, specs))
-            bytes += cost::korthikantiBytes(l, m_options.techniques);
+        const auto shares = cost::layerShares(m_graph);
+        for (const auto &l : cost::transformerLayers(m_graph, m_mesh, specs)) {
+            bytes += cost::layerActivationBytes(l, m_options);
+            if (const auto op = m_graph.findOp(l.softmaxOp))
+                bytes += cost::recomputeWorkingBytes(l, m_options, shares[op->index()]);
+        }
         return bytes;
     }
     return cost::savedTensorBytes(m_graph, m_mesh, specs, m_options.techniques.microBatches);

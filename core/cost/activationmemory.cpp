@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <cmath>
 #include <set>
 
@@ -80,6 +81,22 @@ std::int64_t korthikantiBytes(const TransformerLayerShape &l, const Techniques &
     return std::llround(bytes);
 }
 
+std::int64_t layerActivationBytes(const TransformerLayerShape &layer, const CostOptions &options)
+{
+    const std::int64_t bytes = korthikantiBytes(layer, options.techniques);
+    return options.activationBytes == 2 ? bytes
+                                        : std::llround(static_cast<double>(bytes) * options.activationBytes / 2);
+}
+
+std::int64_t recomputeWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share)
+{
+    if (options.techniques.recompute != Recompute::Full || share <= 0)
+        return 0;
+    CostOptions kept = options;
+    kept.techniques.recompute = Recompute::None;
+    return std::llround(static_cast<double>(layerActivationBytes(layer, kept)) * share);
+}
+
 std::int64_t savedBytes(const ir::Tensor &tensor, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
                         int microBatches)
 {
@@ -151,6 +168,30 @@ std::string_view layerScope(std::string_view name)
         start = end + 1;
     }
     return {};
+}
+
+std::vector<double> layerShares(const ir::Graph &graph)
+{
+    // A layer's kind: its scope with the number it ends in starred.
+    auto pattern = [](std::string_view name) {
+        std::string p(layerScope(name));
+        std::size_t end = p.size() > 0 ? p.size() - 1 : 0;  // the trailing '/'
+        std::size_t start = end;
+        while (start > 0 && std::isdigit(static_cast<unsigned char>(p[start - 1])))
+            --start;
+        return p.substr(0, start) + "*" + p.substr(end);
+    };
+    std::vector<double> shares(graph.opCount(), 0);
+    std::map<std::string, std::vector<std::size_t>> kinds;
+    for (std::size_t o = 0; o < graph.opCount(); ++o) {
+        const ir::OpId id(static_cast<std::int32_t>(o));
+        if (graph.op(id).type == "Softmax" && !attentionCore(graph, id).score.empty())
+            kinds[pattern(graph.op(id).name)].push_back(o);
+    }
+    for (const auto &[kind, ops] : kinds)
+        for (std::size_t o : ops)
+            shares[o] = 1.0 / static_cast<double>(ops.size());
+    return shares;
 }
 
 std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph)

@@ -49,6 +49,22 @@ std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, co
 // instead: 4·a·s·b/t bytes (one float per row of scores).
 std::int64_t korthikantiBytes(const TransformerLayerShape &layer, const Techniques &techniques = {});
 
+// korthikantiBytes for activations of `options.activationBytes` bytes an
+// element (the table is for 2): what every costing path charges a layer.
+std::int64_t layerActivationBytes(const TransformerLayerShape &layer, const CostOptions &options);
+
+// What full recomputation holds besides each layer's input: the one layer
+// being recomputed, with all its activations, during its backward pass.
+// Charged once per kind of layer (the layers under one scope pattern,
+// "model/layers.*/": a class of repeated layers), as the mean of their
+// rows without recomputation, so that each layer carries `share` of it:
+// 1 / the count of its kind (layerShares), which the search charges layer
+// by layer as the plan does. 0 under any other setting.
+std::int64_t recomputeWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share);
+// By op id: for the score Softmax of an attention layer, 1 / the number of
+// attention layers of its kind in the graph; 0 for any other op.
+std::vector<double> layerShares(const ir::Graph &graph);
+
 // The local batch of one micro-batch: `localBatch` samples run as
 // `microBatches` micro-batches, the last one possibly shorter.
 std::int64_t microBatchOf(std::int64_t localBatch, int microBatches);

@@ -125,6 +125,7 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
     });
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
     m_roles = recomputeRoles(graph);
+    m_shares = layerShares(graph);
     m_charges.resize(n);
     m_reductions.resize(tensors);
 }
@@ -432,9 +433,12 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
     const auto layers = transformerLayers(m_graph, m_mesh, specs);
     if (!layers.empty()) {
         cost.memory.activationModel = "korthikanti";
-        for (const auto &l : layers)
-            cost.memory.activations +=
-                std::llround(static_cast<double>(korthikantiBytes(l, m_options.techniques)) * m_options.activationBytes / 2);
+        for (const auto &l : layers) {
+            cost.memory.activations += layerActivationBytes(l, m_options);
+            if (m_options.techniques.recompute == Recompute::Full)
+                if (const auto op = m_graph.findOp(l.softmaxOp))
+                    cost.memory.activations += recomputeWorkingBytes(l, m_options, m_shares[op->index()]);
+        }
     } else {
         cost.memory.activationModel = "saved-tensors";
         cost.memory.activations = savedTensorBytes(m_graph, m_mesh, specs, m_options.techniques.microBatches);

@@ -106,6 +106,7 @@ private:
     std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names
     std::vector<ir::TensorId> m_parameters;
     std::vector<std::uint8_t> m_roles;  // by op id: recomputeRoles()
+    std::vector<double> m_shares;       // by op id: layerShares()
 
     // Strategies as resolved for one op of their kind (their collectives
     // name that op's tensors), and which one a kind takes under given input

@@ -1086,7 +1086,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     m_specs[op.inputs[0].index()] = oc.inputs[0];
                     for (int sp = 0; sp < 2; ++sp)
                         if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sp == 1))
-                            korthikanti[sp] = cost::layerActivationBytes(*l, m_options);
+                            korthikanti[sp] = cost::layerActivationBytes(*l, m_options) +
+                                              cost::recomputeWorkingBytes(*l, m_options, m_shares[id.index()]);
                     m_specs[op.inputs[0].index()] = keep;
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
@@ -1263,7 +1264,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
 
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)
     : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(cost::gradientFlow(graph)),
-      m_roles(cost::recomputeRoles(graph)), m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
+      m_roles(cost::recomputeRoles(graph)), m_shares(cost::layerShares(graph)),
+      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
     const std::vector<ShardingSpec> replicated(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()));
     for (std::size_t o = 0; o < graph.opCount() && !m_attention; ++o)
@@ -1403,7 +1405,8 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         }
         for (ir::OpId id : segment.ops)
             if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sequenceParallel))
-                activations += cost::layerActivationBytes(*l, m_options);
+                activations += cost::layerActivationBytes(*l, m_options) +
+                               cost::recomputeWorkingBytes(*l, m_options, m_shares[id.index()]);
     } else {
         // The saved-tensor model of the cost model, over this segment's ops.
         std::set<ir::TensorId> saved;

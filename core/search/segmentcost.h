@@ -133,6 +133,7 @@ private:
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     std::vector<std::uint8_t> m_roles;  // by op id: cost::recomputeRoles()
+    std::vector<double> m_shares;       // by op id: cost::layerShares()
     bool m_memoryBinds = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
     bool m_partialsStored = false;
