@@ -287,8 +287,9 @@ private slots:
             const cost::PlanCost whole = cost::evaluatePlan(g, m, specs, options);
             QVERIFY(whole.memory.total() < cost::evaluatePlan(g, m, specs).memory.total());
             cost::ParameterLoad load;
+            const auto shares = cost::parameterShares(g);
             for (auto t : g.tensorsWithRole(ir::Role::Parameter))
-                load += cost::parameterLoad(g.tensor(t), specs[t.index()], m, options);
+                load += cost::parameterLoad(g.tensor(t), specs[t.index()], m, options, shares[t.index()]);
             const cost::ParameterCharge charge = cost::chargeParameters(load, m, options);
             QCOMPARE(charge.memory.parameters + charge.memory.gradients + charge.memory.optimizer,
                      whole.memory.parameters + whole.memory.gradients + whole.memory.optimizer);

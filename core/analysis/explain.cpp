@@ -106,6 +106,7 @@ std::vector<cost::CollectiveCost> missingFrom(const std::vector<cost::Collective
 Explainer::Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput)
     : m_graph(graph), m_mesh(plan.mesh), m_options(plan.costOptions), m_coarse(passes::Coarsen().run(graph)),
       m_specs(plan::planSpecs(plan, graph, planInput)), m_flow(cost::gradientFlow(graph)), m_roles(cost::recomputeRoles(graph)),
+      m_parameterShares(cost::parameterShares(graph)),
       m_cost(cost::evaluatePlan(graph, m_mesh, m_specs, m_options)),
       m_coster(std::make_unique<search::SegmentCoster>(graph, m_mesh, m_options))
 {
@@ -272,8 +273,10 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
     cost::ParameterLoad parameters;
     for (auto x : changed)
         if (m_graph.tensor(x).role == ir::Role::Parameter)
-            parameters += cost::parameterLoad(m_graph.tensor(x), specs[x.index()], m_mesh, m_options) -
-                          cost::parameterLoad(m_graph.tensor(x), m_specs[x.index()], m_mesh, m_options);
+            parameters += cost::parameterLoad(m_graph.tensor(x), specs[x.index()], m_mesh, m_options,
+                                              m_parameterShares[x.index()]) -
+                          cost::parameterLoad(m_graph.tensor(x), m_specs[x.index()], m_mesh, m_options,
+                                              m_parameterShares[x.index()]);
     const cost::ParameterCharge perParameter = cost::chargeParameters(parameters, m_mesh, m_options);
     const double optimizer = perParameter.seconds();
 

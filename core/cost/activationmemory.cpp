@@ -170,27 +170,57 @@ std::string_view layerScope(std::string_view name)
     return {};
 }
 
-std::vector<double> layerShares(const ir::Graph &graph)
+namespace {
+
+// A layer's kind: its scope with the number it ends in starred
+// ("model/layers.*/"); empty outside a numbered scope.
+std::string layerKind(std::string_view opName)
 {
-    // A layer's kind: its scope with the number it ends in starred.
-    auto pattern = [](std::string_view name) {
-        std::string p(layerScope(name));
-        std::size_t end = p.size() > 0 ? p.size() - 1 : 0;  // the trailing '/'
-        std::size_t start = end;
-        while (start > 0 && std::isdigit(static_cast<unsigned char>(p[start - 1])))
-            --start;
-        return p.substr(0, start) + "*" + p.substr(end);
-    };
-    std::vector<double> shares(graph.opCount(), 0);
+    std::string p(layerScope(opName));
+    if (p.empty())
+        return p;
+    const std::size_t end = p.size() - 1;  // the trailing '/'
+    std::size_t start = end;
+    while (start > 0 && std::isdigit(static_cast<unsigned char>(p[start - 1])))
+        --start;
+    return p.substr(0, start) + "*" + p.substr(end);
+}
+
+// The score Softmax ops of the attention layers, by kind.
+std::map<std::string, std::vector<std::size_t>> attentionLayersByKind(const ir::Graph &graph)
+{
     std::map<std::string, std::vector<std::size_t>> kinds;
     for (std::size_t o = 0; o < graph.opCount(); ++o) {
         const ir::OpId id(static_cast<std::int32_t>(o));
         if (graph.op(id).type == "Softmax" && !attentionCore(graph, id).score.empty())
-            kinds[pattern(graph.op(id).name)].push_back(o);
+            kinds[layerKind(graph.op(id).name)].push_back(o);
     }
-    for (const auto &[kind, ops] : kinds)
+    return kinds;
+}
+
+} // namespace
+
+std::vector<double> layerShares(const ir::Graph &graph)
+{
+    std::vector<double> shares(graph.opCount(), 0);
+    for (const auto &[kind, ops] : attentionLayersByKind(graph))
         for (std::size_t o : ops)
             shares[o] = 1.0 / static_cast<double>(ops.size());
+    return shares;
+}
+
+std::vector<double> parameterShares(const ir::Graph &graph)
+{
+    std::vector<double> shares(graph.tensorCount(), 0);
+    const auto kinds = attentionLayersByKind(graph);
+    for (auto t : graph.tensorsWithRole(ir::Role::Parameter)) {
+        const auto &readers = graph.tensor(t).consumers;
+        if (readers.empty())
+            continue;
+        const std::string kind = layerKind(graph.op(readers.front()).name);
+        if (auto it = kinds.find(kind); !kind.empty() && it != kinds.end())
+            shares[t.index()] = 1.0 / static_cast<double>(it->second.size());
+    }
     return shares;
 }
 

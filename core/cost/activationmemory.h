@@ -64,6 +64,11 @@ std::int64_t recomputeWorkingBytes(const TransformerLayerShape &layer, const Cos
 // By op id: for the score Softmax of an attention layer, 1 / the number of
 // attention layers of its kind in the graph; 0 for any other op.
 std::vector<double> layerShares(const ir::Graph &graph);
+// By tensor id: for a parameter read inside an attention layer, 1 / the
+// number of layers of that kind; 0 for any other tensor. ZeRO-3 holds one
+// layer's parameters gathered whole while it computes: each parameter
+// carries this share of its gathered bytes (ParameterLoad).
+std::vector<double> parameterShares(const ir::Graph &graph);
 
 // The local batch of one micro-batch: `localBatch` samples run as
 // `microBatches` micro-batches, the last one possibly shorter.

@@ -68,6 +68,7 @@ ParameterLoad &ParameterLoad::operator+=(const ParameterLoad &o)
 {
     localElements += o.localElements;
     zeroElements += o.zeroElements;
+    gatheredElements += o.gatheredElements;
     gatherSeconds += o.gatherSeconds;
     scatterSeconds += o.scatterSeconds;
     gatherWireBytes += o.gatherWireBytes;
@@ -81,6 +82,7 @@ ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b)
 {
     a.localElements -= b.localElements;
     a.zeroElements -= b.zeroElements;
+    a.gatheredElements -= b.gatheredElements;
     a.gatherSeconds -= b.gatherSeconds;
     a.scatterSeconds -= b.scatterSeconds;
     a.gatherWireBytes -= b.gatherWireBytes;
@@ -118,7 +120,7 @@ void forEachZeroStep(const sharding::ShardingSpec &spec, const sharding::Mesh &m
 } // namespace
 
 ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
-                            const sharding::Mesh &mesh, const CostOptions &options)
+                            const sharding::Mesh &mesh, const CostOptions &options, double layerShare)
 {
     ParameterLoad load;
     load.localElements = static_cast<double>(spec.localElements(parameter.shape, mesh));
@@ -127,6 +129,8 @@ ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::Shardin
         return load;
     const double d = static_cast<double>(zeroDegree(spec, mesh));
     load.zeroElements = load.localElements / d;
+    if (stage >= 3)
+        load.gatheredElements = (load.localElements - load.zeroElements) * layerShare;
     if (d <= 1 || ((stage < 2 || options.techniques.microBatches <= 1) && stage < 3))
         return load;
     auto visit = [&](sharding::CollectiveKind kind, double perElement, double &seconds, double &wire, double &calls) {
@@ -182,10 +186,12 @@ ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh
     // Adam's update: a fixed count of FLOPs per local element, in fp32.
     c.optimizer.flops = options.optimizerFlopsPerParameter * elements(1);
     c.optimizer.compute = computeSeconds(c.optimizer.flops, ir::DType::F32, mesh);
-    c.memory.parameters = std::llround(elements(3) * options.parameterBytes);
+    // ZeRO-3 also holds one layer's parameters gathered while it computes.
+    const double gathered = stage >= 3 ? load.gatheredElements : 0;
+    c.memory.parameters = std::llround((elements(3) + gathered) * options.parameterBytes);
     c.memory.gradients = std::llround(elements(2) * options.gradientBytes);
     c.memory.optimizer = std::llround(elements(1) * options.optimizerBytes);
-    c.unroundedBytes = elements(3) * options.parameterBytes + elements(2) * options.gradientBytes +
+    c.unroundedBytes = (elements(3) + gathered) * options.parameterBytes + elements(2) * options.gradientBytes +
                        elements(1) * options.optimizerBytes;
     c.bytes = std::llround(c.unroundedBytes);
     // ZeRO's collectives beyond stage 0's (see ParameterLoad).

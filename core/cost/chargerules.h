@@ -143,6 +143,10 @@ double collectiveSeconds(const sharding::Collective &c, const sharding::Mesh &me
 struct ParameterLoad {
     double localElements = 0;  // per device
     double zeroElements = 0;   // per device once ZeRO shards them: localElements / d
+    // ZeRO-3: what one layer's parameters take gathered beyond their
+    // shards while the layer computes, this parameter's share of it
+    // ((localElements - zeroElements) x its layer share, parameterShares).
+    double gatheredElements = 0;
     double gatherSeconds = 0;   // one all-gather of the 16-bit parameter over its replicated axes
     double scatterSeconds = 0;  // one reduce-scatter of its gradient over them
     double gatherWireBytes = 0, scatterWireBytes = 0;
@@ -151,8 +155,9 @@ struct ParameterLoad {
     friend ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b);
 };
 // One parameter stored in `spec`.
+// `layerShare`: the parameter's cost::parameterShares() entry.
 ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
-                            const sharding::Mesh &mesh, const CostOptions &options);
+                            const sharding::Mesh &mesh, const CostOptions &options, double layerShare = 0);
 
 // ZeRO's degree for a parameter stored in `spec`: the product of the sizes
 // of the mesh axes it is replicated on.

@@ -126,6 +126,7 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
     m_roles = recomputeRoles(graph);
     m_shares = layerShares(graph);
+    m_parameterShares = parameterShares(graph);
     m_charges.resize(n);
     m_reductions.resize(tensors);
 }
@@ -414,7 +415,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
 
     ParameterLoad load;
     for (auto t : m_parameters)
-        load += parameterLoad(m_graph.tensor(t), specs[t.index()], m_mesh, m_options);
+        load += parameterLoad(m_graph.tensor(t), specs[t.index()], m_mesh, m_options, m_parameterShares[t.index()]);
     const ParameterCharge perParameter = chargeParameters(load, m_mesh, m_options);
     CostTotals &optimizer = cost.byPhase["optimizer"];
     optimizer.flops += perParameter.optimizer.flops;

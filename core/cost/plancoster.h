@@ -107,6 +107,7 @@ private:
     std::vector<ir::TensorId> m_parameters;
     std::vector<std::uint8_t> m_roles;  // by op id: recomputeRoles()
     std::vector<double> m_shares;       // by op id: layerShares()
+    std::vector<double> m_parameterShares;  // by tensor id: parameterShares()
 
     // Strategies as resolved for one op of their kind (their collectives
     // name that op's tensors), and which one a kind takes under given input

@@ -725,7 +725,8 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     cost::ParameterLoad derived;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (pending[i])
-            derived += cost::parameterLoad(m_graph.tensor(op.inputs[i]), out.inputs[i], m_mesh, m_options);
+            derived += cost::parameterLoad(m_graph.tensor(op.inputs[i]), out.inputs[i], m_mesh, m_options,
+                                           m_parameterShares[op.inputs[i].index()]);
     if (std::any_of(pending.begin(), pending.end(), [](bool p) { return p; })) {
         const cost::ParameterCharge charge = cost::chargeParameters(derived, m_mesh, m_options);
         out.derivedBytes = charge.unroundedBytes;
@@ -759,7 +760,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         for (const auto &c : segment.choices[w]) {
             choiceIds.back().push_back(intern(c));
             const cost::ParameterCharge charge = cost::chargeParameters(
-                cost::parameterLoad(m_graph.tensor(segment.weights[w]), c, m_mesh, m_options), m_mesh, m_options);
+                cost::parameterLoad(m_graph.tensor(segment.weights[w]), c, m_mesh, m_options,
+                                    m_parameterShares[segment.weights[w].index()]),
+                m_mesh, m_options);
             choiceBytes.back().push_back(charge.unroundedBytes);
             choiceSeconds.back().push_back(charge.seconds());
         }
@@ -1265,6 +1268,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)
     : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(cost::gradientFlow(graph)),
       m_roles(cost::recomputeRoles(graph)), m_shares(cost::layerShares(graph)),
+      m_parameterShares(cost::parameterShares(graph)),
       m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
     const std::vector<ShardingSpec> replicated(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()));
@@ -1277,7 +1281,8 @@ std::int64_t SegmentCoster::weightMemory(const Segment &segment, const std::vect
 {
     cost::ParameterLoad load;
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
-        load += cost::parameterLoad(m_graph.tensor(segment.weights[w]), weights[w], m_mesh, m_options);
+        load += cost::parameterLoad(m_graph.tensor(segment.weights[w]), weights[w], m_mesh, m_options,
+                                    m_parameterShares[segment.weights[w].index()]);
     return cost::chargeParameters(load, m_mesh, m_options).bytes;
 }
 
@@ -1389,7 +1394,8 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     cost::ParameterLoad load;
     for (const auto *parameters : {&segment.weights, &segment.derived})
         for (auto t : *parameters)
-            load += cost::parameterLoad(m_graph.tensor(t), m_specs[t.index()], m_mesh, m_options);
+            load += cost::parameterLoad(m_graph.tensor(t), m_specs[t.index()], m_mesh, m_options,
+                                        m_parameterShares[t.index()]);
     const cost::ParameterCharge perParameter = cost::chargeParameters(load, m_mesh, m_options);
     result.time = c.stepTime + perParameter.seconds();
     result.comm = c.comm + perParameter.zero.comm;

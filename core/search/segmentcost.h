@@ -134,6 +134,7 @@ private:
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     std::vector<std::uint8_t> m_roles;  // by op id: cost::recomputeRoles()
     std::vector<double> m_shares;       // by op id: cost::layerShares()
+    std::vector<double> m_parameterShares;  // by tensor id: cost::parameterShares()
     bool m_memoryBinds = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
     bool m_partialsStored = false;
