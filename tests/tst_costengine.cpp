@@ -111,6 +111,41 @@ cost::ParameterLoad parameterLoad(const ir::Graph &g, const sharding::Mesh &m, c
     return load;
 }
 
+// The segment coster over the parts of a plan, each given its boundary and
+// weights from `specs`: the parts' summed costs, and the specs it
+// propagates inside them (the plan it makes, to cost whole).
+struct SegmentSums {
+    double time = 0, comm = 0;
+    std::int64_t memory = 0;
+    std::vector<ShardingSpec> propagated;
+};
+SegmentSums costSegments(const ir::Graph &g, const sharding::Mesh &m, const std::vector<std::vector<ir::OpId>> &cut,
+                         const std::vector<ShardingSpec> &specs, search::SegmentCoster &segments)
+{
+    SegmentSums sums;
+    sums.propagated = specs;
+    for (std::size_t p = 0; p < cut.size(); ++p) {
+        const auto seg = search::makeSegment(g, m, "part " + std::to_string(p), -1, 1, cut[p]);
+        std::map<ir::TensorId, ShardingSpec> boundary;
+        for (const auto *list : {&seg.inputs, &seg.outputs})
+            for (auto b : *list)
+                boundary[b] = specs[b.index()];
+        std::vector<ShardingSpec> weights;
+        for (auto w : seg.weights)
+            weights.push_back(specs[w.index()]);
+        const search::SegmentCost c = segments.evaluate(seg, boundary, weights);
+        sums.time += c.time;
+        sums.comm += c.comm;
+        sums.memory += c.memory;
+        for (auto id : seg.ops)
+            for (const auto *list : {&g.op(id).inputs, &g.op(id).outputs})
+                for (auto x : *list)
+                    if (!boundary.count(x))
+                        sums.propagated[x.index()] = segments.spec(x);
+    }
+    return sums;
+}
+
 // "zoo:NAME?layers=4&seq=64" for presets that take those knobs.
 QString smallPreset(const io::zoo::Preset &p)
 {
@@ -218,29 +253,9 @@ private slots:
 
             // The segment coster propagates each part from its boundary and
             // weights; the plan it makes is costed whole.
-            std::vector<ShardingSpec> propagated = specs;
-            double segmentTime = 0, segmentComm = 0;
-            std::vector<search::Segment> segs;
-            for (std::size_t p = 0; p < cut.size(); ++p)
-                segs.push_back(search::makeSegment(g, m, "part " + std::to_string(p), -1, 1, cut[p]));
-            for (const auto &seg : segs) {
-                std::map<ir::TensorId, ShardingSpec> boundary;
-                for (const auto *list : {&seg.inputs, &seg.outputs})
-                    for (auto b : *list)
-                        boundary[b] = specs[b.index()];
-                std::vector<ShardingSpec> weights;
-                for (auto w : seg.weights)
-                    weights.push_back(specs[w.index()]);
-                const search::SegmentCost c = segments.evaluate(seg, boundary, weights);
-                segmentTime += c.time;
-                segmentComm += c.comm;
-                for (auto id : seg.ops)
-                    for (const auto *list : {&g.op(id).inputs, &g.op(id).outputs})
-                        for (auto x : *list)
-                            if (!boundary.count(x))
-                                propagated[x.index()] = segments.spec(x);
-            }
-            const cost::PlanCost again = cost::evaluatePlan(g, m, propagated);
+            const SegmentSums sums = costSegments(g, m, cut, specs, segments);
+            const double segmentTime = sums.time, segmentComm = sums.comm;
+            const cost::PlanCost again = cost::evaluatePlan(g, m, sums.propagated);
             QVERIFY2(close(segmentTime, again.stepTime),
                      qPrintable(QStringLiteral("segments %1 s against the whole %2 s")
                                     .arg(segmentTime, 0, 'g', 17)
@@ -304,27 +319,10 @@ private slots:
             QVERIFY2(close(comm, whole.comm), qPrintable(QStringLiteral("comm %1 against %2").arg(comm).arg(whole.comm)));
 
             // The segment coster, each part given its boundary and weights.
-            std::vector<ShardingSpec> propagated = specs;
-            double segmentTime = 0;
-            std::int64_t segmentMemory = 0;
-            for (std::size_t p = 0; p < cut.size(); ++p) {
-                const auto seg = search::makeSegment(g, m, "part " + std::to_string(p), -1, 1, cut[p]);
-                std::map<ir::TensorId, ShardingSpec> boundary;
-                for (const auto *list : {&seg.inputs, &seg.outputs})
-                    for (auto b : *list)
-                        boundary[b] = specs[b.index()];
-                std::vector<ShardingSpec> weights;
-                for (auto w : seg.weights)
-                    weights.push_back(specs[w.index()]);
-                const search::SegmentCost c = segments.evaluate(seg, boundary, weights);
-                segmentTime += c.time;
-                segmentMemory += c.memory;
-                for (auto id : seg.ops)
-                    for (const auto *list : {&g.op(id).inputs, &g.op(id).outputs})
-                        for (auto x : *list)
-                            if (!boundary.count(x))
-                                propagated[x.index()] = segments.spec(x);
-            }
+            const SegmentSums sums = costSegments(g, m, cut, specs, segments);
+            const double segmentTime = sums.time;
+            const std::int64_t segmentMemory = sums.memory;
+            const auto &propagated = sums.propagated;
             const cost::PlanCost again = cost::evaluatePlan(g, m, propagated, options);
             QVERIFY2(close(segmentTime, again.stepTime),
                      qPrintable(QStringLiteral("segments %1 s against the whole %2 s").arg(segmentTime, 0, 'g', 17).arg(again.stepTime, 0, 'g', 17)));

@@ -4,6 +4,7 @@
 // the megatron plan on 2 and 4 ranks (vocabulary-parallel embedding and
 // loss), each verified; a plan missing an all-reduce failing verification;
 // a mesh that does not match the rank count; tapestry-cli run --json.
+#include "processrun.h"
 #include <QtTest>
 
 #include <QJsonArray>
@@ -16,32 +17,14 @@ namespace {
 
 const QString kGpt = QStringLiteral("zoo:gpt2?layers=2&hidden=64&heads=4&vocab=128&seq=16&batch=2");
 
-struct Run {
-    int exitCode = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using Run = tapestry::testing::ProcessRun;
+using tapestry::testing::lastJsonLine;
 
 Run run(const QString &program, const QStringList &args, int timeoutMs = 60000)
 {
-    QProcess p;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
-    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
-    env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
-    env.insert(QStringLiteral("TAPESTRY_EXEC"), QStringLiteral(TAPESTRY_EXEC));
-    p.setProcessEnvironment(env);
-    p.start(program, args);
-    Run r;
-    const bool finished = p.waitForStarted(10000) && p.waitForFinished(timeoutMs);
-    if (!finished) {
-        p.kill();
-        p.waitForFinished(5000);
-    }
-    r.exitCode = finished && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
+    QProcessEnvironment exec;
+    exec.insert(QStringLiteral("TAPESTRY_EXEC"), QStringLiteral(TAPESTRY_EXEC));
+    return tapestry::testing::runProcess(program, args, timeoutMs, exec);
 }
 
 Run mpirun(int ranks, const QStringList &execArgs)
@@ -49,17 +32,6 @@ Run mpirun(int ranks, const QStringList &execArgs)
     return run(QStringLiteral("mpirun"), QStringList{QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
                                                      QString::number(ranks), QStringLiteral(TAPESTRY_EXEC)} +
                                              execArgs);
-}
-
-QJsonObject lastJsonLine(const QByteArray &out, const QString &event)
-{
-    QJsonObject found;
-    for (const QByteArray &line : out.split('\n')) {
-        const QJsonObject j = QJsonDocument::fromJson(line).object();
-        if (j.value(QStringLiteral("event")).toString() == event)
-            found = j;
-    }
-    return found;
 }
 
 QJsonObject readJson(const QString &path)

@@ -8,6 +8,8 @@
 // and holds a quarter of the optimizer state (1), of the gradients (2), of
 // the parameters (3); micro-batches run the same FLOPs in m times the GEMM
 // calls and keep fewer activations.
+#include "processrun.h"
+
 #include <QtTest>
 
 #include <QJsonArray>
@@ -20,42 +22,12 @@ namespace {
 
 const QString kGpt = QStringLiteral("zoo:gpt2?layers=2&batch=8&seq=16&hidden=32&heads=2&vocab=64&positions=16");
 
-struct Run {
-    int exitCode = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using tapestry::testing::lastJsonLine;
+using Run = tapestry::testing::ProcessRun;
 
 Run run(const QString &program, const QStringList &args)
 {
-    QProcess p;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
-    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
-    env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
-    p.setProcessEnvironment(env);
-    p.start(program, args);
-    Run r;
-    const bool finished = p.waitForStarted(10000) && p.waitForFinished(120000);
-    if (!finished) {
-        p.kill();
-        p.waitForFinished(5000);
-    }
-    r.exitCode = finished && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
-}
-
-QJsonObject lastJsonLine(const QByteArray &out, const QString &event)
-{
-    QJsonObject found;
-    for (const QByteArray &line : out.split('\n')) {
-        const QJsonObject j = QJsonDocument::fromJson(line).object();
-        if (j.value(QStringLiteral("event")).toString() == event)
-            found = j;
-    }
-    return found;
+    return tapestry::testing::runProcess(program, args, 120000);
 }
 
 // What one verified run reports.

@@ -77,6 +77,24 @@ void printTap(const std::string &label, const std::string &source, const std::st
 }
 
 // tap against the best reference plan that applies, under the objective.
+// The best reference plan under the objective, by name ("" when none
+// applies); with `techniques`, each with its memory techniques chosen.
+std::pair<std::string, cost::Objective> bestReference(const ir::Graph &g, const std::string &source,
+                                                      const sharding::Mesh &m, bool techniques)
+{
+    std::string bestName;
+    auto best = cost::Objective::worst();
+    for (const auto &[name, plan] : search::applicableReferencePlans(g, source, m)) {
+        const auto theirs =
+            cost::Objective::of(techniques ? search::chooseTechniques(plan, g, {}).cost : plan.cost);
+        if (theirs < best) {
+            best = theirs;
+            bestName = name;
+        }
+    }
+    return {bestName, best};
+}
+
 void printPresetGap(const std::string &source, const std::string &shape)
 {
     const auto start = std::chrono::steady_clock::now();
@@ -87,13 +105,7 @@ void printPresetGap(const std::string &source, const std::string &shape)
         const auto r = search::tapSearch(g, classes, source, m);
         const double total = since(start);
         const auto mine = cost::Objective::of(r.plan.cost);
-        std::string bestName;
-        auto best = cost::Objective::worst();
-        for (const auto &[name, plan] : search::applicableReferencePlans(g, source, m))
-            if (const auto theirs = cost::Objective::of(plan.cost); theirs < best) {
-                best = theirs;
-                bestName = name;
-            }
+        const auto [bestName, best] = bestReference(g, source, m, false);
         const bool worse = !bestName.empty() && !noWorse(mine, best);
         const double gap = bestName.empty() || best.overshoot != mine.overshoot
                                ? 0.0
@@ -126,13 +138,7 @@ void printTechniques(const std::string &source, const std::string &shape)
         const auto r = search::searchTechniques(run, g, source, m, {}, {});
         const double total = since(start);
         const auto mine = cost::Objective::of(r.plan.cost);
-        std::string bestName;
-        auto best = cost::Objective::worst();
-        for (const auto &[name, plan] : search::applicableReferencePlans(g, source, m))
-            if (const auto theirs = cost::Objective::of(search::chooseTechniques(plan, g, {}).cost); theirs < best) {
-                best = theirs;
-                bestName = name;
-            }
+        const auto [bestName, best] = bestReference(g, source, m, true);
         const bool worse = !bestName.empty() && !noWorse(mine, best);
         const double gap = bestName.empty() || best.overshoot != mine.overshoot
                                ? 0.0
