@@ -613,9 +613,12 @@ void ShardedProgram::buildParameters(const std::vector<bool> &gradWritten)
 void ShardedProgram::buildRecomputation()
 {
     const cost::Techniques &t = m_options.techniques;
-    const bool full = t.recompute == cost::Recompute::Full;
-    const bool core = t.recompute == cost::Recompute::Selective || t.flashAttention;
-    if (!full && !core)
+    // Each op as its layer's kind is recomputed (Techniques::recomputeLayers).
+    const auto modes = cost::recomputeModes(m_graph, t);
+    const bool anyFull = std::find(modes.begin(), modes.end(), cost::Recompute::Full) != modes.end();
+    const bool anyCore =
+        t.flashAttention || std::find(modes.begin(), modes.end(), cost::Recompute::Selective) != modes.end();
+    if (!anyFull && !anyCore)
         return;
     // One group per transformer layer (full) or attention core (selective,
     // flash attention): its ops, and the ops whose backward pass needs what
@@ -627,6 +630,8 @@ void ShardedProgram::buildRecomputation()
     for (std::size_t o = 0; o < m_graph.opCount(); ++o) {
         const auto id = static_cast<std::int32_t>(o);
         const std::uint8_t role = m_roles[o];
+        const bool full = modes[o] == cost::Recompute::Full;
+        const bool core = modes[o] == cost::Recompute::Selective || t.flashAttention;
         const std::string scope(cost::layerScope(m_graph.op(ir::OpId(id)).name));
         if (full && (role & cost::kLayer)) {
             Group &g = groups["layer " + scope];

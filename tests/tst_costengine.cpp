@@ -293,6 +293,7 @@ private slots:
         options.techniques = setting == 0 ? cost::Techniques{true, cost::Recompute::Full, 3, 2}
                                           : cost::Techniques{false, cost::Recompute::Selective, 2, 4};
         const auto roles = cost::recomputeRoles(g);
+        const auto modes = cost::recomputeModes(g, options.techniques);
         const auto cut = parts(g);
         const auto flow = cost::gradientFlow(g);
         std::mt19937 rng(20261125u + static_cast<unsigned>(g.tensorCount()));
@@ -311,7 +312,7 @@ private slots:
             double compute = charge.optimizer.compute, comm = charge.zero.comm;
             for (const auto &ops : cut) {
                 const cost::PlanCost part =
-                    cost::evaluateOps(g, m, specs, ops, strategies(g, m, specs, ops), flow, {&roles, options.techniques});
+                    cost::evaluateOps(g, m, specs, ops, strategies(g, m, specs, ops), flow, {&roles, &modes, options.techniques.flashAttention});
                 compute += part.compute;
                 comm += part.comm;
             }

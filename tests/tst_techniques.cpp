@@ -11,6 +11,7 @@
 #include "cost/objective.h"
 #include "io/modelloader.h"
 #include "passes/coarsen.h"
+#include "plan/planjson.h"
 #include "passes/prune.h"
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
@@ -252,6 +253,49 @@ private slots:
         const double fl = costWith(g, p, flash).byPhase.at("backward").compute - bb.compute;
         QVERIFY(sel > 0 && fl > 0 && fl < sel);
         QCOMPARE(costWith(g, p, selective).collectives.size(), base.collectives.size());
+    }
+
+    // Recomputation by kind of layer (TAP's class): a T5's decoder layers
+    // recomputed in full, its encoder's kept. Memory and time fall between
+    // none and full everywhere; the search offers it on models with two
+    // kinds of layer, orders it between the two, and plan files keep it.
+    void recomputationByKindOfLayer()
+    {
+        const std::string source = "zoo:t5-base?layers=2&decoder_layers=2&batch=8&seq=256&target_seq=256&heads=8";
+        const auto g = io::loadModel(source);
+        const auto kinds = cost::attentionLayerKinds(g);
+        QCOMPARE(kinds, (std::vector<std::string>{"decoder/block.*/", "encoder/block.*/"}));
+        const auto p = search::referencePlan(g, source, mesh({8}), search::ReferenceMethod::Megatron);
+        cost::Techniques none, decoder, full;
+        decoder.recomputeLayers["decoder/block.*/"] = cost::Recompute::Full;
+        full.recompute = cost::Recompute::Full;
+        const auto a = costWith(g, p, none), b = costWith(g, p, decoder), c = costWith(g, p, full);
+        QVERIFY(a.memory.activations > b.memory.activations && b.memory.activations > c.memory.activations);
+        const double ab = a.byPhase.at("backward").compute, bb = b.byPhase.at("backward").compute,
+                     cb = c.byPhase.at("backward").compute;
+        QVERIFY(ab < bb && bb < cb);
+        // Only the decoder's ops run their forward again.
+        const auto modes = cost::recomputeModes(g, decoder);
+        for (std::size_t o = 0; o < g.opCount(); ++o) {
+            const std::string &name = g.op(ir::OpId(static_cast<std::int32_t>(o))).name;
+            QCOMPARE(modes[o] == cost::Recompute::Full, name.starts_with("decoder/block."));
+        }
+        QCOMPARE(cost::describe(decoder), std::string("full recomputation of decoder/block.*/"));
+        QVERIFY(search::noFasterThan(none, decoder) && search::noFasterThan(decoder, full));
+        QVERIFY(!search::noFasterThan(full, decoder) && !search::noFasterThan(decoder, none));
+        const auto candidates = search::techniqueCandidates({}, true, 8, kinds);
+        QVERIFY(std::find_if(candidates.begin(), candidates.end(), [&](const cost::Techniques &t) {
+                    return t.recomputeLayers == decoder.recomputeLayers && t.recompute == cost::Recompute::None;
+                }) != candidates.end());
+        QVERIFY(candidates.back().recompute == cost::Recompute::Full);  // the least memory last
+        // Written and read with the plan, costed the same.
+        auto withKinds = p;
+        withKinds.costOptions.techniques = decoder;
+        plan::recostPlan(withKinds, g, "plan");
+        const auto read = plan::readPlanJson(plan::writePlanJson(withKinds), "plan.json");
+        QVERIFY(read.costOptions.techniques == decoder);
+        QVERIFY(read.cost == withKinds.cost);
+        QVERIFY(withKinds.cost == b);
     }
 
     // The flagship presets fit their meshes once the search chooses the

@@ -123,13 +123,18 @@ void InspectorDock::installSections()
         // What the backward pass recomputes of this node, and why.
         const auto roles = cost::recomputeRoles(*m_document->model().graph);
         std::uint8_t role = 0;
-        for (auto o : m_document->model().coarse->node(node).ops)
+        const auto &nodeOps = m_document->model().coarse->node(node).ops;
+        for (auto o : nodeOps)
             role |= roles[o.index()];
         const auto &t = p.costOptions.techniques;
+        // As the node's kind of layer is recomputed (Techniques::recomputeLayers).
+        const cost::Recompute mode =
+            nodeOps.empty() ? t.recompute
+                            : cost::recomputeOf(t, cost::layerKind(m_document->model().graph->op(nodeOps.front()).name));
         QString recompute = tr("none: its activations are kept for the backward pass");
-        if (t.recompute == cost::Recompute::Full && (role & cost::kLayer))
+        if (mode == cost::Recompute::Full && (role & cost::kLayer))
             recompute = tr("full: the layer keeps its input and runs this forward again in backward");
-        else if (t.recompute == cost::Recompute::Selective && (role & (cost::kScore | cost::kContext)))
+        else if (mode == cost::Recompute::Selective && (role & (cost::kScore | cost::kContext)))
             recompute = tr("selective: the attention scores are computed again in backward");
         else if (t.flashAttention && (role & cost::kScore))
             recompute = tr("flash attention: no s×s scores kept, computed again in backward");

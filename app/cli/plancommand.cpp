@@ -12,6 +12,7 @@
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
 #include "search/techniquesearch.h"
+#include "cost/activationmemory.h"
 
 #include <chrono>
 #include <exception>
@@ -58,9 +59,37 @@ search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &gra
         c.flashAttention = *v == "on";
     }
     if (auto v = args.value("--recompute"); v && *v != "auto") {
-        c.recompute = cost::recomputeFromString(*v);
-        if (!c.recompute)
-            throw TapestryError(Error{"--recompute", {}, "expects none, selective, full or auto, got '" + *v + "'"});
+        const std::string expects = "expects none, selective, full, auto, or KIND=MODE,... by kind of layer "
+                                    "(e.g. 'decoder/block.*/=full'), got '" + *v + "'";
+        if (v->find('=') == std::string::npos) {
+            c.recompute = cost::recomputeFromString(*v);
+            if (!c.recompute)
+                throw TapestryError(Error{"--recompute", {}, expects});
+        } else {
+            // Per kind of layer; the others none.
+            c.recompute = cost::Recompute::None;
+            const auto kinds = cost::attentionLayerKinds(graph);
+            std::size_t start = 0;
+            while (start <= v->size()) {
+                const std::size_t end = std::min(v->find(',', start), v->size());
+                const std::string item = v->substr(start, end - start);
+                const std::size_t eq = item.rfind('=');
+                const auto mode = eq == std::string::npos ? std::nullopt : cost::recomputeFromString(item.substr(eq + 1));
+                if (!mode)
+                    throw TapestryError(Error{"--recompute", {}, expects});
+                const std::string kind = item.substr(0, eq);
+                if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+                    std::string known;
+                    for (const auto &k : kinds)
+                        known += (known.empty() ? "" : ", ") + k;
+                    throw TapestryError(Error{"--recompute", {}, "no attention layers of kind '" + kind +
+                                                                    "' in the model (its kinds: " +
+                                                                    (known.empty() ? "none" : known) + ")"});
+                }
+                c.recomputeLayers[kind] = *mode;
+                start = end + 1;
+            }
+        }
     }
     if (auto v = args.value("--zero"); v && *v != "auto")
         c.zeroStage = intOption(args, "--zero", 0, 3);
@@ -205,7 +234,8 @@ Registration plan([] {
     c.options.push_back({"--sequence-parallel", "", "megatron: norms and residuals on sequence shards"});
     c.options.push_back({"--overlap", "", "model backward communication overlapping backward compute"});
     c.options.push_back({"--flash-attention", "on|off|auto", "attention computed blockwise, no s x s scores kept (auto: on where the model has attention)"});
-    c.options.push_back({"--recompute", "none|selective|full|auto", "activation recomputation (auto: chosen with the plan)"});
+    c.options.push_back({"--recompute", "none|selective|full|auto|KIND=MODE,...",
+                         "activation recomputation, plan-wide or by kind of layer ('decoder/block.*/=full'; auto: chosen with the plan)"});
     c.options.push_back({"--zero", "0|1|2|3|auto", "ZeRO stage over the axes each parameter is replicated on (auto: chosen)"});
     c.options.push_back({"--micro-batches", "N|auto", "micro-batches per step, gradients accumulated; N divides the model's batch (auto: chosen)"});
     c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON)"});

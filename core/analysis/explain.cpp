@@ -106,6 +106,7 @@ std::vector<cost::CollectiveCost> missingFrom(const std::vector<cost::Collective
 Explainer::Explainer(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput)
     : m_graph(graph), m_mesh(plan.mesh), m_options(plan.costOptions), m_coarse(passes::Coarsen().run(graph)),
       m_specs(plan::planSpecs(plan, graph, planInput)), m_flow(cost::gradientFlow(graph)), m_roles(cost::recomputeRoles(graph)),
+      m_modes(cost::recomputeModes(graph, plan.costOptions.techniques)),
       m_parameterShares(cost::parameterShares(graph)),
       m_cost(cost::evaluatePlan(graph, m_mesh, m_specs, m_options)),
       m_coster(std::make_unique<search::SegmentCoster>(graph, m_mesh, m_options))
@@ -264,7 +265,7 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
                 inputs.push_back(s[x.index()]);
             strategies.push_back(sharding::resolveStrategy(m_graph, id, inputs, m_mesh));
         }
-        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow, {&m_roles, m_options.techniques});
+        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow, {&m_roles, &m_modes, m_options.techniques.flashAttention});
     };
     const cost::PlanCost before = costOps(m_specs), after = costOps(specs);
 

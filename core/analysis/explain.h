@@ -102,6 +102,7 @@ private:
     std::vector<sharding::ShardingSpec> m_specs;  // the plan's, by tensor id
     std::vector<bool> m_flow;
     std::vector<std::uint8_t> m_roles;  // cost::recomputeRoles()
+    std::vector<cost::Recompute> m_modes;  // cost::recomputeModes()
     std::vector<double> m_parameterShares;  // cost::parameterShares()
     std::vector<std::size_t> m_position;  // of each op in topological order
     cost::PlanCost m_cost;

@@ -83,17 +83,21 @@ std::int64_t korthikantiBytes(const TransformerLayerShape &l, const Techniques &
 
 std::int64_t layerActivationBytes(const TransformerLayerShape &layer, const CostOptions &options)
 {
-    const std::int64_t bytes = korthikantiBytes(layer, options.techniques);
+    Techniques t = options.techniques;
+    if (!t.recomputeLayers.empty())
+        t.recompute = recomputeOf(t, layerKind(layer.softmaxOp));
+    const std::int64_t bytes = korthikantiBytes(layer, t);
     return options.activationBytes == 2 ? bytes
                                         : std::llround(static_cast<double>(bytes) * options.activationBytes / 2);
 }
 
 std::int64_t recomputeWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share)
 {
-    if (options.techniques.recompute != Recompute::Full || share <= 0)
+    if (share <= 0 || recomputeOf(options.techniques, layerKind(layer.softmaxOp)) != Recompute::Full)
         return 0;
     CostOptions kept = options;
     kept.techniques.recompute = Recompute::None;
+    kept.techniques.recomputeLayers.clear();
     return std::llround(static_cast<double>(layerActivationBytes(layer, kept)) * share);
 }
 
@@ -170,10 +174,6 @@ std::string_view layerScope(std::string_view name)
     return {};
 }
 
-namespace {
-
-// A layer's kind: its scope with the number it ends in starred
-// ("model/layers.*/"); empty outside a numbered scope.
 std::string layerKind(std::string_view opName)
 {
     std::string p(layerScope(opName));
@@ -185,6 +185,8 @@ std::string layerKind(std::string_view opName)
         --start;
     return p.substr(0, start) + "*" + p.substr(end);
 }
+
+namespace {
 
 // The score Softmax ops of the attention layers, by kind.
 std::map<std::string, std::vector<std::size_t>> attentionLayersByKind(const ir::Graph &graph)
@@ -199,6 +201,25 @@ std::map<std::string, std::vector<std::size_t>> attentionLayersByKind(const ir::
 }
 
 } // namespace
+
+std::vector<Recompute> recomputeModes(const ir::Graph &graph, const Techniques &t)
+{
+    std::vector<Recompute> modes(graph.opCount(), t.recompute);
+    if (t.recomputeLayers.empty())
+        return modes;
+    for (std::size_t o = 0; o < graph.opCount(); ++o)
+        modes[o] = recomputeOf(t, layerKind(graph.op(ir::OpId(static_cast<std::int32_t>(o))).name));
+    return modes;
+}
+
+std::vector<std::string> attentionLayerKinds(const ir::Graph &graph)
+{
+    std::vector<std::string> kinds;
+    for (const auto &[kind, ops] : attentionLayersByKind(graph))
+        if (!kind.empty())
+            kinds.push_back(kind);
+    return kinds;
+}
 
 std::vector<double> layerShares(const ir::Graph &graph)
 {
@@ -252,16 +273,16 @@ std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph)
     return roles;
 }
 
-Recomputed recomputedForward(std::uint8_t role, const Techniques &techniques)
+Recomputed recomputedForward(std::uint8_t role, Recompute mode, bool flashAttention)
 {
     Recomputed r;
-    if (techniques.recompute == Recompute::Full && (role & kLayer)) {
+    if (mode == Recompute::Full && (role & kLayer)) {
         r.compute = 1;
         r.comm = 1;
-    } else if (techniques.recompute == Recompute::Selective && (role & (kScore | kContext))) {
+    } else if (mode == Recompute::Selective && (role & (kScore | kContext))) {
         r.compute = 1;
     }
-    if (techniques.flashAttention && (role & kScore))
+    if (flashAttention && (role & kScore))
         r.compute += 1;
     return r;
 }

@@ -91,6 +91,15 @@ std::vector<std::uint8_t> recomputeRoles(const ir::Graph &graph);
 // path component ending in a digit ("model/layers.3/"), empty when none does.
 std::string_view layerScope(std::string_view name);
 
+// A layer's kind: the scope of the layer holding the op named `opName` with
+// the number it ends in starred ("model/layers.*/"); empty outside a
+// numbered scope. The layers of one kind are one class of repeated layers.
+std::string layerKind(std::string_view opName);
+// Per op id: its recomputation under `t` (recomputeOf its layer's kind).
+std::vector<Recompute> recomputeModes(const ir::Graph &graph, const Techniques &t);
+// The kinds of the graph's attention layers, in order.
+std::vector<std::string> attentionLayerKinds(const ir::Graph &graph);
+
 // How much of an op's forward pass the backward pass runs again, as
 // multiples of its forward compute and of its forward collectives (input
 // reshards and internal ones): full recomputation runs a layer's whole
@@ -101,7 +110,8 @@ struct Recomputed {
     double comm = 0;
     bool any() const { return compute > 0 || comm > 0; }
 };
-Recomputed recomputedForward(std::uint8_t role, const Techniques &techniques);
+// `mode`: the op's recomputation (recomputeModes).
+Recomputed recomputedForward(std::uint8_t role, Recompute mode, bool flashAttention);
 
 // Whether the backward pass of `op` reads its inputs: every op but plain
 // sums and data movement (Add, Reshape, Transpose, ...).

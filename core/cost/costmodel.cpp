@@ -41,7 +41,9 @@ void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, con
         const sharding::OpStrategy &s = strategies[k];
         const bool flows = gradientFlows(op, s, flow);
         const Recomputed again = flows && recomputation.roles
-                                     ? recomputedForward((*recomputation.roles)[ops[k].index()], recomputation.techniques)
+                                     ? recomputedForward((*recomputation.roles)[ops[k].index()],
+                                                         (*recomputation.modes)[ops[k].index()],
+                                                         recomputation.flashAttention)
                                      : Recomputed{};
         // A recomputed op's forward collectives run again in the backward pass.
         struct AtOp {

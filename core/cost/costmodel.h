@@ -49,7 +49,8 @@ std::vector<bool> gradientFlow(const ir::Graph &graph);
 // op, as evaluatePlan charges them.
 struct Recomputation {
     const std::vector<std::uint8_t> *roles = nullptr;  // recomputeRoles() of the graph
-    Techniques techniques;
+    const std::vector<Recompute> *modes = nullptr;     // recomputeModes() of the graph
+    bool flashAttention = false;
 };
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
                      const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,

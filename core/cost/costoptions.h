@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@ struct Techniques {
     // kept for the backward pass, only the softmax statistics; the backward
     // pass computes the scores again.
     bool flashAttention = false;
+    // For every transformer layer, except the kinds of layer named in
+    // `recomputeLayers` (below), which take theirs.
     Recompute recompute = Recompute::None;
     // ZeRO (Rajbhandari et al.): 1 shards optimizer state, 2 also
     // gradients, 3 (FSDP) also parameters, each parameter over the mesh
@@ -30,10 +33,18 @@ struct Techniques {
     // the global batch of one optimizer step, run as this many micro-batches
     // of batch / microBatches samples, gradients synchronised once.
     int microBatches = 1;
+    // Recomputation by kind of layer (a class of repeated layers by its
+    // scope pattern, "decoder/block.*/": cost::layerKind).
+    std::map<std::string, Recompute> recomputeLayers;
     friend bool operator==(const Techniques &, const Techniques &) = default;
 };
 
-// "flash attention, full recomputation, ZeRO-3, 4 micro-batches", or "none".
+// The recomputation of the layers of `kind` (cost::layerKind; empty: outside
+// any layer, the plan-wide setting).
+Recompute recomputeOf(const Techniques &t, std::string_view kind);
+
+// "flash attention, full recomputation, ZeRO-3, 4 micro-batches", or "none";
+// a kind's own recomputation as "full recomputation of decoder/block.*/".
 std::string describe(const Techniques &t);
 
 // Knobs of the cost model. Defaults: mixed-precision Adam, 16 bytes per

@@ -48,6 +48,14 @@ std::optional<Recompute> recomputeFromString(std::string_view s)
     return std::nullopt;
 }
 
+Recompute recomputeOf(const Techniques &t, std::string_view kind)
+{
+    if (!kind.empty())
+        if (auto it = t.recomputeLayers.find(std::string(kind)); it != t.recomputeLayers.end())
+            return it->second;
+    return t.recompute;
+}
+
 std::string describe(const Techniques &t)
 {
     std::string s;
@@ -55,7 +63,10 @@ std::string describe(const Techniques &t)
     if (t.flashAttention)
         add("flash attention");
     if (t.recompute != Recompute::None)
-        add(std::string(toString(t.recompute)) + " recomputation");
+        add(std::string(toString(t.recompute)) + " recomputation" + (t.recomputeLayers.empty() ? "" : " elsewhere"));
+    for (const auto &[kind, mode] : t.recomputeLayers)
+        if (mode != t.recompute)
+            add(std::string(toString(mode)) + " recomputation of " + kind);
     if (t.zeroStage > 0)
         add("ZeRO-" + std::to_string(t.zeroStage));
     if (t.microBatches > 1)

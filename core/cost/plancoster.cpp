@@ -125,6 +125,7 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
     });
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
     m_roles = recomputeRoles(graph);
+    m_modes = recomputeModes(graph, options.techniques);
     m_shares = layerShares(graph);
     m_parameterShares = parameterShares(graph);
     m_charges.resize(n);
@@ -436,8 +437,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
         cost.memory.activationModel = "korthikanti";
         for (const auto &l : layers) {
             cost.memory.activations += layerActivationBytes(l, m_options);
-            if (m_options.techniques.recompute == Recompute::Full)
-                if (const auto op = m_graph.findOp(l.softmaxOp))
+            if (const auto op = m_graph.findOp(l.softmaxOp))
                     cost.memory.activations += recomputeWorkingBytes(l, m_options, m_shares[op->index()]);
         }
     } else {

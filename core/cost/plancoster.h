@@ -82,7 +82,8 @@ private:
     const std::string &movedTensor(const sharding::Collective &c, std::size_t k) const;
     Recomputed recomputed(std::size_t k) const
     {
-        return recomputedForward(m_roles[m_order[k].index()], m_options.techniques);
+        return recomputedForward(m_roles[m_order[k].index()], m_modes[m_order[k].index()],
+                                 m_options.techniques.flashAttention);
     }
     const sharding::OpStrategy &strategy(std::size_t k) const
     {
@@ -106,6 +107,7 @@ private:
     std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names
     std::vector<ir::TensorId> m_parameters;
     std::vector<std::uint8_t> m_roles;  // by op id: recomputeRoles()
+    std::vector<Recompute> m_modes;     // by op id: recomputeModes()
     std::vector<double> m_shares;       // by op id: layerShares()
     std::vector<double> m_parameterShares;  // by tensor id: parameterShares()
 

@@ -296,8 +296,12 @@ std::string writePlanJson(const Plan &plan)
                      {"optimizer_flops_per_parameter", o.optimizerFlopsPerParameter},
                      {"overlap", o.overlap}};
     const auto &t = o.techniques;
+    Json recomputeLayers = Json::object();
+    for (const auto &[kind, mode] : t.recomputeLayers)
+        recomputeLayers[kind] = cost::toString(mode);
     Json techniques{{"flash_attention", t.flashAttention},
                     {"recompute", cost::toString(t.recompute)},
+                    {"recompute_layers", recomputeLayers},
                     {"zero_stage", t.zeroStage},
                     {"micro_batches", t.microBatches}};
     const auto &pc = plan.cost;
@@ -466,6 +470,18 @@ Plan readPlanJson(const std::string &text, const std::string &input)
             techniques.recompute = *mode;
         else
             r.fail("$.techniques.recompute", "expected none, selective or full, got \"" + recompute + "\"");
+        if (t.contains("recompute_layers")) {
+            const auto &layers = r.object(t, "$.techniques", "recompute_layers");
+            for (const auto &[kind, mode] : layers.items()) {
+                const std::string path = "$.techniques.recompute_layers[" + Json(kind).dump() + "]";
+                if (!mode.is_string())
+                    r.fail(path, "expected none, selective or full");
+                const auto m = cost::recomputeFromString(mode.get<std::string>());
+                if (!m)
+                    r.fail(path, "expected none, selective or full, got " + mode.dump());
+                techniques.recomputeLayers[kind] = *m;
+            }
+        }
         const auto stage = r.integer(t, "$.techniques", "zero_stage");
         if (stage < 0 || stage > 3)
             r.fail("$.techniques.zero_stage", "expected 0 to 3, got " + std::to_string(stage));

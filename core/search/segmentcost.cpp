@@ -716,7 +716,9 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     cost::chargeOp(m_graph, op, s, out.flows, [&](std::size_t o) -> const ShardingSpec & { return out.outputs[o]; },
                    sink);
     const cost::Recomputed again =
-        out.flows ? cost::recomputedForward(m_roles[id.index()], m_options.techniques) : cost::Recomputed{};
+        out.flows ? cost::recomputedForward(m_roles[id.index()], m_modes[id.index()],
+                                            m_options.techniques.flashAttention)
+                  : cost::Recomputed{};
     out.recomputeComm = again.comm;
     out.comm += again.comm * sink.forward;
     const cost::OpCompute computed = cost::opCompute(s, out.flows, m_mesh, again);
@@ -1037,7 +1039,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // The writer's forward collectives run again where it is recomputed.
                     const ir::OpId writer = m_graph.tensor(t).producer;
                     const double again = writer.valid() && m_flow[t.index()]
-                                             ? cost::recomputedForward(m_roles[writer.index()], m_options.techniques).comm
+                                             ? cost::recomputedForward(m_roles[writer.index()], m_modes[writer.index()],
+                                                                       m_options.techniques.flashAttention)
+                                                   .comm
                                              : 0;
                     double r = reshardTime(t, from, spec) * (1 + again);
                     if (m_flow[t.index()] && sharding::isFloat(m_graph.tensor(t).dtype))
@@ -1267,7 +1271,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
 
 SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options)
     : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(cost::gradientFlow(graph)),
-      m_roles(cost::recomputeRoles(graph)), m_shares(cost::layerShares(graph)),
+      m_roles(cost::recomputeRoles(graph)), m_modes(cost::recomputeModes(graph, options.techniques)),
+      m_shares(cost::layerShares(graph)),
       m_parameterShares(cost::parameterShares(graph)),
       m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
@@ -1349,10 +1354,10 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     cost::PlanCost c;
     if (withBreakdown) {
         c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
-                              {&m_roles, m_options.techniques});
+                              {&m_roles, &m_modes, m_options.techniques.flashAttention});
     } else {
         const auto totals = cost::evaluateOpsTotals(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
-                                                    {&m_roles, m_options.techniques});
+                                                    {&m_roles, &m_modes, m_options.techniques.flashAttention});
         c.compute = totals.compute;
         c.comm = totals.comm;
         c.stepTime = totals.compute + totals.comm;
@@ -1375,7 +1380,9 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                     // Charged again where the reader is recomputed.
                     const double again = cost::gradientFlows(op, s, m_flow)
                                              ? cost::recomputedForward(m_roles[segment.ops[k].index()],
-                                                                       m_options.techniques).comm
+                                                                       m_modes[segment.ops[k].index()],
+                                                                       m_options.techniques.flashAttention)
+                                                   .comm
                                              : 0;
                     reshards += cost::reshardSeconds(tensor, stored, s.inputs[i], m_mesh) * (1 + again);
                 }

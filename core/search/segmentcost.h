@@ -133,6 +133,7 @@ private:
     std::vector<bool> m_flow;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     std::vector<std::uint8_t> m_roles;  // by op id: cost::recomputeRoles()
+    std::vector<cost::Recompute> m_modes;  // by op id: cost::recomputeModes()
     std::vector<double> m_shares;       // by op id: cost::layerShares()
     std::vector<double> m_parameterShares;  // by tensor id: cost::parameterShares()
     bool m_memoryBinds = true;

@@ -66,18 +66,32 @@ bool hasAttentionCore(const ir::Graph &graph)
 }
 
 std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choices, bool hasAttention,
-                                                  std::int64_t batch)
+                                                  std::int64_t batch, const std::vector<std::string> &kinds)
 {
     const bool flash = choices.flashAttention.value_or(hasAttention);
-    std::vector<cost::Recompute> recomputes;
-    if (choices.recompute)
-        recomputes = {*choices.recompute};
-    else if (!hasAttention)
-        recomputes = {cost::Recompute::None};
-    else if (flash)
-        recomputes = {cost::Recompute::None, cost::Recompute::Full};
-    else
-        recomputes = {cost::Recompute::None, cost::Recompute::Selective, cost::Recompute::Full};
+    // The recomputation: plan-wide, or by kind of layer.
+    using Recomputation = std::pair<cost::Recompute, std::map<std::string, cost::Recompute>>;
+    std::vector<Recomputation> recomputes;
+    if (choices.recompute) {
+        recomputes = {{*choices.recompute, choices.recomputeLayers}};
+    } else if (!hasAttention) {
+        recomputes = {{cost::Recompute::None, {}}};
+    } else {
+        recomputes = {{cost::Recompute::None, {}}};
+        if (!flash)
+            recomputes.push_back({cost::Recompute::Selective, {}});
+        // Full recomputation of some kinds of layer only (each a class
+        // searched once, TAP's unit): every proper subset of up to three.
+        if (kinds.size() >= 2 && kinds.size() <= 3)
+            for (std::size_t subset = 1; subset + 1 < (std::size_t{1} << kinds.size()); ++subset) {
+                std::map<std::string, cost::Recompute> layers;
+                for (std::size_t k = 0; k < kinds.size(); ++k)
+                    if (subset & (std::size_t{1} << k))
+                        layers[kinds[k]] = cost::Recompute::Full;
+                recomputes.push_back({cost::Recompute::None, layers});
+            }
+        recomputes.push_back({cost::Recompute::Full, {}});
+    }
     std::vector<int> stages = choices.zeroStage ? std::vector<int>{*choices.zeroStage} : std::vector<int>{1, 2, 3};
     std::vector<int> micro;
     if (choices.microBatches) {
@@ -88,7 +102,7 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
                 micro.push_back(static_cast<int>(m));
     }
     std::vector<cost::Techniques> out;
-    for (cost::Recompute r : recomputes)
+    for (const auto &[r, layers] : recomputes)
         for (int stage : stages)
             for (std::size_t i = 0; i < micro.size(); ++i) {
                 // ZeRO 1's micro-batches cost nothing: one, or the most of them.
@@ -97,6 +111,7 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
                 cost::Techniques t;
                 t.flashAttention = flash;
                 t.recompute = r;
+                t.recomputeLayers = layers;
                 t.zeroStage = stage;
                 t.microBatches = micro[i];
                 out.push_back(t);
@@ -109,6 +124,11 @@ bool noFasterThan(const cost::Techniques &a, const cost::Techniques &b)
     auto rank = [](cost::Recompute r) { return r == cost::Recompute::None ? 0 : r == cost::Recompute::Selective ? 1 : 2; };
     if (a.flashAttention != b.flashAttention || rank(a.recompute) > rank(b.recompute))
         return false;
+    // Every kind of layer recomputed no more in a than in b.
+    for (const auto *layers : {&a.recomputeLayers, &b.recomputeLayers})
+        for (const auto &[kind, mode] : *layers)
+            if (rank(cost::recomputeOf(a, kind)) > rank(cost::recomputeOf(b, kind)))
+                return false;
     // ZeRO's time beyond stage 0's collectives: none for stage 1 (and for
     // stage 2 with one micro-batch), growing with the micro-batches for
     // stages 2 and 3; stage 0 updates whole parameters, more than any stage.
@@ -127,7 +147,8 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
                               const SearchOptions &options, const TechniqueChoices &choices)
 {
     const auto start = std::chrono::steady_clock::now();
-    const auto candidates = techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph));
+    const auto candidates =
+        techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph), cost::attentionLayerKinds(graph));
     SearchOptions first = options;
     first.cost.techniques = candidates.front();
     if (mesh.device.memoryBytes <= 0 || candidates.size() == 1) {
@@ -317,15 +338,22 @@ void simplifyTechniques(plan::Plan &plan, const ir::Graph &graph, const Techniqu
     if (!choices.zeroStage)
         for (int stage = plan.costOptions.techniques.zeroStage; stage-- > 0;)
             tryWithout([stage](cost::Techniques &t) { t.zeroStage = stage; });
-    if (!choices.recompute)
-        tryWithout([](cost::Techniques &t) { t.recompute = cost::Recompute::None; });
+    if (!choices.recompute) {
+        for (const auto &[kind, mode] : std::map(plan.costOptions.techniques.recomputeLayers))
+            tryWithout([&kind = kind](cost::Techniques &t) { t.recomputeLayers.erase(kind); });
+        tryWithout([](cost::Techniques &t) {
+            if (t.recomputeLayers.empty())
+                t.recompute = cost::Recompute::None;
+        });
+    }
 }
 
 plan::Plan chooseTechniques(const plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices)
 {
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
     std::optional<plan::Plan> best;
-    for (const cost::Techniques &t : techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph))) {
+    for (const cost::Techniques &t : techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph),
+                                                         cost::attentionLayerKinds(graph))) {
         plan::Plan p = plan;
         p.costOptions.techniques = t;
         p.cost = cost::evaluatePlan(graph, p.mesh, specs, p.costOptions);
@@ -359,11 +387,20 @@ std::vector<std::string> techniqueReasons(const plan::Plan &plan, const ir::Grap
     if (used.flashAttention)
         without("flash attention (no s x s scores kept; scores computed again in backward)",
                 [](cost::Techniques &t) { t.flashAttention = false; });
-    if (used.recompute != cost::Recompute::None)
-        without(std::string(used.recompute == cost::Recompute::Full
+    if (used.recompute != cost::Recompute::None || !used.recomputeLayers.empty())
+        without(std::string(used.recompute == cost::Recompute::Full || !used.recomputeLayers.empty()
                                 ? "full recomputation (each layer keeps its input, runs its forward again)"
-                                : "selective recomputation (attention scores computed again)"),
-                [](cost::Techniques &t) { t.recompute = cost::Recompute::None; });
+                                : "selective recomputation (attention scores computed again)") +
+                    (used.recomputeLayers.empty() ? "" : " of " + [&] {
+                        std::string kinds;
+                        for (const auto &[kind, mode] : used.recomputeLayers)
+                            kinds += (kinds.empty() ? "" : ", ") + kind;
+                        return kinds;
+                    }()),
+                [](cost::Techniques &t) {
+                    t.recompute = cost::Recompute::None;
+                    t.recomputeLayers.clear();
+                });
     if (used.zeroStage > 0)
         without("ZeRO-" + std::to_string(used.zeroStage) +
                     (used.zeroStage == 1   ? " (optimizer state sharded"

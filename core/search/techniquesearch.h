@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +20,8 @@ namespace tapestry::search {
 // the user or, left empty, chosen with the plan ("auto").
 struct TechniqueChoices {
     std::optional<bool> flashAttention;
-    std::optional<cost::Recompute> recompute;
+    std::optional<cost::Recompute> recompute;  // with it, recomputeLayers is fixed too
+    std::map<std::string, cost::Recompute> recomputeLayers;
     std::optional<int> zeroStage;
     std::optional<int> microBatches;
 };
@@ -29,15 +31,18 @@ struct TechniqueChoices {
 // - flash attention: as fixed; on where the graph has an attention core
 //   (it keeps no s x s tensor, and every LLM job uses it);
 // - recomputation: none, then full (selective too without flash
-//   attention, which keeps what selective drops already); none on graphs
-//   without an attention core, whose layers the cost model cannot tell;
+//   attention, which keeps what selective drops already), and between them,
+//   on models with two or three kinds of attention layer (an encoder's and
+//   a decoder's), full for some kinds only (`kinds`: attentionLayerKinds);
+//   none on graphs without an attention core, whose layers the cost model
+//   cannot tell;
 // - ZeRO: 1, 2, 3 (stage 0 takes more memory than 1 and as much time);
 // - micro-batches: the powers of two that divide the model's batch (dim 0
 //   of its first input), up to 64; with ZeRO 1 only the most of them (its
 //   micro-batches cost no time in the model and save activations).
 // `batch` is the model's batch, 0 or 1 when it has none to split.
 std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choices, bool hasAttention,
-                                                  std::int64_t batch);
+                                                  std::int64_t batch, const std::vector<std::string> &kinds = {});
 
 // The model's batch for micro-batching: dim 0 of its first graph input.
 std::int64_t modelBatch(const ir::Graph &graph);
