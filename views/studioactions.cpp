@@ -18,6 +18,8 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QSettings>
+#include <QSpinBox>
+#include <QUrlQuery>
 #include <QActionGroup>
 #include <QToolBar>
 #include <QToolButton>
@@ -234,6 +236,28 @@ void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)
         micro.push_back({QString::number(m), m});
     m_micro = group(tr("Micro-&batches per step"), tr("The fewest that fit; the model's batch is the global batch"), micro);
     planMenu->addMenu(menu);
+    // The global batch of one step: a zoo preset opened again with it.
+    m_batch = new QSpinBox(planBar);
+    m_batch->setRange(1, 1 << 20);
+    m_batch->setKeyboardTracking(false);
+    m_batch->setToolTip(tr("Global batch of one optimizer step (micro-batches × data parallel × micro-batch size); "
+                           "a zoo model opens again with it, other models keep their batch "
+                           "(tapestry-cli --batch)"));
+    planBar->addWidget(new QLabel(tr(" Batch "), planBar));
+    planBar->addWidget(m_batch);
+    connect(m_batch, &QSpinBox::valueChanged, this, [this](int batch) {
+        const QString source = m_document->model().source;
+        if (!source.startsWith(QLatin1String("zoo:")) || !m_document->model().graph ||
+            batch == search::modelBatch(*m_document->model().graph))
+            return;
+        // zoo:NAME?knob=v&...: the batch knob replaced.
+        const qsizetype q = source.indexOf(QLatin1Char('?'));
+        QUrlQuery query(q < 0 ? QString() : source.mid(q + 1));
+        query.removeAllQueryItems(QStringLiteral("batch"));
+        query.addQueryItem(QStringLiteral("batch"), QString::number(batch));
+        m_window->openModel((q < 0 ? source : source.left(q)) + QLatin1Char('?') + query.toString());
+    });
+    connect(m_document, &PlanDocument::modelLoaded, this, &StudioActions::showBatch);
     m_memory = new QToolButton(planBar);
     m_memory->setMenu(menu);
     m_memory->setPopupMode(QToolButton::InstantPopup);
@@ -262,12 +286,37 @@ search::TechniqueChoices StudioActions::techniqueChoices() const
     return c;
 }
 
+void StudioActions::showBatch()
+{
+    const auto &model = m_document->model();
+    const std::int64_t batch = model.graph ? search::modelBatch(*model.graph) : 0;
+    const QSignalBlocker blocker(m_batch);
+    m_batch->setValue(static_cast<int>(std::max<std::int64_t>(1, batch)));
+    m_batch->setEnabled(batch > 0 && model.source.startsWith(QLatin1String("zoo:")));
+}
+
 void StudioActions::showTechniques()
 {
     const auto &planned = m_document->planned();
-    const QString used = planned.plan ? QString::fromStdString(cost::describe(planned.plan->costOptions.techniques))
-                                      : tr("auto");
-    m_memory->setText(tr("Memory: %1").arg(used));
+    if (!planned.plan) {
+        m_memory->setText(tr("Memory: auto"));
+        return;
+    }
+    // Short on the toolbar, in full in the tooltip.
+    const cost::Techniques &t = planned.plan->costOptions.techniques;
+    QStringList parts;
+    if (t.flashAttention)
+        parts << tr("flash");
+    if (t.recompute != cost::Recompute::None || !t.recomputeLayers.empty())
+        parts << (t.recompute == cost::Recompute::Selective ? tr("sel. recompute") : tr("recompute"));
+    if (t.zeroStage > 0)
+        parts << QStringLiteral("ZeRO-%1").arg(t.zeroStage);
+    if (t.microBatches > 1)
+        parts << tr("%1 micro").arg(t.microBatches);
+    m_memory->setText(tr("Memory: %1").arg(parts.isEmpty() ? tr("none") : parts.join(QStringLiteral(", "))));
+    m_memory->setToolTip(tr("Memory techniques of the plan: %1.\nEach is chosen with the plan unless fixed here; a "
+                            "change re-costs the plan (undoable).")
+                             .arg(QString::fromStdString(cost::describe(t))));
 }
 
 PlanRequest StudioActions::request() const

@@ -9,6 +9,7 @@ class QAction;
 class QActionGroup;
 class QComboBox;
 class QMenu;
+class QSpinBox;
 class QToolBar;
 class QToolButton;
 
@@ -47,6 +48,9 @@ private:
     void createMemoryMenu(QToolBar *planBar, QMenu *planMenu);
     search::TechniqueChoices techniqueChoices() const;
     void showTechniques();
+    // The Global batch field follows the open model (a zoo preset's batch
+    // knob; other models keep theirs).
+    void showBatch();
     void showRequest(const PlanRequest &request);
     void rebuildRecentMenu();
 
@@ -59,6 +63,7 @@ private:
     QComboBox *m_profile = nullptr;
     QComboBox *m_colourBy = nullptr;
     QToolButton *m_memory = nullptr;
+    QSpinBox *m_batch = nullptr;
     // Per technique, its choices: "auto" first (data empty), then the values.
     QActionGroup *m_flash = nullptr, *m_recompute = nullptr, *m_zero = nullptr, *m_micro = nullptr;
     QAction *m_open = nullptr;

@@ -9,11 +9,13 @@
 #include <QElapsedTimer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QTableWidget>
 #include "plan/planjson.h"
 #include "io/modelloader.h"
 #include "search/referenceplan.h"
+#include "search/techniquesearch.h"
 #include "studiowindow.h"
 
 #include <QAbstractItemModelTester>
@@ -560,6 +562,33 @@ private slots:
         QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), derivedJson);
         w.undoStack()->redo();
         QCOMPARE(w.planned().plan->costOptions.techniques.zeroStage, 3);
+    }
+
+    // The toolbar's global batch opens a zoo model again with that batch
+    // and derives its plan.
+    void globalBatchReopensTheModel()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&batch=4")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QSpinBox *batch = nullptr;
+        for (auto *box : w.findChildren<QSpinBox *>())
+            if (box->toolTip().startsWith(QStringLiteral("Global batch")))
+                batch = box;
+        QVERIFY(batch);
+        QVERIFY(batch->isEnabled());
+        QCOMPARE(batch->value(), 4);
+        planned.clear();
+        batch->setValue(16);
+        QVERIFY(planned.wait(60000));
+        QCOMPARE(tapestry::search::modelBatch(*w.document().graph), 16);
+        QVERIFY(w.document().source.contains(QStringLiteral("batch=16")));
+        QVERIFY(w.document().source.contains(QStringLiteral("layers=2")));
+        QCOMPARE(batch->value(), 16);
     }
 
     // Re-derive around pins: tap replicates the small GPT-2's MLP on 4
