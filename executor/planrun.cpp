@@ -140,6 +140,11 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     po.dropAllReduce = o.dropAllReduce;
     po.gatherGradients = o.verify;
     po.techniques = plan.costOptions.techniques;
+    if (po.techniques.offloadOptimizer)
+        throw TapestryError(Error{o.plan, "techniques.offload_optimizer",
+                                  "the executor does not run the optimizer offloaded to the host (its CPU ranks "
+                                  "hold the optimizer state in host memory already); plan again with "
+                                  "--offload-optimizer off to run it"});
     std::optional<Interpreter> reference;
     if (o.verify && root)
         reference.emplace(graph, o.training, o.model);

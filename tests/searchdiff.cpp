@@ -290,7 +290,7 @@ std::string replayCommands(const SearchCase &c, const CaseResult &result, const 
     const auto &t = c.techniques;
     base += std::string(" --flash-attention ") + (t.flashAttention ? "on" : "off") + " --recompute " +
             std::string(cost::toString(t.recompute)) + " --zero " + std::to_string(t.zeroStage) + " --micro-batches " +
-            std::to_string(t.microBatches);
+            std::to_string(t.microBatches) + " --offload-optimizer " + (t.offloadOptimizer ? "on" : "off");
 
     std::string pinned;
     if (result.pinnedInput) {

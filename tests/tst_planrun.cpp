@@ -76,7 +76,8 @@ QString TestPlanRun::referencePlan(const QString &model, const QString &mesh, co
                            // The plain plans: the techniques have their own suite (tst_techniquesrun).
                            QStringLiteral("--flash-attention"), QStringLiteral("off"), QStringLiteral("--recompute"),
                            QStringLiteral("none"), QStringLiteral("--zero"), QStringLiteral("0"),
-                           QStringLiteral("--micro-batches"), QStringLiteral("1"), QStringLiteral("-o"), path});
+                           QStringLiteral("--micro-batches"), QStringLiteral("1"), QStringLiteral("--offload-optimizer"),
+                           QStringLiteral("off"), QStringLiteral("-o"), path});
         if (r.exitCode != 0)
             qWarning() << r.err;
     }

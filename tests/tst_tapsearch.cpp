@@ -263,7 +263,8 @@ private slots:
                                                QStringLiteral("--flash-attention"), QStringLiteral("off"),
                                                QStringLiteral("--recompute"), QStringLiteral("none"),
                                                QStringLiteral("--zero"), QStringLiteral("0"),
-                                               QStringLiteral("--micro-batches"), QStringLiteral("1")});
+                                               QStringLiteral("--micro-batches"), QStringLiteral("1"),
+                                               QStringLiteral("--offload-optimizer"), QStringLiteral("off")});
         QVERIFY(p.waitForFinished(60000));
         QCOMPARE(p.exitCode(), 0);
         QVERIFY2(p.readAllStandardError().isEmpty(), "progress must stay silent when stderr is not a terminal");

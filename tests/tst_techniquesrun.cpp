@@ -68,6 +68,9 @@ private slots:
     void initTestCase();
     void verified_data();
     void verified();
+    // A plan with the optimizer offloaded to the host is costed, not run:
+    // the executor says so in one line naming the plan and exits 2.
+    void offloadIsRefused();
 
 private:
     // Plans with `options`, runs it on 4 ranks with --verify and Adam.
@@ -107,6 +110,14 @@ Figures TestTechniquesRun::runWith(const QString &search, const QStringList &opt
     return f;
 }
 
+void TestTechniquesRun::offloadIsRefused()
+{
+    const Figures f = runWith(QStringLiteral("dp"), {QStringLiteral("--offload-optimizer"), QStringLiteral("on")});
+    QVERIFY(!f.ran);
+    QVERIFY2(f.error.contains(QStringLiteral("offload")), qPrintable(f.error));
+    QVERIFY2(f.error.contains(QStringLiteral(".json")), qPrintable(f.error));
+}
+
 void TestTechniquesRun::verified_data()
 {
     QTest::addColumn<QString>("search");
@@ -136,14 +147,15 @@ void TestTechniquesRun::verified()
         m_baseline[search] = runWith(search, {QStringLiteral("--flash-attention"), QStringLiteral("off"),
                                               QStringLiteral("--recompute"), QStringLiteral("none"),
                                               QStringLiteral("--zero"), QStringLiteral("0"),
-                                              QStringLiteral("--micro-batches"), QStringLiteral("1")});
+                                              QStringLiteral("--micro-batches"), QStringLiteral("1"),
+                                              QStringLiteral("--offload-optimizer"), QStringLiteral("off")});
         QVERIFY2(m_baseline[search].ran, qPrintable(m_baseline[search].error));
     }
     const Figures &base = m_baseline[search];
     const Figures f =
         runWith(search, {QStringLiteral("--flash-attention"), QStringLiteral("off"), QStringLiteral("--recompute"),
                          recompute, QStringLiteral("--zero"), QString::number(zero), QStringLiteral("--micro-batches"),
-                         QString::number(microBatches)});
+                         QString::number(microBatches), QStringLiteral("--offload-optimizer"), QStringLiteral("off")});
     QVERIFY2(f.ran, qPrintable(f.error));
     const QJsonObject verdict = f.summary.value(QStringLiteral("verification")).toObject();
     QVERIFY2(verdict.value(QStringLiteral("passed")).toBool(), qPrintable(f.error));

@@ -91,6 +91,11 @@ search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &gra
             }
         }
     }
+    if (auto v = args.value("--offload-optimizer"); v && *v != "auto") {
+        if (*v != "on" && *v != "off")
+            throw TapestryError(Error{"--offload-optimizer", {}, "expects on, off or auto, got '" + *v + "'"});
+        c.offloadOptimizer = *v == "on";
+    }
     if (auto v = args.value("--zero"); v && *v != "auto")
         c.zeroStage = intOption(args, "--zero", 0, 3);
     const std::int64_t batch = search::modelBatch(graph);
@@ -237,6 +242,8 @@ Registration plan([] {
     c.options.push_back({"--recompute", "none|selective|full|auto|KIND=MODE,...",
                          "activation recomputation, plan-wide or by kind of layer ('decoder/block.*/=full'; auto: chosen with the plan)"});
     c.options.push_back({"--zero", "0|1|2|3|auto", "ZeRO stage over the axes each parameter is replicated on (auto: chosen)"});
+    c.options.push_back({"--offload-optimizer", "on|off|auto",
+                         "optimizer state and update on the host (ZeRO-Offload; auto: only where nothing else fits)"});
     c.options.push_back({"--micro-batches", "N|auto", "micro-batches per step, gradients accumulated; N divides the model's batch (auto: chosen)"});
     c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON)"});
     c.options.push_back({"--json", "", "print the summary as one JSON object"});

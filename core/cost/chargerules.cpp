@@ -183,16 +183,23 @@ ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh
     ParameterCharge c;
     const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
     auto elements = [&](int fromStage) { return stage >= fromStage ? load.zeroElements : load.localElements; };
-    // Adam's update: a fixed count of FLOPs per local element, in fp32.
+    // Adam's update: a fixed count of FLOPs per local element, in fp32; on
+    // the host when offloaded, with the gradient sent there and the
+    // parameter back over the host link.
     c.optimizer.flops = options.optimizerFlopsPerParameter * elements(1);
     c.optimizer.compute = computeSeconds(c.optimizer.flops, ir::DType::F32, mesh);
+    const bool offload = options.techniques.offloadOptimizer;
+    if (offload)
+        c.optimizer.compute = elements(1) / options.hostOptimizerParametersPerSecond +
+                              elements(1) * (options.gradientBytes + options.parameterBytes) / options.hostBandwidth;
     // ZeRO-3 also holds one layer's parameters gathered while it computes.
     const double gathered = stage >= 3 ? load.gatheredElements : 0;
     c.memory.parameters = std::llround((elements(3) + gathered) * options.parameterBytes);
     c.memory.gradients = std::llround(elements(2) * options.gradientBytes);
-    c.memory.optimizer = std::llround(elements(1) * options.optimizerBytes);
+    const double optimizerBytes = offload ? 0 : options.optimizerBytes;
+    c.memory.optimizer = std::llround(elements(1) * optimizerBytes);
     c.unroundedBytes = (elements(3) + gathered) * options.parameterBytes + elements(2) * options.gradientBytes +
-                       elements(1) * options.optimizerBytes;
+                       elements(1) * optimizerBytes;
     c.bytes = std::llround(c.unroundedBytes);
     // ZeRO's collectives beyond stage 0's (see ParameterLoad).
     const double gathers = stage >= 3 ? 2.0 * m - 1 : 0, scatters = stage >= 2 ? m - 1.0 : 0;

@@ -36,6 +36,11 @@ struct Techniques {
     // Recomputation by kind of layer (a class of repeated layers by its
     // scope pattern, "decoder/block.*/": cost::layerKind).
     std::map<std::string, Recompute> recomputeLayers;
+    // ZeRO-Offload (Ren et al.): the optimizer state (fp32 master weights
+    // and Adam's moments, as ZeRO shards it) lives in host memory and the
+    // update runs on the host; each step sends the gradient shard to the
+    // host and the updated parameters back over the host link.
+    bool offloadOptimizer = false;
     friend bool operator==(const Techniques &, const Techniques &) = default;
 };
 
@@ -60,6 +65,14 @@ struct CostOptions {
     double activationBytes = 2;
     // Adam's update: a dozen FLOPs per parameter, at float32 peak.
     double optimizerFlopsPerParameter = 12;
+    // With the optimizer offloaded: the host link of each device (bytes/s
+    // each way; PCIe Gen5 x16 as an H100 has it measures about 50 GB/s),
+    // and the parameters the host updates per second for each device (Adam
+    // on the CPU is bound by host memory: a DGX H100's two sockets move
+    // about 600 GB/s, 75 GB/s per GPU, at about 36 bytes read and written
+    // per parameter).
+    double hostBandwidth = 50e9;
+    double hostOptimizerParametersPerSecond = 2e9;
     // Overlap the backward pass' collectives with its compute (gradient
     // all-reduces run while earlier layers compute): backward time becomes
     // max(compute, communication) instead of their sum.

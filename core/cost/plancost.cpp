@@ -71,6 +71,8 @@ std::string describe(const Techniques &t)
         add("ZeRO-" + std::to_string(t.zeroStage));
     if (t.microBatches > 1)
         add(std::to_string(t.microBatches) + " micro-batches");
+    if (t.offloadOptimizer)
+        add("optimizer offloaded to the host");
     return s.empty() ? "none" : s;
 }
 

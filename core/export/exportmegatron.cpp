@@ -24,6 +24,8 @@ std::vector<std::string> MegatronArguments::arguments() const
     else if (techniques.zeroStage >= 2)
         a.insert(a.end(), {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
                            techniques.zeroStage == 2 ? "optim_grads" : "optim_grads_params"});
+    if (techniques.offloadOptimizer)
+        a.push_back("--optimizer-cpu-offload");
     if (globalBatch > 0)
         a.insert(a.end(), {"--micro-batch-size", std::to_string(microBatchSize), "--global-batch-size",
                            std::to_string(globalBatch)});

@@ -294,6 +294,8 @@ std::string writePlanJson(const Plan &plan)
                      {"gradient_bytes", o.gradientBytes},
                      {"optimizer_bytes", o.optimizerBytes},
                      {"optimizer_flops_per_parameter", o.optimizerFlopsPerParameter},
+                     {"host_bandwidth_bytes_per_s", o.hostBandwidth},
+                     {"host_optimizer_parameters_per_s", o.hostOptimizerParametersPerSecond},
                      {"overlap", o.overlap}};
     const auto &t = o.techniques;
     Json recomputeLayers = Json::object();
@@ -303,7 +305,8 @@ std::string writePlanJson(const Plan &plan)
                     {"recompute", cost::toString(t.recompute)},
                     {"recompute_layers", recomputeLayers},
                     {"zero_stage", t.zeroStage},
-                    {"micro_batches", t.microBatches}};
+                    {"micro_batches", t.microBatches},
+                    {"offload_optimizer", t.offloadOptimizer}};
     const auto &pc = plan.cost;
     Json summary{{"step_time_s", pc.stepTime},
                  {"compute_s", pc.compute},
@@ -460,6 +463,12 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     p.costOptions.optimizerBytes = r.number(options, "$.cost_options", "optimizer_bytes");
     p.costOptions.optimizerFlopsPerParameter = r.number(options, "$.cost_options", "optimizer_flops_per_parameter");
     p.costOptions.overlap = r.boolean(options, "$.cost_options", "overlap");
+    // Written since the optimizer could be offloaded; older files keep the defaults.
+    if (options.contains("host_bandwidth_bytes_per_s"))
+        p.costOptions.hostBandwidth = r.number(options, "$.cost_options", "host_bandwidth_bytes_per_s");
+    if (options.contains("host_optimizer_parameters_per_s"))
+        p.costOptions.hostOptimizerParametersPerSecond =
+            r.number(options, "$.cost_options", "host_optimizer_parameters_per_s");
     // Version 1 plans predate the memory techniques: they use none.
     if (version >= 2) {
         const auto &t = r.object(doc, "$", "techniques");
@@ -490,6 +499,8 @@ Plan readPlanJson(const std::string &text, const std::string &input)
         if (micro < 1 || micro > (1 << 20))
             r.fail("$.techniques.micro_batches", "expected 1 to 1048576, got " + std::to_string(micro));
         techniques.microBatches = static_cast<int>(micro);
+        if (t.contains("offload_optimizer"))
+            techniques.offloadOptimizer = r.boolean(t, "$.techniques", "offload_optimizer");
     }
 
     for (const auto &[name, entry] : r.object(doc, "$", "specs").items()) {

@@ -114,15 +114,28 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
                 t.recomputeLayers = layers;
                 t.zeroStage = stage;
                 t.microBatches = micro[i];
+                t.offloadOptimizer = choices.offloadOptimizer.value_or(false);
                 out.push_back(t);
             }
+    // The host's memory for the optimizer state: slower than any setting
+    // above (the update runs on the host), so tried last.
+    if (!choices.offloadOptimizer && !out.empty()) {
+        cost::Techniques first = out.front(), last = out.back();
+        first.zeroStage = choices.zeroStage.value_or(3);
+        for (auto *t : {&first, &last})
+            t->offloadOptimizer = true;
+        out.push_back(first);
+        if (!(last == first))
+            out.push_back(last);
+    }
     return out;
 }
 
 bool noFasterThan(const cost::Techniques &a, const cost::Techniques &b)
 {
     auto rank = [](cost::Recompute r) { return r == cost::Recompute::None ? 0 : r == cost::Recompute::Selective ? 1 : 2; };
-    if (a.flashAttention != b.flashAttention || rank(a.recompute) > rank(b.recompute))
+    if (a.flashAttention != b.flashAttention || rank(a.recompute) > rank(b.recompute) ||
+        (a.offloadOptimizer && !b.offloadOptimizer))
         return false;
     // Every kind of layer recomputed no more in a than in b.
     for (const auto *layers : {&a.recomputeLayers, &b.recomputeLayers})
@@ -239,9 +252,25 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         return noneFits ||
                (best && best->plan.cost.fitsMemory && best->plan.cost.stepTime <= fastest * (1 + 1e-9));
     };
+    // The least model-state memory any plan of a setting needs: every
+    // parameter split over every device, with the bytes the setting keeps
+    // on the device. A setting over capacity by this alone cannot fit.
+    double parameters = 0;
+    for (auto t : graph.tensorsWithRole(ir::Role::Parameter))
+        parameters += static_cast<double>(graph.tensor(t).elementCount());
+    parameters /= static_cast<double>(std::max<std::int64_t>(1, mesh.deviceCount()));
+    auto cannotFit = [&](const cost::Techniques &t) {
+        const auto &o = options.cost;
+        const double bytes = o.parameterBytes + o.gradientBytes + (t.offloadOptimizer ? 0 : o.optimizerBytes);
+        return parameters * bytes > static_cast<double>(mesh.device.memoryBytes);
+    };
     // Not worth a search: no faster than a setting whose best plan is known
-    // (settled), or than one whose bound the best plan that fits meets.
+    // (settled), or than one whose bound the best plan that fits meets; or
+    // it cannot fit (the least-memory setting, searched first, answers for
+    // the plans that do not).
     auto skipped = [&](const cost::Techniques &t) {
+        if (cannotFit(t))
+            return true;
         if (std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); }))
             return true;
         if (!best || !best->plan.cost.fitsMemory)
@@ -333,6 +362,8 @@ void simplifyTechniques(plan::Plan &plan, const ir::Graph &graph, const Techniqu
             plan.cost = std::move(c);
         }
     };
+    if (!choices.offloadOptimizer)
+        tryWithout([](cost::Techniques &t) { t.offloadOptimizer = false; });
     if (!choices.microBatches)
         tryWithout([](cost::Techniques &t) { t.microBatches = 1; });
     if (!choices.zeroStage)
@@ -411,6 +442,10 @@ std::vector<std::string> techniqueReasons(const plan::Plan &plan, const ir::Grap
     if (used.microBatches > 1)
         without(std::to_string(used.microBatches) + " micro-batches (activations of one kept at a time)",
                 [](cost::Techniques &t) { t.microBatches = 1; });
+    if (used.offloadOptimizer)
+        without("optimizer offload (master weights and Adam's moments in host memory, updated there; gradients "
+                "and parameters over the host link)",
+                [](cost::Techniques &t) { t.offloadOptimizer = false; });
     return lines;
 }
 

@@ -24,6 +24,7 @@ struct TechniqueChoices {
     std::map<std::string, cost::Recompute> recomputeLayers;
     std::optional<int> zeroStage;
     std::optional<int> microBatches;
+    std::optional<bool> offloadOptimizer;
 };
 
 // The settings worth trying, cheapest first (a setting that costs more
@@ -39,7 +40,11 @@ struct TechniqueChoices {
 // - ZeRO: 1, 2, 3 (stage 0 takes more memory than 1 and as much time);
 // - micro-batches: the powers of two that divide the model's batch (dim 0
 //   of its first input), up to 64; with ZeRO 1 only the most of them (its
-//   micro-batches cost no time in the model and save activations).
+//   micro-batches cost no time in the model and save activations);
+// - the optimizer offloaded to the host: last, as two settings (ZeRO-3
+//   with it, then with full recomputation and the most micro-batches too),
+//   for models whose states do not fit otherwise.
+// The last setting keeps the least memory of all for every plan.
 // `batch` is the model's batch, 0 or 1 when it has none to split.
 std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choices, bool hasAttention,
                                                   std::int64_t batch, const std::vector<std::string> &kinds = {});

@@ -40,7 +40,7 @@ for c in "${configs[@]}"; do
   read -r search recompute zero mb <<<"$c"
   plan="$work/plan$i.json"
   "$CLI" plan "$MODEL" --mesh 2x2 --search "$search" --mesh-profile cpu-loopback --flash-attention off \
-    --recompute "$recompute" --zero "$zero" --micro-batches "$mb" -o "$plan" >/dev/null
+    --recompute "$recompute" --zero "$zero" --micro-batches "$mb" --offload-optimizer off -o "$plan" >/dev/null
   mpirun --oversubscribe -np 4 "$EXEC" --model "$MODEL" --plan "$plan" --optimizer adam --steps 1 --warmup 0 \
     --report - --quiet >"$work/run$i.jsonl"
   python3 - "$work/run$i.jsonl" "$search" "$recompute" "$zero" "$mb" <<'PY'
