@@ -235,6 +235,8 @@ void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)
     for (int m : {1, 2, 4, 8, 16, 32})
         micro.push_back({QString::number(m), m});
     m_micro = group(tr("Micro-&batches per step"), tr("The fewest that fit; the model's batch is the global batch"), micro);
+    m_offload = group(tr("&Optimizer offload"), tr("Only where nothing else fits: the host's update is slow"),
+                      {{tr("on: optimizer state and update on the host"), true}, {tr("off"), false}});
     planMenu->addMenu(menu);
     // The global batch of one step: a zoo preset opened again with it.
     m_batch = new QSpinBox(planBar);
@@ -283,6 +285,8 @@ search::TechniqueChoices StudioActions::techniqueChoices() const
         c.zeroStage = v.toInt();
     if (const auto v = value(m_micro); v.isValid())
         c.microBatches = v.toInt();
+    if (const auto v = value(m_offload); v.isValid())
+        c.offloadOptimizer = v.toBool();
     return c;
 }
 
@@ -313,6 +317,8 @@ void StudioActions::showTechniques()
         parts << QStringLiteral("ZeRO-%1").arg(t.zeroStage);
     if (t.microBatches > 1)
         parts << tr("%1 micro").arg(t.microBatches);
+    if (t.offloadOptimizer)
+        parts << tr("offload");
     m_memory->setText(tr("Memory: %1").arg(parts.isEmpty() ? tr("none") : parts.join(QStringLiteral(", "))));
     m_memory->setToolTip(tr("Memory techniques of the plan: %1.\nEach is chosen with the plan unless fixed here; a "
                             "change re-costs the plan (undoable).")
@@ -344,6 +350,7 @@ void StudioActions::showRequest(const PlanRequest &request)
     check(m_recompute, t.recompute ? std::optional<QVariant>(static_cast<int>(*t.recompute)) : std::nullopt);
     check(m_zero, t.zeroStage ? std::optional<QVariant>(*t.zeroStage) : std::nullopt);
     check(m_micro, t.microBatches ? std::optional<QVariant>(*t.microBatches) : std::nullopt);
+    check(m_offload, t.offloadOptimizer ? std::optional<QVariant>(*t.offloadOptimizer) : std::nullopt);
 }
 
 void StudioActions::showColouring(int colouring)

@@ -65,7 +65,8 @@ private:
     QToolButton *m_memory = nullptr;
     QSpinBox *m_batch = nullptr;
     // Per technique, its choices: "auto" first (data empty), then the values.
-    QActionGroup *m_flash = nullptr, *m_recompute = nullptr, *m_zero = nullptr, *m_micro = nullptr;
+    QActionGroup *m_flash = nullptr, *m_recompute = nullptr, *m_zero = nullptr, *m_micro = nullptr,
+                 *m_offload = nullptr;
     QAction *m_open = nullptr;
     QAction *m_zoo = nullptr;
     QAction *m_exportImage = nullptr;
