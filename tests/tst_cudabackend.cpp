@@ -6,6 +6,7 @@
 // --backend handling. What needs a GPU (NCCL set-up, the self-test on
 // device memory) is skipped with the reason when none is visible; the full
 // GPU verification suite is tests/gpu/run.sh.
+#include "processrun.h"
 #include "collectives.h"
 #include "kernels/matmul.h"
 
@@ -31,32 +32,15 @@ using namespace tapestry::exec;
 
 namespace {
 
-struct Run {
-    int exitCode = -1;
-    QByteArray out, err;
-};
+using Run = tapestry::testing::ProcessRun;
 
 Run mpirun(int ranks, const QStringList &execArgs)
 {
-    QProcess p;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
-    env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
-    env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
-    p.setProcessEnvironment(env);
-    p.start(QStringLiteral("mpirun"), QStringList{QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
-                                                  QString::number(ranks), QStringLiteral(TAPESTRY_EXEC)} +
-                                          execArgs);
-    Run r;
-    const bool finished = p.waitForStarted(10000) && p.waitForFinished(120000);
-    if (!finished) {
-        p.kill();
-        p.waitForFinished(5000);
-    }
-    r.exitCode = finished && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
+    return tapestry::testing::runProcess(QStringLiteral("mpirun"),
+                                         QStringList{QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
+                                                     QString::number(ranks), QStringLiteral(TAPESTRY_EXEC)} +
+                                             execArgs,
+                                         120000);
 }
 
 QStringList ourLines(const QByteArray &err)
