@@ -1,6 +1,7 @@
 #include "search/techniquesearch.h"
 
 #include "cost/activationmemory.h"
+#include "cost/chargerules.h"
 #include "cost/costmodel.h"
 #include "cost/objective.h"
 #include "cost/plancoster.h"
@@ -118,15 +119,32 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
                 out.push_back(t);
             }
     // The host's memory for the optimizer state: slower than any setting
-    // above (the update runs on the host), so tried last.
+    // above (the update runs on the host), so tried last. Per
+    // recomputation: ZeRO 1 with the most micro-batches (free there), and
+    // ZeRO 3 with one; the least-memory setting last of all.
     if (!choices.offloadOptimizer && !out.empty()) {
-        cost::Techniques first = out.front(), last = out.back();
-        first.zeroStage = choices.zeroStage.value_or(3);
-        for (auto *t : {&first, &last})
-            t->offloadOptimizer = true;
-        out.push_back(first);
-        if (!(last == first))
-            out.push_back(last);
+        const cost::Techniques last = out.back();
+        std::vector<cost::Techniques> offloaded;
+        auto add = [&](cost::Techniques t) {
+            t.offloadOptimizer = true;
+            if (std::find(offloaded.begin(), offloaded.end(), t) == offloaded.end())
+                offloaded.push_back(t);
+        };
+        for (const auto &[r, layers] : recomputes)
+            for (int stage : {1, 3}) {
+                cost::Techniques t = last;
+                t.recompute = r;
+                t.recomputeLayers = layers;
+                t.zeroStage = choices.zeroStage.value_or(stage);
+                t.microBatches = choices.microBatches.value_or(stage == 1 ? micro.back() : micro.front());
+                add(t);
+            }
+        add(last);
+        // The least memory last, as every other setting is no smaller.
+        const cost::Techniques least = offloaded.back();
+        offloaded.erase(std::remove(offloaded.begin(), offloaded.end(), least), offloaded.end());
+        offloaded.push_back(least);
+        out.insert(out.end(), offloaded.begin(), offloaded.end());
     }
     return out;
 }
@@ -268,8 +286,21 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     // (settled), or than one whose bound the best plan that fits meets; or
     // it cannot fit (the least-memory setting, searched first, answers for
     // the plans that do not).
+    // An offloaded optimizer adds at least the host's update of every
+    // device's fewest parameters and their trips over the host link to the
+    // first setting's fastest plan, less at most the whole model's update on
+    // the device.
+    const double hostLeast = parameters * (1 / options.cost.hostOptimizerParametersPerSecond +
+                                           (options.cost.gradientBytes + options.cost.parameterBytes) /
+                                               options.cost.hostBandwidth) -
+                             cost::computeSeconds(options.cost.optimizerFlopsPerParameter * parameters *
+                                                      static_cast<double>(mesh.deviceCount()),
+                                                  ir::DType::F32, mesh);
     auto skipped = [&](const cost::Techniques &t) {
         if (cannotFit(t))
+            return true;
+        if (t.offloadOptimizer && best && best->plan.cost.fitsMemory &&
+            fastest + hostLeast >= best->plan.cost.stepTime * (1 - 1e-9))
             return true;
         if (std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); }))
             return true;
