@@ -7,6 +7,7 @@
 #include "studiowindow.h"
 #include "zoodialog.h"
 
+#include "cost/activationmemory.h"
 #include "sharding/meshprofile.h"
 
 #include <QApplication>
@@ -260,6 +261,7 @@ void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)
         m_window->openModel((q < 0 ? source : source.left(q)) + QLatin1Char('?') + query.toString());
     });
     connect(m_document, &PlanDocument::modelLoaded, this, &StudioActions::showBatch);
+    connect(m_document, &PlanDocument::modelLoaded, this, &StudioActions::showLayerKinds);
     m_memory = new QToolButton(planBar);
     m_memory->setMenu(menu);
     m_memory->setPopupMode(QToolButton::InstantPopup);
@@ -279,8 +281,12 @@ search::TechniqueChoices StudioActions::techniqueChoices() const
     };
     if (const auto v = value(m_flash); v.isValid())
         c.flashAttention = v.toBool();
-    if (const auto v = value(m_recompute); v.isValid())
+    if (const auto v = value(m_recompute); v.typeId() == QMetaType::QString) {
+        c.recompute = cost::Recompute::None;  // full for one kind of layer only
+        c.recomputeLayers[v.toString().toStdString()] = cost::Recompute::Full;
+    } else if (v.isValid()) {
         c.recompute = static_cast<cost::Recompute>(v.toInt());
+    }
     if (const auto v = value(m_zero); v.isValid())
         c.zeroStage = v.toInt();
     if (const auto v = value(m_micro); v.isValid())
@@ -288,6 +294,30 @@ search::TechniqueChoices StudioActions::techniqueChoices() const
     if (const auto v = value(m_offload); v.isValid())
         c.offloadOptimizer = v.toBool();
     return c;
+}
+
+void StudioActions::showLayerKinds()
+{
+    // Entries whose data is the kind of layer (a string) are this model's.
+    for (QAction *a : m_recompute->actions())
+        if (a->data().typeId() == QMetaType::QString) {
+            m_recompute->removeAction(a);
+            a->deleteLater();
+        }
+    const auto &model = m_document->model();
+    if (!model.graph)
+        return;
+    const auto kinds = cost::attentionLayerKinds(*model.graph);
+    if (kinds.size() < 2)
+        return;
+    auto *menu = qobject_cast<QMenu *>(m_recompute->parent());
+    for (const auto &kind : kinds) {
+        auto *a = menu->addAction(tr("full: %1 only").arg(QString::fromStdString(kind)));
+        a->setCheckable(true);
+        a->setData(QString::fromStdString(kind));
+        a->setToolTip(tr("That kind of layer (a class of repeated layers) recomputed in full, the others kept"));
+        m_recompute->addAction(a);
+    }
 }
 
 void StudioActions::showBatch()
@@ -347,7 +377,10 @@ void StudioActions::showRequest(const PlanRequest &request)
     };
     const auto &t = request.techniques;
     check(m_flash, t.flashAttention ? std::optional<QVariant>(*t.flashAttention) : std::nullopt);
-    check(m_recompute, t.recompute ? std::optional<QVariant>(static_cast<int>(*t.recompute)) : std::nullopt);
+    if (t.recompute && t.recomputeLayers.size() == 1 && t.recomputeLayers.begin()->second == cost::Recompute::Full)
+        check(m_recompute, QVariant(QString::fromStdString(t.recomputeLayers.begin()->first)));
+    else
+        check(m_recompute, t.recompute ? std::optional<QVariant>(static_cast<int>(*t.recompute)) : std::nullopt);
     check(m_zero, t.zeroStage ? std::optional<QVariant>(*t.zeroStage) : std::nullopt);
     check(m_micro, t.microBatches ? std::optional<QVariant>(*t.microBatches) : std::nullopt);
     check(m_offload, t.offloadOptimizer ? std::optional<QVariant>(*t.offloadOptimizer) : std::nullopt);

@@ -51,6 +51,9 @@ private:
     // The Global batch field follows the open model (a zoo preset's batch
     // knob; other models keep theirs).
     void showBatch();
+    // The Recomputation submenu's entries for each kind of layer of the
+    // open model (full for that kind only), where it has two or more.
+    void showLayerKinds();
     void showRequest(const PlanRequest &request);
     void rebuildRecentMenu();
 

@@ -564,6 +564,33 @@ private slots:
         QCOMPARE(w.planned().plan->costOptions.techniques.zeroStage, 3);
     }
 
+    // On a model with two kinds of layer (a T5's encoder and decoder), Plan
+    // > Memory techniques > Recomputation offers each kind alone; choosing
+    // one re-costs the plan with that kind recomputed in full.
+    void recomputationOfOneKindOfLayer()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:t5-base?layers=2&decoder_layers=2&batch=8")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        QAction *decoder = nullptr;
+        for (auto *a : w.findChildren<QAction *>())
+            if (a->data().toString() == QStringLiteral("decoder/block.*/"))
+                decoder = a;
+        QVERIFY(decoder);
+        const auto before = w.planned().plan;
+        decoder->trigger();
+        const auto &t = w.planned().plan->costOptions.techniques;
+        QCOMPARE(t.recomputeLayers.size(), std::size_t{1});
+        QVERIFY(t.recomputeLayers.at("decoder/block.*/") == tapestry::cost::Recompute::Full);
+        QVERIFY(w.planned().plan->cost.memory.activations < before->cost.memory.activations);
+        w.undoStack()->undo();
+        QVERIFY(w.planned().plan->costOptions.techniques.recomputeLayers.empty());
+    }
+
     // The toolbar's global batch opens a zoo model again with that batch
     // and derives its plan.
     void globalBatchReopensTheModel()
