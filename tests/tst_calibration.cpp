@@ -4,6 +4,7 @@
 // the same figures and, in the user's profile folder, is found by name; a
 // real tapestry-exec --calibrate on 2 ranks writes a profile that the
 // planner loads.
+#include "processrun.h"
 #include "cost/collectivetime.h"
 #include "cost/linkfit.h"
 #include "ir/error.h"
@@ -184,18 +185,13 @@ private slots:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("box.json"));
-        QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
-        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
-        env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
-        p.setProcessEnvironment(env);
-        p.start(QStringLiteral("mpirun"),
-                {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"),
-                 QStringLiteral(TAPESTRY_EXEC), QStringLiteral("--calibrate"), file, QStringLiteral("--model"),
-                 QStringLiteral("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=2&vocab=128")});
-        QVERIFY(p.waitForFinished(300000));
-        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const auto p = tapestry::testing::runProcess(
+            QStringLiteral("mpirun"),
+            {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"), QStringLiteral(TAPESTRY_EXEC),
+             QStringLiteral("--calibrate"), file, QStringLiteral("--model"),
+             QStringLiteral("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=2&vocab=128")},
+            300000);
+        QVERIFY2(p.exitCode == 0, p.err.constData());
         const sharding::MeshProfile profile = sharding::loadMeshProfileFile(file.toStdString());
         QCOMPARE(profile.name, std::string("box"));
         QVERIFY(profile.device.peakFlops.at("float32") > 0);
@@ -222,17 +218,13 @@ private slots:
 
     void calibrationRefusesAMeshOfOtherSize()
     {
-        QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
-        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
-        p.setProcessEnvironment(env);
-        p.start(QStringLiteral("mpirun"), {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"),
-                                           QStringLiteral(TAPESTRY_EXEC), QStringLiteral("--calibrate"),
-                                           QStringLiteral("-"), QStringLiteral("--mesh"), QStringLiteral("2x2")});
-        QVERIFY(p.waitForFinished(120000));
-        QCOMPARE(p.exitCode(), 2);
-        QVERIFY(p.readAllStandardOutput().isEmpty());
+        const auto p = tapestry::testing::runProcess(
+            QStringLiteral("mpirun"),
+            {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"), QStringLiteral(TAPESTRY_EXEC),
+             QStringLiteral("--calibrate"), QStringLiteral("-"), QStringLiteral("--mesh"), QStringLiteral("2x2")},
+            120000);
+        QCOMPARE(p.exitCode, 2);
+        QVERIFY(p.out.isEmpty());
     }
 };
 
