@@ -158,13 +158,20 @@ ShardingSpec ShardedProgram::zeroSpec(const Parameter &p, const ShardingSpec &fr
     // on cuts it (shard) or holds it as `from` does there (a pending sum, or
     // whole); every other axis already split the parameter, so the flat
     // shard is whole there.
+    // Axes outside the plan's ZeRO axes (techniques.zeroAxes) hold it whole
+    // in the stored form: a pending sum there is all-reduced.
     const ShardingSpec &spec = m_specs[p.tensor];
+    const auto &zeroAxes = m_options.techniques.zeroAxes;
     ShardingSpec flat = ShardingSpec::replicated(m_mesh.rank());
-    for (std::size_t a = 0; a < spec.placements.size(); ++a)
-        if (spec.placements[a].isReplicate())
-            flat.placements[a] = shard ? Placement::shard(0)
-                                 : from.placements[a].isPartial() ? Placement::partial()
-                                                                  : Placement::replicate();
+    for (std::size_t a = 0; a < spec.placements.size(); ++a) {
+        if (!spec.placements[a].isReplicate())
+            continue;
+        const bool cut = !zeroAxes || std::find(zeroAxes->begin(), zeroAxes->end(), m_mesh.axes[a].name) !=
+                                          zeroAxes->end();
+        flat.placements[a] = shard && cut                    ? Placement::shard(0)
+                             : !shard && from.placements[a].isPartial() ? Placement::partial()
+                                                                         : Placement::replicate();
+    }
     return flat;
 }
 
@@ -218,7 +225,7 @@ void ShardedProgram::build(const std::string &input)
             Parameter p;
             p.name = tensors[i].name;
             p.tensor = i;
-            p.degree = stage >= 1 ? cost::zeroDegree(m_specs[i], m_mesh) : 1;
+            p.degree = stage >= 1 ? cost::zeroDegree(m_specs[i], m_mesh, m_options.techniques) : 1;
             degree[i] = p.degree;
             m_parameters.push_back(std::move(p));
         }

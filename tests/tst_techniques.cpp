@@ -22,6 +22,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <set>
 
 using namespace tapestry;
 
@@ -209,6 +210,43 @@ private slots:
                 zero += x.reason.starts_with("ZeRO") ? x.time : 0;
             QVERIFY(std::abs(cost::chargeParameters(load, p.mesh, o).zero.comm - zero) <= 1e-12 * zero);
         }
+    }
+
+    // Axes named by role: ZeRO shards over the data axis only, as FSDP on
+    // the data mesh and Megatron's distributed optimizer do, so a norm's
+    // weight, replicated on the tensor axis too, is not cut there; the plan
+    // file keeps the axes.
+    void zeroOverTheDataAxes()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto m = sharding::findMeshProfile("dgx-h100").mesh({2, 4}, {"data", "model"});
+        const auto p = reference(g, m, search::ReferenceMethod::Megatron);
+        cost::Techniques every, data;
+        every.zeroStage = data.zeroStage = 3;
+        data.zeroAxes = std::vector<std::string>{"data"};
+        auto zeroAxes = [](const cost::PlanCost &c) {
+            std::set<std::string> axes;
+            for (const auto &x : c.collectives)
+                if (x.reason.starts_with("ZeRO"))
+                    axes.insert(x.axis);
+            return axes;
+        };
+        const cost::PlanCost overEvery = costWith(g, p, every), overData = costWith(g, p, data);
+        QCOMPARE(zeroAxes(overEvery), (std::set<std::string>{"data", "model"}));
+        QCOMPARE(zeroAxes(overData), (std::set<std::string>{"data"}));
+        QVERIFY(overData.memory.total() > overEvery.memory.total());
+        const auto specs = plan::planSpecs(p, g, "plan");
+        for (auto w : g.tensorsWithRole(ir::Role::Parameter))
+            if (g.tensor(w).shape.size() == 1 && specs[w.index()].isReplicated()) {
+                QCOMPARE(cost::zeroDegree(specs[w.index()], m, every), std::int64_t{8});
+                QCOMPARE(cost::zeroDegree(specs[w.index()], m, data), std::int64_t{2});
+            }
+        plan::Plan q = p;
+        q.costOptions.techniques = data;
+        const QString file = QDir::temp().filePath(QStringLiteral("tst_techniques_zero_axes.json"));
+        plan::writePlanFile(file.toStdString(), q);
+        QCOMPARE(plan::readPlanFile(file.toStdString()).costOptions.techniques.zeroAxes, data.zeroAxes);
+        QFile::remove(file);
     }
 
     // Recomputation runs the forward pass again in the backward pass: full

@@ -73,7 +73,7 @@ void InspectorDock::installSections()
         if (tensor.role == ir::Role::Parameter) {
             // ZeRO: the states over the axes this spec replicates the parameter on.
             const int stage = p.costOptions.techniques.zeroStage;
-            const std::int64_t d = cost::zeroDegree(spec, p.mesh);
+            const std::int64_t d = cost::zeroDegree(spec, p.mesh, p.costOptions.techniques);
             QStringList axes;
             for (std::size_t a = 0; a < p.mesh.axes.size() && a < spec.placements.size(); ++a)
                 if (spec.placements[a].isReplicate() && p.mesh.axes[a].size > 1)

@@ -6,6 +6,7 @@
 #include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
+#include "plan/axisroles.h"
 #include "plan/planjson.h"
 #include "search/axisconstraint.h"
 #include "search/exactsearch.h"
@@ -50,9 +51,17 @@ int intOption(const Args &args, const std::string &flag, int least, int most)
 
 // The memory techniques as the options fix them; "auto" (the default)
 // leaves one to the search.
-search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &graph)
+search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &graph, const sharding::Mesh &mesh)
 {
     search::TechniqueChoices c;
+    // Axes named by role: ZeRO shards over the data axes, as FSDP and
+    // Megatron's distributed optimizer shard over their data-parallel group.
+    if (axisNamesGiven(args)) {
+        c.zeroAxes.emplace();
+        for (const auto &a : mesh.axes)
+            if (plan::axisRoleFromName(a.name) == plan::AxisRole::Data)
+                c.zeroAxes->push_back(a.name);
+    }
     if (auto v = args.value("--flash-attention"); v && *v != "auto") {
         if (*v != "on" && *v != "off")
             throw TapestryError(Error{"--flash-attention", {}, "expects on, off or auto, got '" + *v + "'"});
@@ -148,7 +157,7 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         return method == "exact" ? search::exactSearch(graph, coarse, model, m, o)
                                  : search::tapSearch(graph, coarse, classes, model, m, o);
     };
-    auto result = search::searchTechniques(run, graph, model, mesh, options, techniqueChoices(args, graph));
+    auto result = search::searchTechniques(run, graph, model, mesh, options, techniqueChoices(args, graph, mesh));
     bar.finish();
     return result;
 }
@@ -186,7 +195,7 @@ int runPlan(const Args &args)
         options.sequenceParallel = args.has("--sequence-parallel");
         options.cost.overlap = args.has("--overlap");
         p = search::chooseTechniques(search::referencePlan(graph, model, mesh, *reference, options), graph,
-                                     techniqueChoices(args, graph));
+                                     techniqueChoices(args, graph, mesh));
     }
     const auto reasons = search::techniqueReasons(p, graph);
     if (auto path = args.value("-o"))

@@ -92,11 +92,17 @@ ParameterLoad operator-(ParameterLoad a, const ParameterLoad &b)
     return a;
 }
 
-std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh)
+static bool zeroAxis(const sharding::Mesh &mesh, std::size_t axis, const Techniques &techniques)
+{
+    const auto &axes = techniques.zeroAxes;
+    return !axes || std::find(axes->begin(), axes->end(), mesh.axes[axis].name) != axes->end();
+}
+
+std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh, const Techniques &techniques)
 {
     std::int64_t d = 1;
     for (std::size_t a = 0; a < mesh.axes.size() && a < spec.placements.size(); ++a)
-        if (spec.placements[a].isReplicate())
+        if (spec.placements[a].isReplicate() && zeroAxis(mesh, a, techniques))
             d *= mesh.axes[a].size;
     return d;
 }
@@ -107,10 +113,11 @@ namespace {
 // `spec` replicates, axis by axis in mesh order: each step's size is the
 // gathered size (nccl-tests convention).
 template <class Visit>
-void forEachZeroStep(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh, double bytes, Visit visit)
+void forEachZeroStep(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh, const Techniques &techniques,
+                     double bytes, Visit visit)
 {
     for (std::size_t a = 0; a < mesh.axes.size() && a < spec.placements.size(); ++a) {
-        if (!spec.placements[a].isReplicate() || mesh.axes[a].size <= 1)
+        if (!spec.placements[a].isReplicate() || mesh.axes[a].size <= 1 || !zeroAxis(mesh, a, techniques))
             continue;
         bytes *= static_cast<double>(mesh.axes[a].size);
         visit(static_cast<int>(a), std::llround(bytes));
@@ -127,14 +134,14 @@ ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::Shardin
     const int stage = options.techniques.zeroStage;
     if (stage <= 0)
         return load;
-    const double d = static_cast<double>(zeroDegree(spec, mesh));
+    const double d = static_cast<double>(zeroDegree(spec, mesh, options.techniques));
     load.zeroElements = load.localElements / d;
     if (stage >= 3)
         load.gatheredElements = (load.localElements - load.zeroElements) * layerShare;
     if (d <= 1 || ((stage < 2 || options.techniques.microBatches <= 1) && stage < 3))
         return load;
     auto visit = [&](sharding::CollectiveKind kind, double perElement, double &seconds, double &wire, double &calls) {
-        forEachZeroStep(spec, mesh, load.zeroElements * perElement, [&](int a, std::int64_t bytes) {
+        forEachZeroStep(spec, mesh, options.techniques, load.zeroElements * perElement, [&](int a, std::int64_t bytes) {
             const auto &axis = mesh.axes[static_cast<std::size_t>(a)];
             seconds += collectiveTime(kind, bytes, axis);
             wire += static_cast<double>(wireBytes(kind, bytes, axis.size));
@@ -154,12 +161,12 @@ std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const s
 {
     std::vector<CollectiveCost> out;
     const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
-    const std::int64_t d = zeroDegree(spec, mesh);
+    const std::int64_t d = zeroDegree(spec, mesh, options.techniques);
     if (stage < 2 || d <= 1)
         return out;
     const double shard = static_cast<double>(spec.localElements(parameter.shape, mesh)) / static_cast<double>(d);
     auto add = [&](sharding::CollectiveKind kind, double perElement, Phase phase, const std::string &reason) {
-        forEachZeroStep(spec, mesh, shard * perElement, [&](int a, std::int64_t bytes) {
+        forEachZeroStep(spec, mesh, options.techniques, shard * perElement, [&](int a, std::int64_t bytes) {
             out.push_back(costCollective(sharding::Collective{kind, a, bytes, parameter.name, reason}, op, phase, mesh));
         });
     };

@@ -160,8 +160,9 @@ ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::Shardin
                             const sharding::Mesh &mesh, const CostOptions &options, double layerShare = 0);
 
 // ZeRO's degree for a parameter stored in `spec`: the product of the sizes
-// of the mesh axes it is replicated on.
-std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh);
+// of the mesh axes it is replicated on (of those in techniques.zeroAxes,
+// where set).
+std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh &mesh, const Techniques &techniques);
 
 // The collectives ZeRO adds for one parameter (see ParameterLoad), in step
 // order: the gathers before each micro-batch's forward pass, then before

@@ -67,8 +67,16 @@ std::string describe(const Techniques &t)
     for (const auto &[kind, mode] : t.recomputeLayers)
         if (mode != t.recompute)
             add(std::string(toString(mode)) + " recomputation of " + kind);
-    if (t.zeroStage > 0)
-        add("ZeRO-" + std::to_string(t.zeroStage));
+    if (t.zeroStage > 0) {
+        std::string zero = "ZeRO-" + std::to_string(t.zeroStage);
+        if (t.zeroAxes) {
+            std::string over;
+            for (const auto &a : *t.zeroAxes)
+                over += (over.empty() ? "" : ", ") + a;
+            zero += over.empty() ? " (no data axis to shard over)" : " over " + over;
+        }
+        add(zero);
+    }
     if (t.microBatches > 1)
         add(std::to_string(t.microBatches) + " micro-batches");
     if (t.offloadOptimizer)

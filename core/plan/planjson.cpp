@@ -307,6 +307,8 @@ std::string writePlanJson(const Plan &plan)
                     {"zero_stage", t.zeroStage},
                     {"micro_batches", t.microBatches},
                     {"offload_optimizer", t.offloadOptimizer}};
+    if (t.zeroAxes)
+        techniques["zero_axes"] = *t.zeroAxes;
     const auto &pc = plan.cost;
     Json summary{{"step_time_s", pc.stepTime},
                  {"compute_s", pc.compute},
@@ -501,6 +503,12 @@ Plan readPlanJson(const std::string &text, const std::string &input)
         techniques.microBatches = static_cast<int>(micro);
         if (t.contains("offload_optimizer"))
             techniques.offloadOptimizer = r.boolean(t, "$.techniques", "offload_optimizer");
+        if (t.contains("zero_axes")) {
+            techniques.zeroAxes = r.strings(t, "$.techniques", "zero_axes");
+            for (const auto &name : *techniques.zeroAxes)
+                if (std::none_of(p.mesh.axes.begin(), p.mesh.axes.end(), [&](const auto &a) { return a.name == name; }))
+                    r.fail("$.techniques.zero_axes", "'" + name + "' is not an axis of the mesh");
+        }
     }
 
     for (const auto &[name, entry] : r.object(doc, "$", "specs").items()) {

@@ -25,6 +25,7 @@ struct TechniqueChoices {
     std::optional<int> zeroStage;
     std::optional<int> microBatches;
     std::optional<bool> offloadOptimizer;
+    std::optional<std::vector<std::string>> zeroAxes;  // cost::Techniques::zeroAxes
 };
 
 // The settings worth trying, cheapest first (a setting that costs more

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Tapestry's torch exports run in PyTorch 2.x: for each plan below, `tapestry-cli plan`,
+# `tapestry-cli export --to torch`, then run_plan.py on one CPU gloo rank per device in
+# the torch root (torch_root.sh), checking the loss and every gradient against the
+# unsharded model and the collectives torch issues against the plan's.
+#   tests/interop/run_interop.sh CLI [WORKDIR]   (WORKDIR under the repository; default build/interop)
+# Prints one line per plan and a summary; exits non-zero when a plan fails or the torch
+# root cannot be made.
+set -u
+cd "$(dirname "$0")/../.."
+cli=${1:?usage: run_interop.sh CLI [WORKDIR]}
+work=${2:-build/interop}
+mkdir -p "$work"
+# The root sees the repository at /work: the plans and exports are named from there.
+work=$(realpath --relative-to=. "$work")
+case "$work" in ../*|/*) echo "interop: $work: WORKDIR must be inside the repository"; exit 1 ;; esac
+if ! root=$(tests/interop/torch_root.sh 2>"$work/torch_root.log"); then
+  cat "$work/torch_root.log" >&2
+  echo "interop: FAILED: no PyTorch 2.x root, so no export was run (see above)"
+  exit 1
+fi
+
+llama="zoo:llama3-8b?layers=2&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=256&seq=16&batch=4"
+llama4="zoo:llama3-8b?layers=2&hidden=64&heads=4&kv_heads=4&ffn=128&vocab=256&seq=16&batch=4"
+wide="zoo:llama3-8b?layers=2&hidden=512&heads=8&kv_heads=4&ffn=1024&vocab=512&seq=128&batch=32"
+fixed=(--flash-attention on --zero 0 --recompute none --micro-batches 1 --offload-optimizer off)
+
+failed=() passed=()
+run() {  # NAME PLAN-ARGS...
+  local name=$1; shift
+  local plan="$work/$name.json" export="$work/$name.py" log="$work/$name.log"
+  if ! "$cli" plan "$@" -o "$plan" >"$log" 2>&1 || ! "$cli" export "$plan" --to torch -o "$export" >>"$log" 2>&1; then
+    echo "interop: $name: FAILED to plan or export:"; tail -3 "$log"; failed+=("$name"); return
+  fi
+  if tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$plan" "$export" >>"$log" 2>&1; then
+    passed+=("$name")
+  else
+    failed+=("$name")
+  fi
+  grep -E "^rank 0:|passed|FAILED|Error" "$log" | sed "s/^/interop: $name: /"
+}
+
+run megatron "$llama" --mesh 2 --search megatron "${fixed[@]}"
+run megatron-sp "$llama4" --mesh 4 --search megatron --sequence-parallel "${fixed[@]}"
+run tap-1d "$llama" --mesh 2 --memory-gib 0.0012 "${fixed[@]}"
+# A pin: layer 0's down_proj held row-parallel, tap searching around it.
+if "$cli" plan "$llama" --mesh 2 --memory-gib 0.0015 "${fixed[@]}" -o "$work/unpinned.json" >/dev/null 2>&1; then
+  python3 - "$work/unpinned.json" "$work/pins.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["specs"]["model.layers.0.mlp.down_proj.weight"] = {"placements": ["Shard(0)"], "source": "override"}
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+fi
+run tap-pinned "$llama" --mesh 2 --memory-gib 0.0015 --keep-pins "$work/pins.json" "${fixed[@]}"
+run recompute "$llama" --mesh 2 --search megatron --sequence-parallel --flash-attention on --zero 0 \
+  --recompute full --micro-batches 1 --offload-optimizer off
+run tap-2d "$wide" --mesh 2x2 --axes data,model "${fixed[@]}"
+
+echo "interop: ${#passed[@]} passed (${passed[*]:-none}), ${#failed[@]} failed (${failed[*]:-none}); PyTorch from $root"
+[ ${#failed[@]} -eq 0 ]

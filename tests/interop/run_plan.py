@@ -1,0 +1,212 @@
+"""Runs a Tapestry plan's torch export on CPU gloo ranks and checks it against the
+unsharded model and against the plan.
+
+    python3 run_plan.py PLAN.json EXPORT.py
+
+PLAN.json is a tapestry.plan for a zoo model given with every knob
+("zoo:llama3-8b?layers=2&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=256&seq=16&batch=4",
+or zoo:gpt2 with positions); EXPORT.py is `tapestry-cli export PLAN.json --to torch`.
+One rank per device of the plan's mesh runs a training step (forward, loss,
+backward, SGD step) of the model of tests/interop/hf_models.py with the export
+applied (build_mesh, parallelize, batch_slice, loss_context), and checks:
+  - the loss and every parameter's gradient equal the unsharded model's
+    (float32, 1e-5 relative to the largest element);
+  - the collectives torch issues (CommDebugMode) equal, per phase and kind, the
+    collectives the plan costs (its "collectives" list): forward, and backward
+    with the optimizer step.
+Prints one line per check and exits non-zero when one fails.
+"""
+import copy
+import importlib.util
+import json
+import os
+import socket
+import sys
+import traceback
+import urllib.parse
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_models  # noqa: E402
+
+TOLERANCE = 1e-5
+
+# CommDebugMode's op names by the plan's collective kinds.
+KINDS = {
+    "all_reduce": "all-reduce", "allreduce_": "all-reduce", "allreduce_coalesced_": "all-reduce",
+    "all_gather_into_tensor": "all-gather", "_allgather_base_": "all-gather", "allgather_": "all-gather",
+    "allgather_into_tensor_coalesced_": "all-gather", "all_gather_into_tensor_coalesced": "all-gather",
+    "reduce_scatter_tensor": "reduce-scatter", "_reduce_scatter_base_": "reduce-scatter",
+    "reduce_scatter_": "reduce-scatter", "reduce_scatter_tensor_coalesced_": "reduce-scatter",
+    "reduce_scatter_tensor_coalesced": "reduce-scatter",
+    "all_to_all_single": "all-to-all", "alltoall_": "all-to-all", "alltoall_base_": "all-to-all",
+}
+
+
+def model_of(source):
+    """The family and knobs of a zoo source."""
+    name, _, query = source.partition("?")
+    knobs = {k: int(v[0]) for k, v in urllib.parse.parse_qs(query).items()}
+    family = "gpt2" if name.startswith("zoo:gpt2") else "llama" if name.startswith("zoo:llama") else None
+    if family is None:
+        raise SystemExit(f"run_plan: {source}: only zoo:llama* and zoo:gpt2* models have a torch twin here")
+    knobs.setdefault("kv_heads", knobs.get("heads"))
+    return family, knobs
+
+
+def collective_counter():
+    """CommDebugMode's count of collectives by the plan's kinds. CommDebugMode
+    also tracks modules, which torch 2.6's tracker cannot do through activation
+    checkpointing; the counting alone is the same dispatch mode without it."""
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.debug import _comm_mode as comm_mode
+    from torch.distributed.tensor import DTensor
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    collectives = set(comm_mode.c10d_collective_ops) | set(comm_mode.NATIVE_TO_PY_MAPPING) | set(
+        CommDebugMode().comm_registry)
+
+    class Counter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.counts = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if any(t == DTensor for t in types):
+                return NotImplemented  # DTensor dispatches it, and the mode sees its local collectives
+            packet = func._overloadpacket
+            if packet in collectives:
+                name = str(packet).split(".")[-1]
+                kind = KINDS.get(name)
+                if kind is None:
+                    raise RuntimeError(f"unknown collective {packet}")
+                self.counts[kind] = self.counts.get(kind, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    return Counter()
+
+
+def cpu_streams_for_fsdp():
+    """torch 2.6's FSDP2 records events on its streams, which CPU streams cannot
+    (torch 2.7 can): on CPU every op runs in order, so a recorded event is one
+    already reached."""
+    if hasattr(torch.cpu.Stream, "record_event"):
+        return
+
+    class Reached:
+        def wait(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def query(self):
+            return True
+
+    torch.cpu.Stream.record_event = lambda self, event=None: Reached()
+    if not hasattr(torch.cpu.Stream, "wait_event"):
+        torch.cpu.Stream.wait_event = lambda self, event: None
+
+
+def rank_main(rank, world, port, plan_file, export_file, results):
+    try:
+        cpu_streams_for_fsdp()
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        from torch.distributed.tensor import DTensor
+
+        plan = json.load(open(plan_file))
+        family, c = model_of(plan["model"]["source"])
+        spec = importlib.util.spec_from_file_location("tapestry_export", export_file)
+        export = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(export)
+
+        torch.manual_seed(0)
+        reference = hf_models.build(family, c)
+        model = copy.deepcopy(reference)
+        ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+        labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+
+        mesh = export.build_mesh("cpu")
+        export.parallelize(model, mesh)
+        mine = export.batch_slice(mesh, c["batch"])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        forward, backward = collective_counter(), collective_counter()
+        with export.loss_context():
+            with forward:
+                logits = model(ids[mine])
+                loss = F.cross_entropy(logits.flatten(0, 1), labels[mine].flatten())
+                reported = export.global_loss(loss, mesh)
+            with backward:
+                loss.backward()
+                optimizer.step()
+
+        ref_loss = F.cross_entropy(reference(ids).flatten(0, 1), labels.flatten())
+        ref_loss.backward()
+        value = reported.item()
+        errors = {"loss": abs(value - ref_loss.item()) / max(abs(ref_loss.item()), 1e-12)}
+        expected = dict(reference.named_parameters())
+        for name, param in model.named_parameters():
+            name = name.replace("_checkpoint_wrapped_module.", "").replace("_fsdp_wrapped_module.", "")
+            grad = param.grad.full_tensor() if isinstance(param.grad, DTensor) else param.grad
+            want = expected[name].grad
+            errors[name] = ((grad - want).abs().max() / want.abs().max().clamp_min(1e-12)).item()
+        results[rank] = {"errors": errors, "forward": forward.counts, "backward": backward.counts}
+        dist.destroy_process_group()
+    except Exception:
+        results[rank] = {"failure": traceback.format_exc()}
+
+
+def plan_counts(plan):
+    phases = {"forward": {}, "backward": {}}
+    for c in plan["collectives"]:
+        phase = "forward" if c["phase"] == "forward" else "backward"
+        phases[phase][c["kind"]] = phases[phase].get(c["kind"], 0) + 1
+    return phases
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    plan_file, export_file = sys.argv[1], sys.argv[2]
+    plan = json.load(open(plan_file))
+    world = 1
+    for axis in plan["mesh"]["axes"]:
+        world *= axis["size"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.start_processes(rank_main, args=(world, port, plan_file, export_file, results), nprocs=world,
+                       start_method="spawn")
+    want = plan_counts(plan)
+    ok = True
+    for rank in range(world):
+        r = results.get(rank)
+        if r is None or "failure" in r:
+            print(f"rank {rank}: FAILED\n{r['failure'] if r else 'no result'}")
+            ok = False
+            continue
+        worst = max(r["errors"], key=r["errors"].get)
+        good = r["errors"][worst] <= TOLERANCE
+        ok &= good
+        if rank == 0 or not good:
+            print(f"rank {rank}: numerics {'ok' if good else 'WRONG'}: loss and {len(r['errors']) - 1} gradients, "
+                  f"worst {worst} {r['errors'][worst]:.2e} (tolerance {TOLERANCE:g})")
+        for phase in ("forward", "backward"):
+            same = r[phase] == want[phase]
+            ok &= same
+            if rank == 0 or not same:
+                print(f"rank {rank}: {phase} collectives {'ok' if same else 'DIFFER'}: torch {dict(sorted(r[phase].items()))}, "
+                      f"plan {dict(sorted(want[phase].items()))}")
+    print(f"{os.path.basename(plan_file)}: {'passed' if ok else 'FAILED'} on {world} gloo ranks, torch {torch.__version__}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

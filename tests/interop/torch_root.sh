@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A Debian 13 root with PyTorch 2.x (Debian's python3-torch) for running Tapestry's
+# torch exports for real (DTensor, parallelize_module, loss_parallel, fully_shard) on
+# CPU gloo ranks: Debian 12 ships torch 1.13, which has none of these.
+#   tests/interop/torch_root.sh            make it once (about a minute), print its path
+#   tests/interop/torch_root.sh run CMD... run CMD inside it, the current directory at /work
+# The root is kept in $TAPESTRY_TORCH_ROOT (default /var/tmp/tapestry-torch-root) and
+# reused while it has torch. Needs root (debootstrap, chroot) and Debian's mirror.
+set -eu
+root=${TAPESTRY_TORCH_ROOT:-/var/tmp/tapestry-torch-root}
+fail() { echo "torch_root: $*" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || fail "needs root to make and enter $root (debootstrap, chroot)"
+ready() { chroot "$root" sh -c 'python3 -c "import torch" && test -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0' >/dev/null 2>&1; }
+if ! ready; then
+  mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  [ -n "$mirror" ] || fail "no Debian mirror in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+  command -v debootstrap >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null || fail "cannot install debootstrap"; }
+  echo "torch_root: making a Debian 13 root with python3-torch in $root (about a minute)" >&2
+  rm -rf "$root.new"
+  log=$(mktemp)
+  debootstrap --variant=minbase trixie "$root.new" "$mirror" >"$log" 2>&1 || { tail -5 "$log" >&2; fail "debootstrap trixie from $mirror failed"; }
+  cp /etc/resolv.conf "$root.new/etc/resolv.conf"
+  chroot "$root.new" apt-get update -q >"$log" 2>&1 || { tail -5 "$log" >&2; fail "apt-get update in the root failed"; }
+  DEBIAN_FRONTEND=noninteractive chroot "$root.new" apt-get install -y -q --no-install-recommends \
+    python3-torch python3-numpy libopenblas0-pthread >"$log" 2>&1 || { tail -5 "$log" >&2; fail "installing python3-torch failed"; }
+  rm -f "$log"
+  rm -rf "$root"
+  mv "$root.new" "$root"
+fi
+[ "${1:-}" = run ] || { echo "$root"; exit 0; }
+shift
+mounted=()
+# bind TARGET MOUNT-ARGS...: mounted for this run, unmounted after it (last first).
+bind() { local target=$1; shift; mountpoint -q "$target" || { mount "$@" "$target" && mounted=("$target" "${mounted[@]}"); }; }
+cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || true; done; }
+trap cleanup EXIT
+mkdir -p "$root/work"
+bind "$root/proc" -t proc proc
+bind "$root/dev" --bind /dev
+bind "$root/dev/shm" --bind /dev/shm
+bind "$root/work" --bind "$PWD"
+# One BLAS thread per rank; this torch is built without libuv, which gloo's rendezvous otherwise asks for.
+chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 USE_LIBUV=0 \
+  bash -c 'cd /work && "$@"' _ "$@"
