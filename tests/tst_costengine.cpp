@@ -11,6 +11,7 @@
 #include "io/modelloader.h"
 #include "io/zoo/graphbuilder.h"
 #include "io/zoo/zoo.h"
+#include "plan/plan.h"
 #include "search/segmentcost.h"
 #include "sharding/legalspecs.h"
 #include "sharding/meshprofile.h"
@@ -338,6 +339,64 @@ private slots:
                          qPrintable(QStringLiteral("segments %1 B against the whole %2 B")
                                         .arg(segmentMemory)
                                         .arg(again.memory.total())));
+        }
+    }
+
+    // One coster summing its charges again under other options (setOptions)
+    // and without the breakdowns (totals) gives evaluatePlan's figures to
+    // the bit; a ranked plan made whole (plan::completePlan) is makePlan's.
+    void totalsAndOptionsMatchTheWhole_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("shape");
+        for (const char *model : {"zoo:gpt2?layers=2&seq=64", "zoo:llama3-8b?layers=2&seq=64", "zoo:mlp?batch=8"})
+            for (const char *shape : {"8", "4x2"})
+                QTest::newRow(qPrintable(QString::fromLatin1(model) + QLatin1Char(' ') + QString::fromLatin1(shape)))
+                    << QString::fromLatin1(model) << QString::fromLatin1(shape);
+    }
+    void totalsAndOptionsMatchTheWhole()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, shape);
+        const auto g = io::loadModel(model.toStdString());
+        const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));
+        std::vector<cost::CostOptions> settings(4);
+        settings[1].techniques = cost::Techniques{true, cost::Recompute::Full, 3, 2};
+        settings[2].techniques = cost::Techniques{false, cost::Recompute::Selective, 2, 4};
+        settings[3].techniques.offloadOptimizer = true;
+        settings[3].overlap = true;
+        std::mt19937 rng(20261126u + static_cast<unsigned>(g.tensorCount()));
+        cost::PlanCoster coster(g, m);
+        for (int round = 0; round < 3; ++round) {
+            const auto specs = randomPlan(g, m, rng);
+            for (const auto &options : settings) {
+                const cost::PlanCost whole = cost::evaluatePlan(g, m, specs, options);
+                coster.setOptions(options);
+                const cost::PlanCost totals = coster.totals(specs);
+                QCOMPARE(totals.stepTime, whole.stepTime);
+                QCOMPARE(totals.compute, whole.compute);
+                QCOMPARE(totals.comm, whole.comm);
+                QCOMPARE(totals.commBytes, whole.commBytes);
+                QVERIFY(totals.memory == whole.memory);
+                QCOMPARE(totals.memoryCapacity, whole.memoryCapacity);
+                QCOMPARE(totals.fitsMemory, whole.fitsMemory);
+                QVERIFY(totals.byPhase == whole.byPhase);
+                QVERIFY(totals.warnings == whole.warnings);
+                QVERIFY(totals.collectives.empty() && totals.byOp.empty() && totals.byCollective.empty());
+                QVERIFY(coster.cost(specs) == whole);
+            }
+            const auto made = plan::makePlan(g, model.toStdString(), m, specs, plan::SpecSource::Search, "tap",
+                                             settings[round]);
+            cost::PlanCoster ranking(g, m, settings[round]);
+            auto ranked = plan::rankedPlan(g, model.toStdString(), specs, "tap", ranking);
+            QVERIFY(ranked.specs.empty() && ranked.model.fingerprint.empty());
+            QCOMPARE(ranked.cost.stepTime, made.cost.stepTime);
+            plan::completePlan(ranked, g, specs, plan::SpecSource::Search, coster);
+            QVERIFY(ranked.model == made.model);
+            QVERIFY(ranked.specs == made.specs);
+            QVERIFY(ranked.cost == made.cost);
+            QVERIFY(ranked.axisCarries == made.axisCarries);
+            QVERIFY(ranked.costOptions == made.costOptions);
         }
     }
 

@@ -260,6 +260,27 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
 
 PlanCost PlanCoster::cost(const std::vector<ShardingSpec> &specs)
 {
+    charge(specs);
+    return sum(specs, true);
+}
+
+PlanCost PlanCoster::totals(const std::vector<ShardingSpec> &specs)
+{
+    charge(specs);
+    return sum(specs, false);
+}
+
+void PlanCoster::setOptions(const CostOptions &options)
+{
+    if (options == m_options)
+        return;
+    if (!(options.techniques == m_options.techniques))
+        m_modes = recomputeModes(m_graph, options.techniques);
+    m_options = options;
+}
+
+void PlanCoster::charge(const std::vector<ShardingSpec> &specs)
+{
     if (specs.size() != m_graph.tensorCount())
         throw TapestryError(Error{m_graph.name, {}, "a plan to cost needs one spec per tensor"});
     const std::size_t n = m_order.size(), tensors = m_graph.tensorCount();
@@ -307,17 +328,16 @@ PlanCost PlanCoster::cost(const std::vector<ShardingSpec> &specs)
         throw;
     }
     m_specs = specs;
-    return sum(specs);
 }
 
 // The step summed exactly as evaluatePlan sums it: compute op by op in
 // topological order, then every collective in step order (forward ops in
 // order, backward ops in reverse), then the optimizer and memory.
-PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
+PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs, bool breakdowns) const
 {
     const std::size_t n = m_order.size();
     PlanCost cost;
-    std::vector<CostTotals> byOp(n);
+    std::vector<CostTotals> byOp(breakdowns ? n : 0);
     CostTotals forward, backward;
     bool anyBackward = false;
     std::map<std::string_view, std::pair<int, std::string_view>> noRule;  // op type -> count, first op
@@ -330,31 +350,55 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
                 entry.second = op.name;
         }
         const OpCompute c = opCompute(s, m_charges[k].flows, m_mesh, recomputed(k));
-        byOp[k].flops += c.forwardFlops;
-        byOp[k].compute += c.forward;
+        if (breakdowns) {
+            byOp[k].flops += c.forwardFlops;
+            byOp[k].compute += c.forward;
+        }
         forward.flops += c.forwardFlops;
         forward.compute += c.forward;
         if (!c.flows)
             continue;
         anyBackward = true;
-        byOp[k].flops += c.backwardFlops;
-        byOp[k].compute += c.backward;
+        if (breakdowns) {
+            byOp[k].flops += c.backwardFlops;
+            byOp[k].compute += c.backward;
+        }
         backward.flops += c.backwardFlops;
         backward.compute += c.backward;
     }
 
-    // Collectives in step order, each with the position of its op.
-    std::vector<std::int32_t> chargedTo;
-    std::size_t count = 0;
-    for (std::size_t k = 0; k < n; ++k)
-        count += m_charges[k].inputReshards.size() + m_charges[k].forward.size() + m_charges[k].backward.size();
-    for (const auto &reductions : m_reductions)
-        count += reductions.size();
-    cost.collectives.reserve(count);
-    chargedTo.reserve(count);
+    // Collectives in step order, each charged to the op at its position.
+    // Each is summed as it comes; with the breakdowns it is also kept, by
+    // op and by kind.
+    std::array<CostTotals, kKinds.size()> byKind{};
+    std::array<bool, kKinds.size()> kindSeen{};
+    if (breakdowns) {
+        std::size_t count = 0;
+        for (std::size_t k = 0; k < n; ++k)
+            count += m_charges[k].inputReshards.size() + m_charges[k].forward.size() + m_charges[k].backward.size();
+        for (const auto &reductions : m_reductions)
+            count += reductions.size();
+        cost.collectives.reserve(count);
+    }
+    auto add = [&](const CollectiveCost &c, Phase phase, std::size_t k) {
+        const std::size_t kind = kindIndex(c.kind);
+        kindSeen[kind] = true;
+        anyBackward = anyBackward || phase == Phase::Backward;
+        for (CostTotals *totals : {breakdowns ? &byOp[k] : nullptr, &byKind[kind],
+                                   phase == Phase::Forward ? &forward : &backward}) {
+            if (!totals)
+                continue;
+            totals->comm += c.time;
+            totals->commBytes += c.wireBytes;
+            totals->collectives += 1;
+        }
+        cost.comm += c.time;
+        cost.commBytes += c.wireBytes;
+    };
     auto append = [&](const CollectiveCost &c, std::size_t k) {
-        cost.collectives.push_back(c);
-        chargedTo.push_back(static_cast<std::int32_t>(k));
+        add(c, c.phase, k);
+        if (breakdowns)
+            cost.collectives.push_back(c);
     };
     for (std::size_t k = 0; k < n; ++k) {
         for (const auto &c : m_charges[k].inputReshards)
@@ -366,10 +410,13 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
         // A recomputed op's forward collectives again, before its backward.
         if (m_charges[k].flows && recomputed(k).comm > 0)
             for (const auto *list : {&m_charges[k].inputReshards, &m_charges[k].forward})
-                for (CollectiveCost c : *list) {
-                    c.phase = Phase::Backward;
-                    c.reason = "recomputed: " + c.reason;
-                    append(c, k);
+                for (const CollectiveCost &c : *list) {
+                    add(c, Phase::Backward, k);
+                    if (!breakdowns)
+                        continue;
+                    cost.collectives.push_back(c);
+                    cost.collectives.back().phase = Phase::Backward;
+                    cost.collectives.back().reason = "recomputed: " + c.reason;
                 }
         for (const auto &c : m_charges[k].backward)
             append(c, k);
@@ -388,27 +435,13 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs) const
                                                  m_graph.op(m_order[k]).name))
                 append(c, k);
         }
-    std::array<CostTotals, kKinds.size()> byKind{};
-    std::array<bool, kKinds.size()> kindSeen{};
-    for (std::size_t j = 0; j < cost.collectives.size(); ++j) {
-        const CollectiveCost &c = cost.collectives[j];
-        const std::size_t kind = kindIndex(c.kind);
-        kindSeen[kind] = true;
-        anyBackward = anyBackward || c.phase == Phase::Backward;
-        for (CostTotals *totals : {&byOp[static_cast<std::size_t>(chargedTo[j])], &byKind[kind],
-                                   c.phase == Phase::Forward ? &forward : &backward}) {
-            totals->comm += c.time;
-            totals->commBytes += c.wireBytes;
-            totals->collectives += 1;
-        }
-        cost.comm += c.time;
-        cost.commBytes += c.wireBytes;
+    if (breakdowns) {
+        for (std::size_t k : m_byName)
+            cost.byOp.emplace_hint(cost.byOp.end(), m_graph.op(m_order[k]).name, byOp[k]);
+        for (std::size_t kind = 0; kind < kKinds.size(); ++kind)
+            if (kindSeen[kind])
+                cost.byCollective.emplace(std::string(sharding::toString(kKinds[kind])), byKind[kind]);
     }
-    for (std::size_t k : m_byName)
-        cost.byOp.emplace_hint(cost.byOp.end(), m_graph.op(m_order[k]).name, byOp[k]);
-    for (std::size_t kind = 0; kind < kKinds.size(); ++kind)
-        if (kindSeen[kind])
-            cost.byCollective.emplace(std::string(sharding::toString(kKinds[kind])), byKind[kind]);
     if (n > 0)
         cost.byPhase.emplace("forward", forward);
     if (anyBackward)

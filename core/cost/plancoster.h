@@ -38,6 +38,17 @@ public:
     // The cost of a step with every tensor stored as `specs` says (indexed
     // by tensor id; legal specs, see ShardingSpec::problem).
     PlanCost cost(const std::vector<sharding::ShardingSpec> &specs);
+    // The same without the breakdowns that grow with the graph (the
+    // collectives, byOp and byCollective left empty): the step time,
+    // compute, communication, phases, memory and fit summed in cost()'s
+    // order, to the same bits. Ranking plans (cost::Objective) reads no
+    // more, and skips a string per collective and per op.
+    PlanCost totals(const std::vector<sharding::ShardingSpec> &specs);
+    // Costs under `options` from now on. What is charged depends on the
+    // specs and the mesh alone, the options only on how it is summed
+    // (recomputation, ZeRO, micro-batches, overlap): a plan costed again
+    // under other techniques is summed again, not charged again.
+    void setOptions(const CostOptions &options);
 
     // Ops whose strategy the last cost() resolved: all of them the first time.
     std::size_t resolvedOps() const { return m_resolved; }
@@ -74,10 +85,13 @@ private:
         CollectiveCost collective;
     };
 
+    // Brings the charges up to `specs` (all of them the first time, else
+    // by what differs from the last specs).
+    void charge(const std::vector<sharding::ShardingSpec> &specs);
     void resolve(std::size_t k, const std::vector<sharding::ShardingSpec> &specs);
     void chargeOp(std::size_t k, const std::vector<sharding::ShardingSpec> &specs);
     void chargeTensor(std::size_t t, const std::vector<sharding::ShardingSpec> &specs);
-    PlanCost sum(const std::vector<sharding::ShardingSpec> &specs) const;
+    PlanCost sum(const std::vector<sharding::ShardingSpec> &specs, bool breakdowns) const;
     CollectiveCost costed(const sharding::Collective &c, std::size_t k, Phase phase) const;
     const std::string &movedTensor(const sharding::Collective &c, std::size_t k) const;
     Recomputed recomputed(std::size_t k) const

@@ -74,6 +74,31 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std:
     return p;
 }
 
+Plan rankedPlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
+                const std::string &method, cost::PlanCoster &coster)
+{
+    Plan p;
+    p.model = {modelSource, graph.name, {}, static_cast<std::int64_t>(graph.opCount()),
+               static_cast<std::int64_t>(graph.tensorCount())};
+    p.mesh = coster.mesh();
+    p.method = method;
+    p.costOptions = coster.options();
+    p.cost = coster.totals(specs);
+    p.axisCarries = axisCarries(graph, coster.mesh(), specs);
+    return p;
+}
+
+void completePlan(Plan &plan, const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                  SpecSource source, cost::PlanCoster &coster)
+{
+    if (plan.model.fingerprint.empty())
+        plan.model.fingerprint = modelFingerprint(graph);
+    for (std::size_t t = 0; t < graph.tensorCount(); ++t)
+        plan.specs.try_emplace(graph.tensors()[t].name, TensorPlan{specs[t], source});
+    coster.setOptions(plan.costOptions);
+    plan.cost = coster.cost(specs);
+}
+
 std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput,
                                               const std::string &fingerprint)
 {

@@ -81,6 +81,20 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std:
 Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
               SpecSource source, const std::string &method, cost::PlanCoster &coster, const std::string &fingerprint);
 
+// A plan ranked, not whole: as makePlan, less its specs by tensor name and
+// its fingerprint, and costed in totals (cost::PlanCoster::totals). A
+// search that makes many plans and keeps one makes the others no further;
+// completePlan() makes the one kept whole.
+Plan rankedPlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
+                const std::string &method, cost::PlanCoster &coster);
+// Makes a rankedPlan() whole, as makePlan would have made it from the same
+// specs (by tensor id) and `source`: every tensor's spec (the entries the
+// plan holds, pins marked override, kept as they are), the fingerprint,
+// and the cost with its breakdowns, by `coster` (made for `graph` and the
+// plan's mesh; its options are set to the plan's).
+void completePlan(Plan &plan, const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                  SpecSource source, cost::PlanCoster &coster);
+
 // Checks that `plan` fits `graph` and returns its specs indexed by tensor
 // id. Throws TapestryError naming `planInput` and, where it is about one
 // tensor, the tensor: another model (fingerprint), a tensor the model does

@@ -62,6 +62,15 @@ struct SearchOptions {
     // empty, is free. The search keeps each named axis to its role
     // (search/axisconstraint.h): a data axis splits no weight, and so on.
     std::vector<std::optional<plan::AxisRole>> axisRoles;
+    // tap: the plans returned are ranked, not whole: costed in totals
+    // (cost::PlanCoster::totals: no collectives nor breakdowns), holding
+    // no spec by tensor name but the pinned ones, and no model
+    // fingerprint; their specs by tensor id are in SearchResult. For a
+    // caller that runs several searches and keeps one plan
+    // (searchTechniques), which makes that one whole (plan::completePlan):
+    // on a deep model the specs by name and the breakdowns are most of a
+    // plan's making. exact returns whole plans either way.
+    bool rankedPlans = false;
     // Called now and then with work done and work planned (units of the
     // search's choosing), from the searching thread.
     std::function<void(std::size_t done, std::size_t total)> progress;

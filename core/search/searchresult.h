@@ -44,6 +44,10 @@ struct SearchResult {
     plan::Plan plan;
     plan::Plan leastCommunication;
     SearchStats stats;
+    // Where the search returned ranked plans (SearchOptions::rankedPlans):
+    // each plan's specs by tensor id, for plan::completePlan; else empty.
+    std::vector<sharding::ShardingSpec> planSpecs;
+    std::vector<sharding::ShardingSpec> leastCommunicationSpecs;
 };
 
 } // namespace tapestry::search

@@ -212,12 +212,14 @@ private:
     // Replays a group's trail: the specs it fixes for the representative's tensors.
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                 std::map<ir::TensorId, ShardingSpec> &fixed);
-    // The plan of a trail; a copy of `previous` (assembled just before) where
-    // their specs are the same.
+    // The specs of a trail's plan, by tensor id.
     // `inputs`: graph inputs stored otherwise than the plan's copies say.
-    plan::Plan assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
-                        const plan::Plan *previous = nullptr, const std::map<ir::TensorId, ShardingSpec> &inputs = {});
-    // As assemble; where a class's copies split between two plans, which
+    std::vector<ShardingSpec> assemble(const std::vector<int> &vars, const Candidate &best,
+                                       const std::map<ir::TensorId, ShardingSpec> &inputs = {});
+    // The whole plan's coster: the plans assembled share it, each costed by
+    // what differs from the one before.
+    cost::PlanCoster &planCoster();
+    // The plan of a trail; where a class's copies split between two plans, which
     // copies take which is not in the search's costs (each copy is costed
     // as the representative, while the first layer's input, say, needs no
     // gradient): per such class the other way round is assembled too and
@@ -226,6 +228,9 @@ private:
     // layer before) is stored so or replicated, which any layout slices
     // for free, whichever the whole plan's cost prefers: the search costs
     // every copy as the representative, reading its boundary layout.
+    // Ways are ranked on the whole plan's totals; the plan kept is built
+    // once, a copy of `previous` (assembled just before) where their specs
+    // are the same.
     plan::Plan assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate &best,
                              const plan::Plan *previous = nullptr);
     // One line per class whose copies `best` splits between two plans
@@ -238,7 +243,7 @@ private:
         return static_cast<std::int64_t>(m_choices.size() - 1);
     }
     std::unique_ptr<cost::PlanCoster> m_planCoster;
-    std::string m_fingerprint;                    // the graph's, once assemble() needed it
+    std::string m_fingerprint;                    // the graph's, once a plan needed it
     std::vector<ShardingSpec> m_assembledSpecs;  // the last plan's, by tensor id
 
     const ir::Graph &m_graph;
@@ -834,8 +839,8 @@ void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::
     }
 }
 
-plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector<int> &vars, const Candidate &best,
-                               const plan::Plan *previous, const std::map<ir::TensorId, ShardingSpec> &inputs)
+std::vector<ShardingSpec> TapSearch::assemble(const std::vector<int> &vars, const Candidate &best,
+                                              const std::map<ir::TensorId, ShardingSpec> &inputs)
 {
     std::vector<ShardingSpec> specs(m_graph.tensorCount());
     std::vector<bool> fixed(m_graph.tensorCount(), false);
@@ -906,21 +911,14 @@ plan::Plan TapSearch::assemble(const std::string &modelSource, const std::vector
         fix(t, spec);
     for (const auto &[name, spec] : m_options.pinned)
         fix(*m_graph.findTensor(name), spec);  // checked in the constructor
-    specs = sharding::propagateSpecs(m_graph, m_mesh, std::move(specs), fixed);
-    if (previous && specs == m_assembledSpecs)
-        return *previous;
-    m_assembledSpecs = specs;
-    // The fastest plan and the least-communication one share a coster:
-    // the second is costed by what differs from the first.
-    if (!m_planCoster) {
+    return sharding::propagateSpecs(m_graph, m_mesh, std::move(specs), fixed);
+}
+
+cost::PlanCoster &TapSearch::planCoster()
+{
+    if (!m_planCoster)
         m_planCoster = std::make_unique<cost::PlanCoster>(m_graph, m_mesh, m_options.cost);
-        m_fingerprint = plan::modelFingerprint(m_graph);
-    }
-    auto plan =
-        plan::makePlan(m_graph, modelSource, specs, plan::SpecSource::Search, "tap", *m_planCoster, m_fingerprint);
-    for (const auto &[name, spec] : m_options.pinned)
-        plan.specs[name].source = plan::SpecSource::Override;
-    return plan;
+    return *m_planCoster;
 }
 
 std::vector<std::string> TapSearch::copiesApart(const Candidate &best) const
@@ -957,18 +955,18 @@ std::vector<std::string> TapSearch::copiesApart(const Candidate &best) const
 plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::vector<int> &vars, Candidate &best,
                                     const plan::Plan *previous)
 {
-    auto plan = assemble(modelSource, vars, best, previous);
+    auto specs = assemble(vars, best);
+    auto objective = cost::Objective::of(planCoster().totals(specs));
     // Assembles another way and keeps it where the whole plan's cost ranks
-    // it first; else the specs assemble() compares with stay the kept plan's.
+    // it first.
     std::map<ir::TensorId, ShardingSpec> inputs;
     auto better = [&](const Candidate &candidate, const std::map<ir::TensorId, ShardingSpec> &stored) {
-        const auto kept = m_assembledSpecs;
-        auto other = assemble(modelSource, vars, candidate, nullptr, stored);
-        if (!(cost::Objective::of(other.cost) < cost::Objective::of(plan.cost))) {
-            m_assembledSpecs = kept;
+        auto other = assemble(vars, candidate, stored);
+        const auto theirs = cost::Objective::of(planCoster().totals(other));
+        if (!(theirs < objective))
             return false;
-        }
-        plan = std::move(other);
+        specs = std::move(other);
+        objective = theirs;
         return true;
     };
     std::size_t at = 0;
@@ -987,13 +985,29 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
     }
     const ShardingSpec whole = ShardingSpec::replicated(m_mesh.rank());
     for (ir::TensorId t : m_classGraphInputs) {
-        if (plan.specs.at(m_graph.tensor(t).name).spec == whole)
+        if (specs[t.index()] == whole)
             continue;
         auto tried = inputs;
         tried[t] = whole;
         if (better(best, tried))
             inputs = std::move(tried);
     }
+    if (previous && specs == m_assembledSpecs)
+        return *previous;
+    if (m_options.rankedPlans) {
+        auto plan = plan::rankedPlan(m_graph, modelSource, specs, "tap", planCoster());
+        for (const auto &[name, spec] : m_options.pinned)
+            plan.specs[name] = {specs[m_graph.findTensor(name)->index()], plan::SpecSource::Override};
+        m_assembledSpecs = std::move(specs);
+        return plan;
+    }
+    if (m_fingerprint.empty())
+        m_fingerprint = plan::modelFingerprint(m_graph);
+    auto plan =
+        plan::makePlan(m_graph, modelSource, specs, plan::SpecSource::Search, "tap", planCoster(), m_fingerprint);
+    for (const auto &[name, spec] : m_options.pinned)
+        plan.specs[name].source = plan::SpecSource::Override;
+    m_assembledSpecs = std::move(specs);
     return plan;
 }
 
@@ -1255,8 +1269,12 @@ SearchResult TapSearch::run(const std::string &modelSource)
         result.stats.segments += g.blocks.size();
     result.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.plan = assembleApart(modelSource, fastest.vars, fastest.candidate);
+    if (m_options.rankedPlans)
+        result.planSpecs = m_assembledSpecs;
     result.stats.copiesApart = copiesApart(fastest.candidate);
     result.leastCommunication = assembleApart(modelSource, leastComm.vars, leastComm.candidate, &result.plan);
+    if (m_options.rankedPlans)
+        result.leastCommunicationSpecs = m_assembledSpecs;
     for (auto *p : {&result.plan, &result.leastCommunication}) {
         p->searchWarnings = warnings;
         if (!p->cost.fitsMemory && p->searchWarnings.empty())

@@ -20,6 +20,9 @@ namespace tapestry::search {
 
 namespace {
 
+void simplify(plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices,
+              const std::vector<sharding::ShardingSpec> &specs, cost::PlanCoster *given = nullptr);
+
 // Bytes in the unit the CLI's reports use for their size.
 std::string gib(double bytes)
 {
@@ -116,7 +119,6 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
                 t.zeroStage = stage;
                 t.microBatches = micro[i];
                 t.offloadOptimizer = choices.offloadOptimizer.value_or(false);
-                t.zeroAxes = choices.zeroAxes;
                 out.push_back(t);
             }
     // The host's memory for the optimizer state: slower than any setting
@@ -195,7 +197,9 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     // part (the first of a wave), in thousandths of a setting.
     const std::size_t units = candidates.size() * 1000;
     std::atomic<std::size_t> doneUnits{0};
+    // Every search returns ranked plans; the one kept is made whole.
     auto reporting = [&](SearchOptions o, bool reports) {
+        o.rankedPlans = true;
         o.progress = nullptr;
         if (reports && options.progress)
             o.progress = [&options, &doneUnits, units](std::size_t done, std::size_t total) {
@@ -228,9 +232,13 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         finished();
         ++tried;
         evaluated += r.stats.plansEvaluated;
+        // The free mesh differs from the real one in its device's memory
+        // alone, which a plan's cost reads only as its capacity (what fits):
+        // costed on the real mesh, the plans keep every figure but those two.
         for (auto *p : {&r.plan, &r.leastCommunication}) {
             p->mesh = mesh;
-            plan::recostPlan(*p, graph, modelSource);
+            p->cost.memoryCapacity = mesh.device.memoryBytes;
+            p->cost.fitsMemory = p->cost.memory.total() <= p->cost.memoryCapacity;
         }
         return r;
     };
@@ -373,25 +381,49 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
                                                     gib(static_cast<double>(mesh.device.memoryBytes)) + " alone"
                                               : std::string()));
     }
-    simplifyTechniques(best->plan, graph, choices);
+    if (best->planSpecs.empty()) {
+        simplifyTechniques(best->plan, graph, choices);
+    } else {
+        cost::PlanCoster coster(graph, mesh, best->plan.costOptions);
+        plan::completePlan(best->plan, graph, best->planSpecs, plan::SpecSource::Search, coster);
+        best->leastCommunication.model.fingerprint = best->plan.model.fingerprint;
+        plan::completePlan(best->leastCommunication, graph, best->leastCommunicationSpecs, plan::SpecSource::Search,
+                           coster);
+        simplify(best->plan, graph, choices, best->planSpecs, &coster);
+        best->planSpecs.clear();
+        best->leastCommunicationSpecs.clear();
+    }
     best->stats.techniquesTried = tried;
     best->stats.plansEvaluated = evaluated;
     best->stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return std::move(*best);
 }
 
-void simplifyTechniques(plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices)
+namespace {
+
+// simplifyTechniques with the plan's specs by tensor id (planSpecs).
+// Each setting is ranked on the plan's totals, by one coster that sums its
+// charges again per setting; the plan is costed whole once, on the setting
+// kept.
+void simplify(plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices,
+              const std::vector<sharding::ShardingSpec> &specs, cost::PlanCoster *given)
 {
-    const auto specs = plan::planSpecs(plan, graph, plan.model.source);
+    std::optional<cost::PlanCoster> made;
+    cost::PlanCoster *coster = given;
+    cost::CostOptions kept = plan.costOptions;
+    cost::Objective objective = objectiveOf(plan);
     auto tryWithout = [&](auto change) {
-        cost::CostOptions o = plan.costOptions;
+        cost::CostOptions o = kept;
         change(o.techniques);
-        if (o == plan.costOptions)
+        if (o == kept)
             return;
-        cost::PlanCost c = cost::evaluatePlan(graph, plan.mesh, specs, o);
-        if (noWorse(cost::Objective::of(c), objectiveOf(plan))) {
-            plan.costOptions = o;
-            plan.cost = std::move(c);
+        if (!coster)
+            coster = &made.emplace(graph, plan.mesh, o);
+        coster->setOptions(o);
+        const auto theirs = cost::Objective::of(coster->totals(specs));
+        if (noWorse(theirs, objective)) {
+            kept = o;
+            objective = theirs;
         }
     };
     if (!choices.offloadOptimizer)
@@ -409,24 +441,46 @@ void simplifyTechniques(plan::Plan &plan, const ir::Graph &graph, const Techniqu
                 t.recompute = cost::Recompute::None;
         });
     }
+    if (kept == plan.costOptions)
+        return;
+    plan.costOptions = kept;
+    coster->setOptions(kept);
+    plan.cost = coster->cost(specs);
+}
+
+} // namespace
+
+void simplifyTechniques(plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices)
+{
+    simplify(plan, graph, choices, plan::planSpecs(plan, graph, plan.model.source));
 }
 
 plan::Plan chooseTechniques(const plan::Plan &plan, const ir::Graph &graph, const TechniqueChoices &choices)
 {
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
-    std::optional<plan::Plan> best;
+    // Every setting ranked on the plan's totals by one coster; the best
+    // costed whole.
+    std::optional<cost::PlanCoster> coster;
+    std::optional<std::pair<cost::CostOptions, cost::Objective>> best;
     for (const cost::Techniques &t : techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph),
                                                          cost::attentionLayerKinds(graph))) {
-        plan::Plan p = plan;
-        p.costOptions.techniques = t;
-        p.cost = cost::evaluatePlan(graph, p.mesh, specs, p.costOptions);
-        if (!best || objectiveOf(p) < objectiveOf(*best))
-            best = std::move(p);
+        cost::CostOptions o = plan.costOptions;
+        o.techniques = t;
+        if (!coster)
+            coster.emplace(graph, plan.mesh, o);
+        coster->setOptions(o);
+        const auto objective = cost::Objective::of(coster->totals(specs));
+        if (!best || objective < best->second)
+            best = {o, objective};
     }
     if (!best)
         return plan;
-    simplifyTechniques(*best, graph, choices);
-    return std::move(*best);
+    plan::Plan p = plan;
+    p.costOptions = best->first;
+    coster->setOptions(p.costOptions);
+    p.cost = coster->cost(specs);
+    simplify(p, graph, choices, specs);
+    return p;
 }
 
 std::vector<std::string> techniqueReasons(const plan::Plan &plan, const ir::Graph &graph)
@@ -434,10 +488,15 @@ std::vector<std::string> techniqueReasons(const plan::Plan &plan, const ir::Grap
     const cost::Techniques &used = plan.costOptions.techniques;
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
     std::vector<std::string> lines;
+    // One coster, its charges summed again per setting.
+    std::optional<cost::PlanCoster> coster;
     auto without = [&](const std::string &name, auto change) {
         cost::CostOptions o = plan.costOptions;
         change(o.techniques);
-        const cost::PlanCost c = cost::evaluatePlan(graph, plan.mesh, specs, o);
+        if (!coster)
+            coster.emplace(graph, plan.mesh, o);
+        coster->setOptions(o);
+        const cost::PlanCost c = coster->totals(specs);
         const double saves = static_cast<double>(c.memory.total() - plan.cost.memory.total());
         const double costs = plan.cost.stepTime - c.stepTime;
         std::string line = name + ": saves " + gib(saves) + " per device, ";
