@@ -119,6 +119,7 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
                 t.zeroStage = stage;
                 t.microBatches = micro[i];
                 t.offloadOptimizer = choices.offloadOptimizer.value_or(false);
+                t.zeroAxes = choices.zeroAxes;
                 out.push_back(t);
             }
     // The host's memory for the optimizer state: slower than any setting
