@@ -280,6 +280,18 @@ bool PlanDocument::exportPlan(const QString &format, const QString &path)
     }
 }
 
+QString PlanDocument::exportProblem(const QString &format) const
+{
+    if (!m_planned.plan)
+        return {};
+    try {
+        exports::exportPlanText(*m_model.graph, *m_planned.plan, m_model.source.toStdString(), format.toStdString());
+        return {};
+    } catch (const std::exception &e) {
+        return QString::fromUtf8(e.what());
+    }
+}
+
 bool PlanDocument::pinTensor(const std::string &tensor, const sharding::ShardingSpec &spec, bool wholeClass)
 {
     if (!m_planned.plan)

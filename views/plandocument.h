@@ -67,6 +67,10 @@ public:
     bool savePlan(const QString &path);
     // The plan for a training framework ("torch", "jax", "megatron").
     bool exportPlan(const QString &format, const QString &path);
+    // Why the plan cannot be exported for `format` ("torch", "jax",
+    // "megatron"): the export's one-line error, naming the first tensor that
+    // breaks it; empty when it can (or there is no plan).
+    QString exportProblem(const QString &format) const;
 
     // Pins `spec` on a tensor (marked override) and re-costs; with
     // `wholeClass`, in every instance of its class. Undoable. False, with

@@ -168,14 +168,31 @@ void StudioActions::createPlanMenu()
     for (QComboBox *box : {m_method, m_mesh, m_profile})
         connect(box, &QComboBox::activated, m_window, [this] { m_window->derivePlan(); });
     auto *exportMenu = planMenu->addMenu(tr("&Export for"));
+    exportMenu->setToolTipsVisible(true);
+    std::vector<std::pair<QAction *, QString>> exportActions;
     for (const auto &[format, label, suffix] :
-         {std::tuple{"torch", "PyTorch (parallelize_module plan)…", "py"}, std::tuple{"jax", "JAX (PartitionSpecs)…", "py"},
-          std::tuple{"megatron", "Megatron-LM (arguments)…", "txt"}})
-        exportMenu->addAction(tr(label), m_window, [this, format = QString::fromLatin1(format), suffix = QString::fromLatin1(suffix)] {
+         {std::tuple{"torch", "PyTorch (parallelize_module module)…", "py"}, std::tuple{"jax", "JAX (PartitionSpecs)…", "py"},
+          std::tuple{"megatron", "Megatron-LM (arguments)…", "txt"}}) {
+        auto *action = exportMenu->addAction(tr(label), m_window, [this, format = QString::fromLatin1(format), suffix = QString::fromLatin1(suffix)] {
             const QString path = QFileDialog::getSaveFileName(m_window, tr("Export plan"), QStringLiteral("plan-%1.%2").arg(format, suffix));
             if (!path.isEmpty())
                 m_window->exportPlan(format, path);
         });
+        action->setData(tr(label));
+        exportActions.emplace_back(action, QString::fromLatin1(format));
+    }
+    // Which targets can express the plan, asked when the menu opens: one
+    // that cannot is disabled and names the first tensor that breaks it.
+    connect(exportMenu, &QMenu::aboutToShow, m_window, [this, exportActions] {
+        for (const auto &[action, format] : exportActions) {
+            const QString problem = m_document->exportProblem(format);
+            const QString label = action->data().toString();
+            action->setEnabled(problem.isEmpty());
+            action->setText(problem.isEmpty() ? label : tr("%1 cannot express this plan").arg(label.chopped(1)));
+            action->setToolTip(problem.isEmpty() ? tr("Every tensor of the plan has a form there") : problem);
+            action->setStatusTip(action->toolTip());
+        }
+    });
     auto *compare = planMenu->addMenu(tr("&Compare with"));
     for (const char *method : {"megatron", "dp", "replicate"})
         compare->addAction(QString::fromLatin1(method), m_window,

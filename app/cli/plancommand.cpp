@@ -4,6 +4,8 @@
 
 #include "analysis/pinpropagation.h"
 #include "ir/error.h"
+#include "cost/objective.h"
+#include "export/exportplan.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
 #include "plan/axisroles.h"
@@ -56,7 +58,7 @@ search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &gra
     search::TechniqueChoices c;
     // Axes named by role: ZeRO shards over the data axes, as FSDP and
     // Megatron's distributed optimizer shard over their data-parallel group.
-    if (axisNamesGiven(args)) {
+    if (axisNamesGiven(args) || args.value("--target")) {
         c.zeroAxes.emplace();
         for (const auto &a : mesh.axes)
             if (plan::axisRoleFromName(a.name) == plan::AxisRole::Data)
@@ -104,6 +106,8 @@ search::TechniqueChoices techniqueChoices(const Args &args, const ir::Graph &gra
         if (*v != "on" && *v != "off")
             throw TapestryError(Error{"--offload-optimizer", {}, "expects on, off or auto, got '" + *v + "'"});
         c.offloadOptimizer = *v == "on";
+    } else if (args.value("--target")) {
+        c.offloadOptimizer = false;  // no framework export runs the optimizer on the host
     }
     if (auto v = args.value("--zero"); v && *v != "auto")
         c.zeroStage = intOption(args, "--zero", 0, 3);
@@ -142,7 +146,9 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         if (used != limit->size() || !(options.timeLimitSeconds > 0))
             throw TapestryError(Error{"--time-limit", {}, "expects a positive number of seconds, got '" + *limit + "'"});
     }
-    if (axisNamesGiven(args)) {
+    // A target's mesh is its axes' roles: the default names (model; data,
+    // model) become constraints, as torch's and Megatron's meshes are.
+    if (axisNamesGiven(args) || args.value("--target")) {
         std::vector<std::string> names;
         for (const auto &a : mesh.axes)
             names.push_back(a.name);
@@ -160,6 +166,56 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
     auto result = search::searchTechniques(run, graph, model, mesh, options, techniqueChoices(args, graph, mesh));
     bar.finish();
     return result;
+}
+
+// --target: the plan must be one the framework expresses. The search ran
+// with the axes' roles as constraints and no optimizer offload; where its
+// plan still needs what the export refuses, the reference plans are costed
+// with the same techniques and the best that exports is taken. Returns the
+// report's line; throws where no plan exports.
+std::string keepToTarget(plan::Plan &p, const std::string &target, const ir::Graph &graph, const std::string &model,
+                         const sharding::Mesh &mesh, const Args &args)
+{
+    if (target != "torch" && target != "jax" && target != "megatron")
+        throw TapestryError(Error{"--target", {}, "expects torch, jax or megatron, got '" + target + "'"});
+    auto refusal = [&](const plan::Plan &candidate) -> std::string {
+        try {
+            exports::exportPlanText(graph, candidate, model, target);
+            return {};
+        } catch (const TapestryError &e) {
+            return e.what();
+        }
+    };
+    const std::string why = refusal(p);
+    if (why.empty())
+        return target + " expresses this plan (export --to " + target + ")";
+    std::optional<plan::Plan> best;
+    std::string bestName;
+    for (const auto &[name, method, sp] :
+         {std::tuple{"megatron with sequence parallelism", search::ReferenceMethod::Megatron, true},
+          std::tuple{"megatron", search::ReferenceMethod::Megatron, false},
+          std::tuple{"dp", search::ReferenceMethod::DataParallel, false}}) {
+        search::ReferenceOptions options;
+        options.sequenceParallel = sp;
+        options.cost.overlap = args.has("--overlap");
+        plan::Plan candidate;
+        try {
+            candidate = search::chooseTechniques(search::referencePlan(graph, model, mesh, method, options), graph,
+                                                 techniqueChoices(args, graph, mesh));
+        } catch (const TapestryError &) {
+            continue;  // the method does not apply (heads not divisible, ...)
+        }
+        if (!refusal(candidate).empty())
+            continue;
+        if (!best || cost::Objective::of(candidate.cost) < cost::Objective::of(best->cost)) {
+            best = std::move(candidate);
+            bestName = name;
+        }
+    }
+    if (!best)
+        throw TapestryError(Error{"--target", {}, "no plan " + target + " expresses: " + why});
+    p = std::move(*best);
+    return "the searched plan is not one " + target + " expresses (" + why + "); the best that is: " + bestName;
 }
 
 int runPlan(const Args &args)
@@ -197,6 +253,9 @@ int runPlan(const Args &args)
         p = search::chooseTechniques(search::referencePlan(graph, model, mesh, *reference, options), graph,
                                      techniqueChoices(args, graph, mesh));
     }
+    std::string targetNote;
+    if (auto target = args.value("--target"))
+        targetNote = keepToTarget(p, *target, graph, model, mesh, args);
     const auto reasons = search::techniqueReasons(p, graph);
     if (auto path = args.value("-o"))
         plan::writePlanFile(*path, p);
@@ -207,11 +266,15 @@ int runPlan(const Args &args)
             addSearchReport(j, *result, loadSeconds);
         if (auto path = args.value("-o"))
             j["plan_file"] = *path;
+        if (auto target = args.value("--target"))
+            j["target"] = {{"framework", *target}, {"note", targetNote}};
         std::cout << j.dump(2) << '\n';
     } else {
         printPlanReport(p, std::cout, reasons);
         if (result)
             printSearchReport(*result, loadSeconds, std::cout);
+        if (!targetNote.empty())
+            std::cout << "target        " << targetNote << '\n';
         if (auto path = args.value("-o"))
             std::cout << "\nplan written to " << *path << '\n';
     }
@@ -254,6 +317,10 @@ Registration plan([] {
     c.options.push_back({"--offload-optimizer", "on|off|auto",
                          "optimizer state and update on the host (ZeRO-Offload; auto: only where nothing else fits)"});
     c.options.push_back({"--micro-batches", "N|auto", "micro-batches per step, gradients accumulated; N divides the model's batch (auto: chosen)"});
+    c.options.push_back({"--target", "torch|jax|megatron",
+                         "keep to plans the framework's export expresses: the axes' names are roles, no optimizer "
+                         "offload, and where the search's plan still cannot be exported, the best reference plan "
+                         "that can"});
     c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON)"});
     c.options.push_back({"--json", "", "print the summary as one JSON object"});
     c.run = runPlan;

@@ -344,10 +344,13 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
                             m.result = next.outputs[0];
                         }
             }
+            // One module may run twice (T5's shared embedding, the encoder's
+            // and the decoder's): one style, and one output layout below.
             auto &slot = byModule[owner];
-            if (!slot.style.empty())
+            const std::string style = m.colwise ? "ColwiseParallel" : "RowwiseParallel";
+            if (!slot.style.empty() && (slot.style != style || reader == tensor.consumers.front()))
                 fail(tensor.name, "module " + owner + " holds two split weights");
-            slot.style = m.colwise ? "ColwiseParallel" : "RowwiseParallel";
+            slot.style = style;
             moduleByOp[opId.value] = owner;
             if (g.op(reader).type == "Transpose")
                 issues(reader, g.op(reader).outputs[0]);
@@ -359,6 +362,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
     // where it is stored as produced (the redistribution moves into the
     // module, as ColwiseParallel's output_layouts does it).
     std::map<std::int32_t, std::string> returned;  // by result tensor
+    std::map<std::string, std::string> returnedBy;  // output_layouts by module
     for (const auto &m : split) {
         TorchModulePlan &entry = byModule[m.module];
         const std::string produced = m.colwise ? "Shard(-1)" : "Partial()";
@@ -379,8 +383,12 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         }
         if (out == "Partial()")
             fail(g.tensor(m.result).name, "a partial sum returned by " + m.module + "; torch reduces a module's output");
-        if (out != (m.colwise ? "Shard(-1)" : "Replicate()"))
-            entry.outputLayouts = out;
+        const std::string outputLayouts = out != (m.colwise ? "Shard(-1)" : "Replicate()") ? out : std::string();
+        if (returnedBy.count(m.module) && returnedBy[m.module] != outputLayouts)
+            fail(g.tensor(m.result).name, m.module + " returns " + out + " here and another layout where it runs "
+                                                                          "again; a module returns one");
+        returnedBy[m.module] = outputLayouts;
+        entry.outputLayouts = outputLayouts;
         issues(m.op, m.result);
         returned[m.result.value] = out;
     }

@@ -7,6 +7,7 @@
 #include "meshview.h"
 #include "candidatesview.h"
 #include <QElapsedTimer>
+#include <QMenu>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
@@ -29,6 +30,8 @@
 #include <QProcess>
 #include <QTest>
 #include <QUndoStack>
+
+#include <map>
 #include <QTreeWidgetItemIterator>
 
 using namespace tapestry::views;
@@ -890,6 +893,44 @@ private slots:
         const QByteArray gui = a.readAll();
         QVERIFY(!gui.isEmpty());
         QCOMPARE(gui, b.readAll());
+    }
+
+    // Plan > Export for says, when it opens, which frameworks can express
+    // the plan: one that cannot is disabled, its tooltip naming the tensor
+    // that breaks it (a weight split over both axes of a 2x2 mesh: JAX
+    // holds it, torch's and Megatron's one tensor-parallel axis do not).
+    void exportMenuSaysWhichTargetsCanExpressThePlan()
+    {
+        QTemporaryDir dir;
+        const QString planFile = dir.filePath(QStringLiteral("mlp2d.json"));
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI),
+                  {QStringLiteral("plan"), QStringLiteral("zoo:mlp?batch=8"), QStringLiteral("--mesh"), QStringLiteral("2x2"),
+                   QStringLiteral("--memory-gib"), QStringLiteral("0.0000004656"), QStringLiteral("--offload-optimizer"),
+                   QStringLiteral("off"), QStringLiteral("--zero"), QStringLiteral("0"), QStringLiteral("-o"), planFile});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:mlp?batch=8")));
+        QVERIFY(w.openPlanFile(planFile));
+        QMenu *exportMenu = nullptr;
+        for (auto *menu : w.findChildren<QMenu *>())
+            if (menu->title() == QStringLiteral("&Export for"))
+                exportMenu = menu;
+        QVERIFY(exportMenu);
+        emit exportMenu->aboutToShow();
+        std::map<QString, QAction *> byLabel;
+        for (auto *a : exportMenu->actions())
+            byLabel[a->data().toString()] = a;
+        QAction *torch = byLabel.at(QStringLiteral("PyTorch (parallelize_module module)…"));
+        QAction *jax = byLabel.at(QStringLiteral("JAX (PartitionSpecs)…"));
+        QAction *megatron = byLabel.at(QStringLiteral("Megatron-LM (arguments)…"));
+        QVERIFY(!torch->isEnabled());
+        QVERIFY2(torch->toolTip().contains(QStringLiteral("mlp.fc1.weight")), qPrintable(torch->toolTip()));
+        QVERIFY(torch->text().contains(QStringLiteral("cannot express")));
+        QVERIFY(!megatron->isEnabled());
+        QVERIFY(jax->isEnabled());
     }
 
     void recentFilesPersist()

@@ -90,31 +90,8 @@ def collective_counter():
     return Counter()
 
 
-def cpu_streams_for_fsdp():
-    """torch 2.6's FSDP2 records events on its streams, which CPU streams cannot
-    (torch 2.7 can): on CPU every op runs in order, so a recorded event is one
-    already reached."""
-    if hasattr(torch.cpu.Stream, "record_event"):
-        return
-
-    class Reached:
-        def wait(self, stream=None):
-            pass
-
-        def synchronize(self):
-            pass
-
-        def query(self):
-            return True
-
-    torch.cpu.Stream.record_event = lambda self, event=None: Reached()
-    if not hasattr(torch.cpu.Stream, "wait_event"):
-        torch.cpu.Stream.wait_event = lambda self, event: None
-
-
 def rank_main(rank, world, port, plan_file, export_file, results):
     try:
-        cpu_streams_for_fsdp()
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
         from torch.distributed.tensor import DTensor
@@ -198,6 +175,9 @@ def main():
         if rank == 0 or not good:
             print(f"rank {rank}: numerics {'ok' if good else 'WRONG'}: loss and {len(r['errors']) - 1} gradients, "
                   f"worst {worst} {r['errors'][worst]:.2e} (tolerance {TOLERANCE:g})")
+            wrong = sorted(name for name, error in r["errors"].items() if error > TOLERANCE)
+            if wrong:
+                print(f"rank {rank}: {len(wrong)} wrong: {', '.join(wrong[:6])}{', ...' if len(wrong) > 6 else ''}")
         for phase in ("forward", "backward"):
             same = r[phase] == want[phase]
             ok &= same

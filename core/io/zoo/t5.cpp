@@ -64,9 +64,12 @@ ir::TensorId denseReluDense(GraphBuilder &g, ir::TensorId x, const T5Dims &dims)
 ir::TensorId positionBias(GraphBuilder &g, ir::TensorId buckets, ir::TensorId mask, std::int64_t heads)
 {
     const std::int64_t s = g.shape(buckets)[0];
-    g.push("relative_attention_bias");
+    // Named as Hugging Face's T5 holds it: in the first block's self-attention.
+    for (const char *scope : {"block.0", "layer.0", "SelfAttention", "relative_attention_bias"})
+        g.push(scope);
     auto table = g.parameter("weight", {kRelativeBuckets, heads});
-    g.pop();
+    for (int i = 0; i < 4; ++i)
+        g.pop();
     auto bias = g.embedding("relative_attention_bias", table, buckets);
     g.push("relative_attention_bias");
     bias = g.reshape(g.transpose(bias, {2, 0, 1}), {1, heads, s, s});
