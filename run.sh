@@ -13,6 +13,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev coinor-libcbc-dev
   libbenchmark-dev clang libclang-rt-14-dev python3
+  debootstrap  # tests/interop: a Debian 13 root with PyTorch 2.x
 )
 
 missing=()
