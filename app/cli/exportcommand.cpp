@@ -57,7 +57,34 @@ int runExport(const Args &args)
             dataAxes.push_back(p.mesh.axes[static_cast<std::size_t>(a)].name);
         summary["data_parallel_axes"] = dataAxes;
         summary["sequence_parallel"] = megatron.sequenceParallel;
+        const auto &m = megatron.model;
+        summary["model"] = Json{{"layers", m.layers},
+                                {"hidden", m.hidden},
+                                {"ffn_hidden", m.ffnHidden},
+                                {"heads", m.heads},
+                                {"query_groups", m.queryGroups},
+                                {"vocab", m.vocab},
+                                {"seq_length", m.seqLength},
+                                {"max_positions", m.maxPositions},
+                                {"normalization", m.normalization},
+                                {"position_embedding", m.positionEmbedding},
+                                {"swiglu", m.swiglu},
+                                {"untied_output", m.untiedOutput},
+                                {"dtype", std::string(ir::toString(m.dtype))}};
+        summary["micro_batch_size"] = megatron.microBatchSize;
+        summary["global_batch_size"] = megatron.globalBatch;
         summary["arguments"] = megatron.arguments();
+        summary["notes"] = megatron.notes;
+        if (!args.has("--json"))
+            for (const auto &note : megatron.notes)
+                std::cerr << "note: " << note << '\n';
+    } else if (to == "jax") {
+        const auto jax = exports::jaxPlan(in);
+        summary["mesh_axis_names"] = jax.meshAxisNames;
+        summary["parameters"] = jax.parameters.size();
+        summary["inputs"] = jax.inputs.size();
+        summary["activation_constraints"] = jax.constraints.size();
+        summary["unconstrained"] = jax.unconstrained;
     }
     if (auto path = args.value("-o")) {
         io::writeFileAtomically(*path, text);
@@ -85,11 +112,24 @@ Registration exportCommand([] {
                 "where every layer shares the style); refused where parameters are split over two\n"
                 "mesh axes. Every export names the mesh's axes by what they carry: the plan's name\n"
                 "where it says so (data carrying data, model carrying tensor), else what the axis\n"
-                "carries (tensor, data, tensor_sequence, replicated). jax: PartitionSpecs per parameter and graph input. megatron: Megatron-LM's\n"
-                "parallelism arguments, the tensor-parallel size from the axis the weights are split\n"
-                "on and data parallelism on the others, whatever their names; refused naming the first parameter that Megatron-LM would\n"
-                "store otherwise. The model is loaded from the plan's source unless --model names it,\n"
-                "and must be the one the plan was made for.\n";
+                "carries (tensor, data, tensor_sequence, replicated).\n"
+                "jax: a Python module with make_mesh(devices=None) (jax.sharding.Mesh, row-major as\n"
+                "the plan numbers devices), param_shardings(params, mesh) (a NamedSharding per leaf\n"
+                "of a Flax parameter tree: kernels, embeddings, norm scales by their Flax paths),\n"
+                "input_shardings(mesh), activation_constraints and constrain(x, name, mesh)\n"
+                "(with_sharding_constraint at the residual stream, attention and MLP boundaries).\n"
+                "megatron: the arguments of a pretrain_gpt.py job on one line: tensor-parallel size\n"
+                "from the axis the weights are split on and data parallelism on the others, whatever\n"
+                "their names; --sequence-parallel; the model's shape read from the graph (layers,\n"
+                "hidden, ffn, heads and query groups, SwiGLU, norm, positions, untied head, biases,\n"
+                "dtype); micro- and global batch; attention backend, recomputation, distributed\n"
+                "optimizer (ZeRO-1/2) or Megatron-FSDP (ZeRO-3), optimizer offload. What the job\n"
+                "must add (the tokenizer's vocabulary, a rotary base) is printed as notes on stderr.\n"
+                "Refused naming the first tensor Megatron-LM would store otherwise, the batch split\n"
+                "on the tensor-parallel axis, or what pretrain_gpt.py cannot build (encoder-decoder,\n"
+                "post-norm, mixture of experts).\n"
+                "The model is loaded from the plan's source unless --model names it, and must be the\n"
+                "one the plan was made for.\n";
     c.options = modelOptions();
     c.options.push_back({"--to", "FORMAT", "torch, jax or megatron"});
     c.options.push_back({"--model", "MODEL", "the plan's model, where its source does not load as recorded"});

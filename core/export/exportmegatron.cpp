@@ -1,10 +1,293 @@
 #include "export/exportmegatron.h"
 
+#include "cost/activationmemory.h"
 #include "ir/error.h"
 #include "search/referenceplan.h"
 #include "search/techniquesearch.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+
 namespace tapestry::exports {
+
+namespace {
+
+bool startsWith(const std::string &s, const std::string &prefix)
+{
+    return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool isNorm(const ir::Op &op)
+{
+    return op.type == "LayerNormalization" || op.type == "RMSNorm";
+}
+
+// The rank-2 parameter a linear (MatMul, Gemm) reads as its weight.
+std::optional<ir::TensorId> weightOf(const ir::Graph &g, const ir::Op &op)
+{
+    if (op.type != "MatMul" && op.type != "Gemm")
+        return std::nullopt;
+    for (auto x : op.inputs)
+        if (g.tensor(x).role == ir::Role::Parameter && g.tensor(x).shape.size() == 2)
+            return x;
+    return std::nullopt;
+}
+
+// The activation a linear reads (its input other than the weight).
+ir::TensorId linearInput(const ir::Graph &g, const ir::Op &op)
+{
+    for (auto x : op.inputs)
+        if (g.tensor(x).role != ir::Role::Parameter)
+            return x;
+    return {};
+}
+
+// A linear's output after its bias add, where one follows.
+ir::TensorId linearResult(const ir::Graph &g, ir::OpId linear, bool *bias = nullptr)
+{
+    const ir::TensorId y = g.op(linear).outputs[0];
+    if (g.tensor(y).consumers.size() == 1) {
+        const ir::Op &next = g.op(g.tensor(y).consumers[0]);
+        if (next.type == "Add")
+            for (auto x : next.inputs)
+                if (g.tensor(x).role == ir::Role::Parameter && g.tensor(x).shape.size() == 1) {
+                    if (bias)
+                        *bias = true;
+                    return next.outputs[0];
+                }
+    }
+    if (bias)
+        *bias = false;
+    return y;
+}
+
+// The linear an attention core's operand comes from: back through data
+// movement, bias adds and the rotary embedding (following the first input
+// that is an activation). `rotary` is set where a product with a graph
+// input (the rotary cos/sin tables) is on the way.
+std::optional<ir::OpId> linearBefore(const ir::Graph &g, ir::TensorId t, bool *rotary)
+{
+    for (int steps = 0; steps < 64; ++steps) {
+        const ir::OpId p = g.tensor(t).producer;
+        if (!p.valid())
+            return std::nullopt;
+        const ir::Op &op = g.op(p);
+        if (weightOf(g, op))
+            return p;
+        ir::TensorId next;
+        for (auto x : op.inputs) {
+            const ir::Tensor &in = g.tensor(x);
+            if (in.role == ir::Role::Input && op.type == "Mul" && in.shape.size() >= 2 && rotary)
+                *rotary = true;
+            if (!next.valid() && in.role == ir::Role::Activation)
+                next = x;
+        }
+        if (!next.valid())
+            return std::nullopt;
+        t = next;
+    }
+    return std::nullopt;
+}
+
+// The linear reading an attention core's context: forward through data
+// movement to the first op that reads a weight.
+std::optional<ir::OpId> linearAfter(const ir::Graph &g, ir::TensorId t)
+{
+    for (int steps = 0; steps < 16; ++steps) {
+        const auto &consumers = g.tensor(t).consumers;
+        if (consumers.size() != 1)
+            return std::nullopt;
+        const ir::Op &op = g.op(consumers[0]);
+        if (weightOf(g, op))
+            return consumers[0];
+        if (op.outputs.size() != 1)
+            return std::nullopt;
+        t = op.outputs[0];
+    }
+    return std::nullopt;
+}
+
+std::string number(double v)
+{
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%g", v);
+    return buffer;
+}
+
+} // namespace
+
+MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
+{
+    auto fail = [&](const std::string &name, const std::string &problem) {
+        throw TapestryError(Error{planInput, name, "megatron: " + problem});
+    };
+    MegatronModel m;
+    const auto kinds = cost::attentionLayerKinds(g);
+    if (kinds.empty())
+        fail({}, "the model has no attention layers; pretrain_gpt.py builds decoder-only transformers");
+    if (kinds.size() > 1)
+        fail(kinds[1], "layers of two kinds (" + kinds[0] + " and " + kinds[1] +
+                           "); pretrain_gpt.py builds one stack of decoder layers");
+
+    // Each layer by its attention core: the score and context MatMuls.
+    const auto roles = cost::recomputeRoles(g);
+    std::map<std::string, std::pair<ir::OpId, ir::OpId>> cores;  // by layer scope
+    for (std::size_t o = 0; o < g.opCount(); ++o) {
+        const ir::OpId id(static_cast<std::int32_t>(o));
+        const ir::Op &op = g.op(id);
+        if (op.type != "MatMul" || !(roles[o] & (cost::kScore | cost::kContext)))
+            continue;
+        const std::string scope(cost::layerScope(op.name));
+        auto &core = cores[scope];
+        if ((roles[o] & cost::kScore) ? core.first.valid() : core.second.valid())
+            fail(op.name, "two attention cores in layer " + scope + "; a Megatron-LM layer has one");
+        ((roles[o] & cost::kScore) ? core.first : core.second) = id;
+    }
+    m.layers = static_cast<int>(cores.size());
+    // The first layer stands for all: the layers are one class of repeats.
+    const auto &[scope, core] = *std::min_element(cores.begin(), cores.end(), [&](const auto &a, const auto &b) {
+        return a.second.first.value < b.second.first.value;
+    });
+    if (!core.first.valid() || !core.second.valid())
+        fail(scope, "an attention core without its score or context MatMul");
+    const ir::Op &score = g.op(core.first);
+    const ir::Op &context = g.op(core.second);
+    bool rotary = false;
+    const auto q = linearBefore(g, score.inputs[0], &rotary);
+    const auto k = linearBefore(g, score.inputs[1], nullptr);
+    const auto v = linearBefore(g, context.inputs[1], nullptr);
+    const auto o = linearAfter(g, context.outputs[0]);
+    if (!q || !k || !v || !o)
+        fail(score.name, "the attention's query, key, value and output projections are not linears of their own");
+    const auto &qWeight = g.tensor(*weightOf(g, g.op(*q)));
+    const auto &kWeight = g.tensor(*weightOf(g, g.op(*k)));
+    const auto &probs = g.tensor(score.outputs[0]).shape;  // [b, heads, s, s]
+    if (probs.size() != 4)
+        fail(score.name, "attention scores of rank " + std::to_string(probs.size()) + "; expected [b, heads, s, s]");
+    m.hidden = qWeight.shape[0];
+    m.heads = probs[1];
+    m.seqLength = probs[2];
+    const std::int64_t headDim = qWeight.shape[1] / m.heads;
+    m.queryGroups = kWeight.shape[1] / headDim;
+    if (headDim * m.heads != m.hidden)
+        m.kvChannels = headDim;
+    m.dtype = qWeight.dtype;
+
+    // Pre-norm: the query projection reads a norm of the layer's input.
+    const ir::TensorId attnIn = linearInput(g, g.op(*q));
+    const ir::OpId norm = g.tensor(attnIn).producer;
+    if (!norm.valid() || !isNorm(g.op(norm)) || !startsWith(g.op(norm).name, scope))
+        fail(g.tensor(attnIn).name, "the attention reads its input without a norm before it (post-norm); "
+                                    "Megatron-LM's GPT layers normalise first");
+    const ir::Op &normOp = g.op(norm);
+    m.normalization = normOp.type == "RMSNorm" ? "RMSNorm" : "LayerNorm";
+    m.normEpsilon = ir::floatAttr(normOp.attributes, "epsilon").value_or(1e-5);
+
+    // The rest of the layer's linears are the MLP's: those reading one input
+    // (two where it is gated), and the one after them.
+    const std::set<std::int32_t> attention{q->value, k->value, v->value, o->value};
+    std::map<std::int32_t, std::vector<ir::OpId>> mlpByInput;
+    std::vector<ir::OpId> mlp;
+    std::set<int> biases;
+    for (std::size_t i = 0; i < g.opCount(); ++i) {
+        const ir::OpId id(static_cast<std::int32_t>(i));
+        const ir::Op &op = g.op(id);
+        if (!startsWith(op.name, scope) || !weightOf(g, op))
+            continue;
+        bool bias = false;
+        linearResult(g, id, &bias);
+        biases.insert(bias ? 1 : 0);
+        if (attention.count(id.value))
+            continue;
+        mlp.push_back(id);
+        mlpByInput[linearInput(g, op).value].push_back(id);
+    }
+    for (std::size_t i = 0; i < g.opCount(); ++i) {
+        const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(i)));
+        if (startsWith(op.name, scope) && op.type == "TopK")
+            fail(op.name, "a mixture of experts (a router's TopK); this export has no Megatron-LM MoE arguments");
+    }
+    if (biases.size() > 1)
+        fail(scope, "some linears of the layer have biases and others not; Megatron-LM adds them to all or none");
+    m.linearBias = biases.count(1) > 0;
+    if (mlp.size() < 2 || mlpByInput.size() != 2)
+        fail(scope, "an MLP of " + std::to_string(mlp.size()) +
+                        " linears; Megatron-LM's MLP is one or two input linears and an output linear");
+    // The input linears read the second norm's output.
+    std::vector<ir::OpId> in;
+    for (const auto &[input, linears] : mlpByInput)
+        if (const ir::OpId p = g.tensor(ir::TensorId(input)).producer; p.valid() && isNorm(g.op(p)))
+            in = linears;
+    if (!in.empty() && in.size() == mlp.size() - 1 && in.size() <= 2)
+        m.ffnHidden = g.tensor(*weightOf(g, g.op(in[0]))).shape[1];
+    else
+        fail(scope, "an MLP Megatron-LM does not build (" + std::to_string(mlp.size()) + " linears)");
+    // The activation: on the first input linear's output (the gate).
+    std::string activation;
+    std::string activationOp;
+    for (const ir::OpId linear : in)
+        for (auto c : g.tensor(linearResult(g, linear)).consumers)
+            if (g.op(c).type != "Mul") {
+                activation = g.op(c).type;
+                activationOp = g.op(c).name;
+                if (activation == "Gelu")
+                    m.openaiGelu = ir::stringAttr(g.op(c).attributes, "approximate").value_or("none") == "tanh";
+            }
+    if (in.size() == 2) {
+        if (activation != "Silu")
+            fail(activationOp, "a gated MLP with " + activation + "; Megatron-LM's --swiglu gates with SiLU");
+        m.swiglu = true;
+    } else if (activation != "Gelu") {
+        fail(activationOp, "an MLP with " + activation + "; Megatron-LM's GPT MLP computes GELU");
+    }
+
+    // Embeddings, the LM head and the loss.
+    std::int64_t positions = 0;
+    ir::TensorId logits;
+    for (std::size_t i = 0; i < g.opCount(); ++i) {
+        const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(i)));
+        if (op.type == "SoftmaxCrossEntropyLoss" && !op.inputs.empty())
+            logits = op.inputs[0];
+        if (op.type == "Dropout")
+            m.dropout = true;
+    }
+    if (!logits.valid())
+        fail({}, "no cross-entropy loss on logits; pretrain_gpt.py trains a language model");
+    m.vocab = g.tensor(logits).shape.back();
+    const ir::OpId head = g.tensor(logits).producer;
+    if (!head.valid() || g.op(head).type != "MatMul")
+        fail(g.tensor(logits).name, "logits not computed by a linear LM head");
+    m.untiedOutput = weightOf(g, g.op(head)).has_value();
+    // Embedding tables: the tokens' (as wide as the vocabulary) and at
+    // most one more, the positions'.
+    std::set<std::int32_t> tables;
+    bool tokens = false;
+    for (std::size_t i = 0; i < g.opCount(); ++i) {
+        const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(i)));
+        if (op.type != "Gather" || op.inputs.empty() || g.tensor(op.inputs[0]).role != ir::Role::Parameter ||
+            !tables.insert(op.inputs[0].value).second)
+            continue;
+        const ir::Tensor &table = g.tensor(op.inputs[0]);
+        if (table.shape[0] == m.vocab && !tokens)
+            tokens = true;
+        else if (positions == 0)
+            positions = table.shape[0];
+        else
+            fail(table.name, "a third embedding table (token types); Megatron-LM's GPT embeds tokens and "
+                             "positions only");
+    }
+    if (positions > 0) {
+        m.positionEmbedding = "learned_absolute";
+        m.maxPositions = positions;
+    } else {
+        m.positionEmbedding = rotary ? "rope" : "none";
+        m.maxPositions = m.seqLength;
+    }
+    return m;
+}
 
 std::vector<std::string> MegatronArguments::arguments() const
 {
@@ -12,23 +295,49 @@ std::vector<std::string> MegatronArguments::arguments() const
                                "--pipeline-model-parallel-size", "1"};
     if (sequenceParallel)
         a.push_back("--sequence-parallel");
-    if (techniques.flashAttention)
-        a.push_back("--use-flash-attn");
-    if (techniques.recompute == cost::Recompute::Selective)
-        a.insert(a.end(), {"--recompute-granularity", "selective"});
-    else if (techniques.recompute == cost::Recompute::Full)
-        a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform",
-                           "--recompute-num-layers", "1"});
-    if (techniques.zeroStage == 1)
-        a.push_back("--use-distributed-optimizer");
-    else if (techniques.zeroStage >= 2)
-        a.insert(a.end(), {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
-                           techniques.zeroStage == 2 ? "optim_grads" : "optim_grads_params"});
-    if (techniques.offloadOptimizer)
-        a.push_back("--optimizer-cpu-offload");
+    // The model.
+    a.insert(a.end(), {"--num-layers", std::to_string(model.layers), "--hidden-size", std::to_string(model.hidden),
+                       "--ffn-hidden-size", std::to_string(model.ffnHidden), "--num-attention-heads",
+                       std::to_string(model.heads)});
+    if (model.queryGroups != model.heads)
+        a.insert(a.end(), {"--group-query-attention", "--num-query-groups", std::to_string(model.queryGroups)});
+    if (model.kvChannels > 0)
+        a.insert(a.end(), {"--kv-channels", std::to_string(model.kvChannels)});
+    if (model.swiglu)
+        a.push_back("--swiglu");
+    if (model.openaiGelu)
+        a.push_back("--openai-gelu");
+    a.insert(a.end(), {"--normalization", model.normalization, "--norm-epsilon", number(model.normEpsilon),
+                       "--position-embedding-type", model.positionEmbedding, "--max-position-embeddings",
+                       std::to_string(model.maxPositions), "--seq-length", std::to_string(model.seqLength)});
+    if (model.untiedOutput)
+        a.push_back("--untie-embeddings-and-output-weights");
+    if (!model.linearBias)
+        a.push_back("--disable-bias-linear");
+    if (!model.dropout)
+        a.insert(a.end(), {"--attention-dropout", "0.0", "--hidden-dropout", "0.0"});
+    if (model.dtype == ir::DType::BF16)
+        a.push_back("--bf16");
+    else if (model.dtype == ir::DType::F16)
+        a.push_back("--fp16");
     if (globalBatch > 0)
         a.insert(a.end(), {"--micro-batch-size", std::to_string(microBatchSize), "--global-batch-size",
                            std::to_string(globalBatch)});
+    // The memory techniques. Without flash attention the plan keeps the
+    // s x s scores, as the unfused backend does.
+    a.insert(a.end(), {"--attention-backend", techniques.flashAttention ? "flash" : "unfused"});
+    if (recompute == cost::Recompute::Selective)
+        a.insert(a.end(), {"--recompute-granularity", "selective"});
+    else if (recompute == cost::Recompute::Full)
+        // Every layer keeps its input and runs its forward pass again.
+        a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform",
+                           "--recompute-num-layers", "1"});
+    if (techniques.zeroStage == 1 || techniques.zeroStage == 2)
+        a.push_back("--use-distributed-optimizer");
+    else if (techniques.zeroStage >= 3)
+        a.insert(a.end(), {"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"});
+    if (techniques.offloadOptimizer)
+        a.insert(a.end(), {"--optimizer-cpu-offload", "--use-precision-aware-optimizer"});
     return a;
 }
 
@@ -49,6 +358,17 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
                                                          "one data parallel"});
         out.dataParallelAxes.push_back(static_cast<int>(a));
     }
+    // Megatron-LM's tensor-parallel ranks read one batch.
+    if (in.tensorParallelAxis >= 0)
+        for (auto t : g.tensorsWithRole(ir::Role::Input)) {
+            const auto &p = in.specs[t.index()].placements[static_cast<std::size_t>(in.tensorParallelAxis)];
+            if (p.isShard())
+                throw TapestryError(Error{planInput, g.tensor(t).name,
+                                          "megatron: split on dim " + std::to_string(p.dim) + " over axis " +
+                                              mesh.axes[static_cast<std::size_t>(in.tensorParallelAxis)].name +
+                                              ", which also splits the weights; Megatron-LM's tensor-parallel "
+                                              "ranks read one batch"});
+        }
     std::vector<sharding::ShardingSpec> expected;
     if (in.tensorParallelAxis >= 0) {
         // Megatron-LM's layout is the megatron reference plan's, on the axis
@@ -79,7 +399,41 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
                                           std::string(toString(search::megatronRole(tensor.name))) +
                                           "); the plan is not Megatron-shaped"});
     }
+    out.model = megatronModel(g, planInput);
+
     out.techniques = in.plan.costOptions.techniques;
+    out.recompute = cost::recomputeOf(out.techniques, cost::attentionLayerKinds(g).front());
+    if (out.techniques.zeroStage >= 1) {
+        // The distributed optimizer and Megatron-FSDP shard over the
+        // data-parallel group: every axis but the tensor-parallel one.
+        std::vector<std::string> data;
+        for (int a : out.dataParallelAxes)
+            if (mesh.axes[static_cast<std::size_t>(a)].size > 1)
+                data.push_back(mesh.axes[static_cast<std::size_t>(a)].name);
+        if (const auto &zero = out.techniques.zeroAxes) {
+            std::vector<std::string> named;
+            for (const auto &name : *zero)
+                if (const auto it = std::find_if(mesh.axes.begin(), mesh.axes.end(),
+                                                 [&](const auto &axis) { return axis.name == name; });
+                    it != mesh.axes.end() && it->size > 1)
+                    named.push_back(name);
+            std::sort(named.begin(), named.end());
+            auto sorted = data;
+            std::sort(sorted.begin(), sorted.end());
+            if (named != sorted)
+                throw TapestryError(Error{planInput, {}, "megatron: ZeRO-" + std::to_string(out.techniques.zeroStage) +
+                                                             " over the plan's ZeRO axes, where Megatron-LM shards "
+                                                             "over the data-parallel axes only"});
+        }
+        if (data.empty())
+            out.notes.push_back("ZeRO-" + std::to_string(out.techniques.zeroStage) +
+                                " has no data-parallel group to shard over: Megatron-LM keeps the optimizer state "
+                                "whole on each rank");
+        else if (!out.techniques.zeroAxes && in.tensorParallelAxis >= 0)
+            out.notes.push_back("Megatron-LM shards ZeRO's state over the data-parallel ranks only; the plan "
+                                "costs norms and other replicated parameters sharded over the tensor-parallel "
+                                "axis too");
+    }
     if (const std::int64_t batch = search::modelBatch(g); batch > 0) {
         const std::int64_t per = static_cast<std::int64_t>(out.dataParallel) * out.techniques.microBatches;
         if (batch % per != 0)
@@ -94,11 +448,23 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
     if (in.tensorParallelAxis >= 0)
         for (std::size_t o = 0; o < g.opCount(); ++o) {
             const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(o)));
-            if ((op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty()) {
+            if (isNorm(op) && !op.inputs.empty()) {
                 const auto &p = in.specs[op.inputs[0].index()].placements[static_cast<std::size_t>(in.tensorParallelAxis)];
                 out.sequenceParallel = out.sequenceParallel || (p.isShard() && p.dim == 1);
             }
         }
+
+    out.notes.push_back("the tokenizer sets the vocabulary: the plan's is " + std::to_string(out.model.vocab) +
+                        ", which Megatron-LM pads to a multiple of --make-vocab-size-divisible-by (128) x " +
+                        std::to_string(out.tensorParallel));
+    if (out.model.positionEmbedding == "rope")
+        out.notes.push_back("the rotary base is not in the graph: add --rotary-base as the model's config says "
+                            "(Megatron-LM's default is 10000)");
+    if (in.tensorParallelAxis >= 0 && in.tensorParallelAxis + 1 != static_cast<int>(mesh.axes.size()))
+        out.notes.push_back("Megatron-LM numbers tensor-parallel ranks consecutively; the plan's tensor-parallel "
+                            "axis " + mesh.axes[static_cast<std::size_t>(in.tensorParallelAxis)].name +
+                            " is not its innermost, so the job's tensor-parallel groups are other devices than "
+                            "the plan's");
     return out;
 }
 
