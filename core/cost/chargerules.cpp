@@ -155,34 +155,69 @@ ParameterLoad parameterLoad(const ir::Tensor &parameter, const sharding::Shardin
     return load;
 }
 
+namespace {
+
+enum class ZeroStep { ForwardGather, BackwardGather, GradientScatter };
+
+// ZeRO's collectives of one parameter in zeroCollectives' order, each
+// given to visit(kind, axis, bytes, phase, step, micro-batch).
+template <class Visit>
+void forEachZeroCollective(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
+                           const sharding::Mesh &mesh, const CostOptions &options, Visit visit)
+{
+    const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
+    const std::int64_t d = zeroDegree(spec, mesh, options.techniques);
+    if (stage < 2 || d <= 1)
+        return;
+    const double shard = static_cast<double>(spec.localElements(parameter.shape, mesh)) / static_cast<double>(d);
+    auto add = [&](sharding::CollectiveKind kind, double perElement, Phase phase, ZeroStep step, int k) {
+        forEachZeroStep(spec, mesh, options.techniques, shard * perElement,
+                        [&](int a, std::int64_t bytes) { visit(kind, a, bytes, phase, step, k); });
+    };
+    if (stage >= 3)
+        for (int k = 0; k < m; ++k)
+            add(sharding::CollectiveKind::AllGather, options.parameterBytes, Phase::Forward, ZeroStep::ForwardGather, k);
+    for (int k = 0; k + 1 < m; ++k) {
+        if (stage >= 3)
+            add(sharding::CollectiveKind::AllGather, options.parameterBytes, Phase::Backward, ZeroStep::BackwardGather,
+                k);
+        add(sharding::CollectiveKind::ReduceScatter, options.gradientBytes, Phase::Backward, ZeroStep::GradientScatter,
+            k);
+    }
+}
+
+} // namespace
+
 std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
                                             const sharding::Mesh &mesh, const CostOptions &options,
                                             const std::string &op)
 {
     std::vector<CollectiveCost> out;
-    const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
-    const std::int64_t d = zeroDegree(spec, mesh, options.techniques);
-    if (stage < 2 || d <= 1)
-        return out;
-    const double shard = static_cast<double>(spec.localElements(parameter.shape, mesh)) / static_cast<double>(d);
-    auto add = [&](sharding::CollectiveKind kind, double perElement, Phase phase, const std::string &reason) {
-        forEachZeroStep(spec, mesh, options.techniques, shard * perElement, [&](int a, std::int64_t bytes) {
-            out.push_back(costCollective(sharding::Collective{kind, a, bytes, parameter.name, reason}, op, phase, mesh));
-        });
-    };
-    if (stage >= 3)
-        for (int k = 0; k < m; ++k)
-            add(sharding::CollectiveKind::AllGather, options.parameterBytes, Phase::Forward,
-                "ZeRO-3: parameter gathered for the forward pass of micro-batch " + std::to_string(k + 1));
-    for (int k = 0; k + 1 < m; ++k) {
-        if (stage >= 3)
-            add(sharding::CollectiveKind::AllGather, options.parameterBytes, Phase::Backward,
-                "ZeRO-3: parameter gathered for the backward pass of micro-batch " + std::to_string(k + 1));
-        add(sharding::CollectiveKind::ReduceScatter, options.gradientBytes, Phase::Backward,
-            "ZeRO-" + std::to_string(stage) + ": gradient of micro-batch " + std::to_string(k + 1) +
-                " reduced to its shard");
-    }
+    const int stage = options.techniques.zeroStage;
+    forEachZeroCollective(parameter, spec, mesh, options,
+                          [&](sharding::CollectiveKind kind, int a, std::int64_t bytes, Phase phase, ZeroStep step, int k) {
+                              const std::string batch = std::to_string(k + 1);
+                              const std::string reason =
+                                  step == ZeroStep::ForwardGather
+                                      ? "ZeRO-3: parameter gathered for the forward pass of micro-batch " + batch
+                                  : step == ZeroStep::BackwardGather
+                                      ? "ZeRO-3: parameter gathered for the backward pass of micro-batch " + batch
+                                      : "ZeRO-" + std::to_string(stage) + ": gradient of micro-batch " + batch +
+                                            " reduced to its shard";
+                              out.push_back(costCollective(sharding::Collective{kind, a, bytes, parameter.name, reason},
+                                                           op, phase, mesh));
+                          });
     return out;
+}
+
+void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
+                         const CostOptions &options, const CollectiveTimeVisit &visit)
+{
+    forEachZeroCollective(parameter, spec, mesh, options,
+                          [&](sharding::CollectiveKind kind, int a, std::int64_t bytes, Phase phase, ZeroStep, int) {
+                              const auto &axis = mesh.axes[static_cast<std::size_t>(a)];
+                              visit(kind, phase, wireBytes(kind, bytes, axis.size), collectiveTime(kind, bytes, axis));
+                          });
 }
 
 ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh &mesh, const CostOptions &options)

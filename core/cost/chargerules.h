@@ -10,6 +10,7 @@
 #include "sharding/strategy.h"
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -172,6 +173,13 @@ std::int64_t zeroDegree(const sharding::ShardingSpec &spec, const sharding::Mesh
 std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const sharding::ShardingSpec &spec,
                                             const sharding::Mesh &mesh, const CostOptions &options,
                                             const std::string &op);
+// The same collectives' kind, phase, wire bytes and time, in that order,
+// as costCollective() gives them, without naming them (no op, tensor,
+// axis or reason): for sums that keep no breakdown (PlanCoster::totals).
+using CollectiveTimeVisit =
+    std::function<void(sharding::CollectiveKind kind, Phase phase, std::int64_t wireBytes, double time)>;
+void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
+                         const CostOptions &options, const CollectiveTimeVisit &visit);
 
 struct ParameterCharge {
     CostTotals optimizer;       // the update: its FLOPs and seconds (the optimizer phase)

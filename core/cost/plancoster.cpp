@@ -127,7 +127,7 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
     m_roles = recomputeRoles(graph);
     m_modes = recomputeModes(graph, options.techniques);
     m_shares = layerShares(graph);
-    m_parameterShares = parameterShares(graph);
+    m_parameterShares = cost::parameterShares(graph);
     m_charges.resize(n);
     m_reductions.resize(tensors);
 }
@@ -380,20 +380,24 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs, bool breakdowns
             count += reductions.size();
         cost.collectives.reserve(count);
     }
-    auto add = [&](const CollectiveCost &c, Phase phase, std::size_t k) {
-        const std::size_t kind = kindIndex(c.kind);
+    auto addTimes = [&](sharding::CollectiveKind collective, Phase phase, std::int64_t wire, double time,
+                        std::size_t k) {
+        const std::size_t kind = kindIndex(collective);
         kindSeen[kind] = true;
         anyBackward = anyBackward || phase == Phase::Backward;
         for (CostTotals *totals : {breakdowns ? &byOp[k] : nullptr, &byKind[kind],
                                    phase == Phase::Forward ? &forward : &backward}) {
             if (!totals)
                 continue;
-            totals->comm += c.time;
-            totals->commBytes += c.wireBytes;
+            totals->comm += time;
+            totals->commBytes += wire;
             totals->collectives += 1;
         }
-        cost.comm += c.time;
-        cost.commBytes += c.wireBytes;
+        cost.comm += time;
+        cost.commBytes += wire;
+    };
+    auto add = [&](const CollectiveCost &c, Phase phase, std::size_t k) {
+        addTimes(c.kind, phase, c.wireBytes, c.time, k);
     };
     auto append = [&](const CollectiveCost &c, std::size_t k) {
         add(c, c.phase, k);
@@ -431,9 +435,15 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs, bool breakdowns
             if (m_readStart[t.index()] == m_readStart[t.index() + 1])
                 continue;
             const auto k = static_cast<std::size_t>(m_reads[static_cast<std::size_t>(m_readStart[t.index()])].op);
-            for (const auto &c : zeroCollectives(m_graph.tensor(t), specs[t.index()], m_mesh, m_options,
-                                                 m_graph.op(m_order[k]).name))
-                append(c, k);
+            if (breakdowns)
+                for (const auto &c : zeroCollectives(m_graph.tensor(t), specs[t.index()], m_mesh, m_options,
+                                                     m_graph.op(m_order[k]).name))
+                    append(c, k);
+            else
+                zeroCollectiveTimes(m_graph.tensor(t), specs[t.index()], m_mesh, m_options,
+                                    [&](sharding::CollectiveKind kind, Phase phase, std::int64_t wire, double time) {
+                                        addTimes(kind, phase, wire, time, k);
+                                    });
         }
     if (breakdowns) {
         for (std::size_t k : m_byName)

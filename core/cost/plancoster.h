@@ -55,6 +55,17 @@ public:
     const sharding::Mesh &mesh() const { return m_mesh; }
     const CostOptions &options() const { return m_options; }
 
+    // What the coster derived from the graph, for another coster of the
+    // same graph and options (search::SegmentCoster) to take, not derive
+    // again: gradientFlow() by tensor id; by op id recomputeRoles(),
+    // recomputeModes() of the options, layerShares(); parameterShares() by
+    // tensor id.
+    const std::vector<bool> &flow() const { return m_flow; }
+    const std::vector<std::uint8_t> &roles() const { return m_roles; }
+    const std::vector<Recompute> &modes() const { return m_modes; }
+    const std::vector<double> &shares() const { return m_shares; }
+    const std::vector<double> &parameterShares() const { return m_parameterShares; }
+
 private:
     // A reader of a tensor: the op's position in the topological order and
     // the input slot it reads the tensor through.

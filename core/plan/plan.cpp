@@ -75,7 +75,7 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std:
 }
 
 Plan rankedPlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
-                const std::string &method, cost::PlanCoster &coster)
+                const std::string &method, cost::PlanCoster &coster, std::optional<cost::PlanCost> totals)
 {
     Plan p;
     p.model = {modelSource, graph.name, {}, static_cast<std::int64_t>(graph.opCount()),
@@ -83,7 +83,7 @@ Plan rankedPlan(const ir::Graph &graph, const std::string &modelSource, const st
     p.mesh = coster.mesh();
     p.method = method;
     p.costOptions = coster.options();
-    p.cost = coster.totals(specs);
+    p.cost = totals ? std::move(*totals) : coster.totals(specs);
     p.axisCarries = axisCarries(graph, coster.mesh(), specs);
     return p;
 }

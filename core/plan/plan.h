@@ -85,8 +85,9 @@ Plan makePlan(const ir::Graph &graph, const std::string &modelSource, const std:
 // its fingerprint, and costed in totals (cost::PlanCoster::totals). A
 // search that makes many plans and keeps one makes the others no further;
 // completePlan() makes the one kept whole.
+// `totals`: coster.totals(specs), where the caller has them already.
 Plan rankedPlan(const ir::Graph &graph, const std::string &modelSource, const std::vector<sharding::ShardingSpec> &specs,
-                const std::string &method, cost::PlanCoster &coster);
+                const std::string &method, cost::PlanCoster &coster, std::optional<cost::PlanCost> totals = {});
 // Makes a rankedPlan() whole, as makePlan would have made it from the same
 // specs (by tensor id) and `source`: every tensor's spec (the entries the
 // plan holds, pins marked override, kept as they are), the fingerprint,

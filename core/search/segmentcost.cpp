@@ -1276,9 +1276,23 @@ SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh,
       m_parameterShares(cost::parameterShares(graph)),
       m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
 {
-    const std::vector<ShardingSpec> replicated(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()));
-    for (std::size_t o = 0; o < graph.opCount() && !m_attention; ++o)
-        m_attention = cost::transformerLayer(graph, mesh, replicated, ir::OpId(static_cast<std::int32_t>(o)), false)
+    findAttention();
+}
+
+SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options,
+                             const cost::PlanCoster &derived)
+    : m_graph(graph), m_mesh(mesh), m_options(options), m_flow(derived.flow()), m_roles(derived.roles()),
+      m_modes(derived.modes()), m_shares(derived.shares()), m_parameterShares(derived.parameterShares()),
+      m_specs(graph.tensorCount(), ShardingSpec::replicated(mesh.rank()))
+{
+    findAttention();
+}
+
+void SegmentCoster::findAttention()
+{
+    // m_specs holds every tensor replicated until the first evaluate().
+    for (std::size_t o = 0; o < m_graph.opCount() && !m_attention; ++o)
+        m_attention = cost::transformerLayer(m_graph, m_mesh, m_specs, ir::OpId(static_cast<std::int32_t>(o)), false)
                           .has_value();
 }
 

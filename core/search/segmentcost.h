@@ -1,6 +1,7 @@
 #pragma once
 
 #include "cost/costoptions.h"
+#include "cost/plancoster.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
 #include "passes/coarsegraph.h"
@@ -70,6 +71,10 @@ std::vector<std::uint16_t> comboChoice(const Segment &segment, std::int64_t comb
 class SegmentCoster {
 public:
     SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options);
+    // The same with what `derived` (a whole plan's coster of the graph, on
+    // `mesh` with `options`) derived from the graph taken, not derived again.
+    SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const cost::CostOptions &options,
+                  const cost::PlanCoster &derived);
 
     // Propagates specs through `segment` from `boundary` (the stored specs
     // of its inputs and of those outputs whose spec the caller fixes) and
@@ -127,6 +132,9 @@ public:
     std::size_t capacitySkips() const { return m_capacitySkips; }
 
 private:
+    // Whether the graph has a transformer layer (m_attention).
+    void findAttention();
+
     const ir::Graph &m_graph;
     const sharding::Mesh &m_mesh;
     cost::CostOptions m_options;

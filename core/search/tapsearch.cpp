@@ -147,7 +147,9 @@ class TapSearch {
 public:
     TapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse, const passes::SubgraphClasses &classes,
               const sharding::Mesh &mesh, const SearchOptions &options)
-        : m_graph(graph), m_coarse(coarse), m_classes(classes), m_mesh(mesh), m_options(options), m_coster(graph, mesh, options.cost),
+        : m_planCoster(std::make_unique<cost::PlanCoster>(graph, mesh, options.cost)), m_graph(graph),
+          m_coarse(coarse), m_classes(classes), m_mesh(mesh), m_options(options),
+          m_coster(graph, mesh, options.cost, *m_planCoster),
           m_layouts(allowedLayouts(mesh.rank(), options.axisRoles)), m_capacity(mesh.device.memoryBytes > 0
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
@@ -217,7 +219,8 @@ private:
     std::vector<ShardingSpec> assemble(const std::vector<int> &vars, const Candidate &best,
                                        const std::map<ir::TensorId, ShardingSpec> &inputs = {});
     // The whole plan's coster: the plans assembled share it, each costed by
-    // what differs from the one before.
+    // what differs from the one before; the segment coster takes what it
+    // derived from the graph.
     cost::PlanCoster &planCoster();
     // The plan of a trail; where a class's copies split between two plans, which
     // copies take which is not in the search's costs (each copy is costed
@@ -916,8 +919,6 @@ std::vector<ShardingSpec> TapSearch::assemble(const std::vector<int> &vars, cons
 
 cost::PlanCoster &TapSearch::planCoster()
 {
-    if (!m_planCoster)
-        m_planCoster = std::make_unique<cost::PlanCoster>(m_graph, m_mesh, m_options.cost);
     return *m_planCoster;
 }
 
@@ -956,16 +957,19 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
                                     const plan::Plan *previous)
 {
     auto specs = assemble(vars, best);
-    auto objective = cost::Objective::of(planCoster().totals(specs));
+    auto totals = planCoster().totals(specs);
+    auto objective = cost::Objective::of(totals);
     // Assembles another way and keeps it where the whole plan's cost ranks
     // it first.
     std::map<ir::TensorId, ShardingSpec> inputs;
     auto better = [&](const Candidate &candidate, const std::map<ir::TensorId, ShardingSpec> &stored) {
         auto other = assemble(vars, candidate, stored);
-        const auto theirs = cost::Objective::of(planCoster().totals(other));
+        auto otherTotals = planCoster().totals(other);
+        const auto theirs = cost::Objective::of(otherTotals);
         if (!(theirs < objective))
             return false;
         specs = std::move(other);
+        totals = std::move(otherTotals);
         objective = theirs;
         return true;
     };
@@ -995,7 +999,7 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
     if (previous && specs == m_assembledSpecs)
         return *previous;
     if (m_options.rankedPlans) {
-        auto plan = plan::rankedPlan(m_graph, modelSource, specs, "tap", planCoster());
+        auto plan = plan::rankedPlan(m_graph, modelSource, specs, "tap", planCoster(), std::move(totals));
         for (const auto &[name, spec] : m_options.pinned)
             plan.specs[name] = {specs[m_graph.findTensor(name)->index()], plan::SpecSource::Override};
         m_assembledSpecs = std::move(specs);
