@@ -722,10 +722,11 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
     s += "\nIn the training script, on every rank:\n"
          "    mesh = build_mesh(\"cuda\")            # after init_process_group\n"
          "    model = parallelize(model, mesh)      # before the optimizer is made\n"
-         "    batch = global_batch[batch_slice(mesh, len(global_batch))]\n"
-         "    with loss_context():\n"
-         "        loss = loss_fn(model(batch), labels[...])\n"
-         "        loss.backward()\n"
+         "    mine = batch_slice(mesh, len(global_batch))\n"
+         "    for k, (inputs, labels) in enumerate(micro_batches_of(global_batch[mine], labels[mine])):\n"
+         "        with loss_context(), accumulating(model, last=k == micro_batches - 1):\n"
+         "            loss = loss_fn(model(inputs), labels) / micro_batches\n"
+         "            loss.backward()\n"
          "    optimizer.step()\n"
          "\"\"\"\n";
     s += "import contextlib\n\n"
@@ -848,10 +849,33 @@ def _recompute_whole(layer):
     layer.register_forward_hook(leave)
 
 
+def micro_batches_of(*tensors):
+    """The micro-batches of this rank's samples: `micro_batches` equal slices of each tensor."""
+    return zip(*(t.chunk(micro_batches) for t in tensors))
+
+
+_sync = {"gradients": True}
+
+
+@contextlib.contextmanager
+def accumulating(model, last):
+    """A micro-batch's backward pass: gradients are averaged over the data axes after the
+    last one only, once per step, as the plan charges it (FSDP's gradient sync alike)."""
+    _sync["gradients"] = last
+    if hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(last)
+    try:
+        yield
+    finally:
+        _sync["gradients"] = True
+
+
 def _average_gradients(model, mesh):
     groups = [(mesh[name].get_group(), mesh[name].size()) for name in dp_mesh_dims]
 
     def average(param):
+        if not _sync["gradients"]:
+            return
         grad = param.grad._local_tensor if isinstance(param.grad, DTensor) else param.grad
         for group, size in groups:
             dist.all_reduce(grad, group=group)

@@ -113,15 +113,24 @@ def rank_main(rank, world, port, plan_file, export_file, results):
         mine = export.batch_slice(mesh, c["batch"])
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
+        # A step as the export's docstring has a training script run it: this
+        # rank's samples in micro-batches, gradients synchronised after the last.
         forward, backward = collective_counter(), collective_counter()
+        total = None
+        parts = list(export.micro_batches_of(ids[mine], labels[mine]))
+        for k, (inputs, targets) in enumerate(parts):
+            with export.loss_context(), export.accumulating(model, last=k == len(parts) - 1):
+                with forward:
+                    logits = model(inputs)
+                    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten()) / len(parts)
+                with backward:
+                    loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
         with export.loss_context():
             with forward:
-                logits = model(ids[mine])
-                loss = F.cross_entropy(logits.flatten(0, 1), labels[mine].flatten())
-                reported = export.global_loss(loss, mesh)
-            with backward:
-                loss.backward()
-                optimizer.step()
+                reported = export.global_loss(total, mesh)
+        with backward:
+            optimizer.step()
 
         ref_loss = F.cross_entropy(reference(ids).flatten(0, 1), labels.flatten())
         ref_loss.backward()
