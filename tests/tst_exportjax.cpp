@@ -301,6 +301,32 @@ private slots:
         }
     }
 
+    // The plan's techniques: layers recomputed whole and micro-batches as
+    // the module's tables, the rest as notes in its docstring.
+    void techniques()
+    {
+        const auto g = io::loadModel(kLlama);
+        auto p = referencePlan(g, kLlama, "2x4", false);
+        p.costOptions.techniques.recomputeLayers["model/layers.*/"] = cost::Recompute::Full;
+        p.costOptions.techniques.microBatches = 2;
+        p.costOptions.techniques.zeroStage = 1;
+        p.costOptions.techniques.zeroAxes = std::vector<std::string>{"data"};
+        const auto in = exports::exportInput(g, p, "p.json", "jax", false);
+        const auto jax = exports::jaxPlan(in);
+        QCOMPARE(jax.rematModules, std::vector<std::string>{"model.layers.*"});
+        QCOMPARE(jax.microBatches, 2);
+        const std::string text = exports::jaxPlanPython(jax, p);
+        QVERIFY(text.find("\nremat_modules = ('model.layers.*',)\n") != std::string::npos);
+        QVERIFY(text.find("\nmicro_batches = 2\n") != std::string::npos);
+        QVERIFY2(text.find("Note: ZeRO-1 over axes data: the optimizer state sharded further than partition_specs; "
+                           "this module does not apply it") != std::string::npos,
+                 text.c_str());
+        const auto plain = exports::jaxPlan(exports::exportInput(g, referencePlan(g, kLlama, "2x4", false), "p.json",
+                                                                  "jax", false));
+        QVERIFY(plain.rematModules.empty());
+        QVERIFY(plain.notes.empty());
+    }
+
     // The module is Python: it parses, and with stand-ins for jax and
     // numpy its functions run and return what the tables say.
     void python_data()

@@ -85,6 +85,9 @@ int runExport(const Args &args)
         summary["inputs"] = jax.inputs.size();
         summary["activation_constraints"] = jax.constraints.size();
         summary["unconstrained"] = jax.unconstrained;
+        summary["micro_batches"] = jax.microBatches;
+        summary["remat_modules"] = jax.rematModules;
+        summary["notes"] = jax.notes;
     }
     if (auto path = args.value("-o")) {
         io::writeFileAtomically(*path, text);

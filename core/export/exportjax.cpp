@@ -203,6 +203,34 @@ JaxPlan jaxPlan(const ExportInput &in)
     }
     for (auto &[key, c] : constraints)
         out.constraints.push_back(c);
+
+    const cost::Techniques &t = in.plan.costOptions.techniques;
+    out.microBatches = t.microBatches;
+    for (const auto &kind : cost::attentionLayerKinds(g)) {
+        const auto mode = cost::recomputeOf(t, kind);
+        if (mode == cost::Recompute::Full)
+            out.rematModules.push_back(moduleOfScope(kind));
+        else if (mode == cost::Recompute::Selective)
+            out.notes.push_back("selective recomputation of " + moduleOfScope(kind) +
+                                ": recompute the attention scores in the backward pass (a jax.checkpoint policy "
+                                "that saves the projections, not the scores)");
+    }
+    if (t.flashAttention)
+        out.notes.push_back("flash attention: the plan keeps no s x s scores (jax.nn.dot_product_attention with "
+                            "implementation=\"cudnn\", or a Pallas kernel)");
+    if (t.zeroStage > 0) {
+        std::string axes;
+        if (t.zeroAxes)
+            for (const auto &a : *t.zeroAxes)
+                axes += (axes.empty() ? "" : ", ") + a;
+        out.notes.push_back("ZeRO-" + std::to_string(t.zeroStage) + " over " +
+                            (axes.empty() ? std::string("each parameter's replicated axes") : "axes " + axes) +
+                            ": the optimizer state" + (t.zeroStage >= 2 ? ", gradients" : "") +
+                            (t.zeroStage >= 3 ? " and parameters" : "") +
+                            " sharded further than partition_specs; this module does not apply it");
+    }
+    if (t.offloadOptimizer)
+        out.notes.push_back("the optimizer offloaded to the host: this module does not apply it");
     return out;
 }
 
@@ -237,12 +265,16 @@ std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source)
         s += "  " + note + "\n";
     for (const auto &left : plan.unconstrained)
         s += "Not constrained (a pending sum): " + left + "\n";
+    for (const auto &note : plan.notes)
+        s += "Note: " + note + "\n";
     s += "\nIn the training script:\n"
          "    mesh = make_mesh()                                   # jax.devices(), row-major\n"
          "    params = jax.device_put(params, param_shardings(params, mesh))\n"
          "    batch = {k: jax.device_put(v, input_shardings(mesh)[k]) for k, v in batch.items()}\n"
          "    # in the model's code, where it has the activation:\n"
          "    x = constrain(x, \"model.layers.0.self_attn:input\", mesh)\n"
+         "    # the layers remat_modules names under jax.checkpoint; gradients accumulated\n"
+         "    # over micro_batches slices of the global batch\n"
          "\"\"\"\n";
     s += "from collections.abc import Mapping\n\n"
          "import jax\n"
@@ -290,6 +322,13 @@ std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source)
     for (const auto &c : plan.constraints)
         s += "    " + pyString(c.key) + ": " + c.spec + ",  # " + c.tensor + "\n";
     s += "}\n";
+    s += "# The global batch runs as this many micro-batches per optimizer step (gradient accumulation).\n";
+    s += "micro_batches = " + std::to_string(plan.microBatches) + "\n";
+    s += "# Layers recomputed whole in the backward pass (jax.checkpoint, flax.linen.remat).\n";
+    std::vector<std::string> remat;
+    for (const auto &m : plan.rematModules)
+        remat.push_back(pyString(m));
+    s += "remat_modules = " + pyTuple(remat) + "\n";
     s += R"PY(
 
 def make_mesh(devices=None):

@@ -38,6 +38,14 @@ struct JaxPlan {
     // Boundary activations left without a constraint: pending sums, which
     // a PartitionSpec cannot say.
     std::vector<std::string> unconstrained;
+    // The plan's techniques: the micro-batches of a step (gradient
+    // accumulation), the layers recomputed whole (jax.checkpoint /
+    // flax.linen.remat, by module glob "model.layers.*"), and what the
+    // module leaves to the training script, one line each (ZeRO, selective
+    // recomputation, flash attention, offload).
+    int microBatches = 1;
+    std::vector<std::string> rematModules;
+    std::vector<std::string> notes;
 };
 
 // Flax paths follow the graph: a table read by a lookup (Gather) is an
@@ -55,8 +63,8 @@ JaxPlan jaxPlan(const ExportInput &in);
 // A Python module a training script imports: `make_mesh(devices=None)`,
 // `param_shardings(params, mesh)` (a NamedSharding per leaf of a Flax
 // parameter tree), `input_shardings(mesh)`, `activation_constraints` and
-// `constrain(x, name, mesh)` (jax.lax.with_sharding_constraint), with the
-// tables they read (`partition_specs` and `input_specs` by the plan's
+// `constrain(x, name, mesh)` (jax.lax.with_sharding_constraint),
+// `micro_batches` and `remat_modules`, with the tables they read (`partition_specs` and `input_specs` by the plan's
 // names, `flax_paths`, `param_shapes`).
 std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source);
 

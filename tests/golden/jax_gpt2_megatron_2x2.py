@@ -14,6 +14,8 @@ In the training script:
     batch = {k: jax.device_put(v, input_shardings(mesh)[k]) for k, v in batch.items()}
     # in the model's code, where it has the activation:
     x = constrain(x, "model.layers.0.self_attn:input", mesh)
+    # the layers remat_modules names under jax.checkpoint; gradients accumulated
+    # over micro_batches slices of the global batch
 """
 from collections.abc import Mapping
 
@@ -163,6 +165,10 @@ activation_constraints = {
     'transformer.wpe:output': P(None, None, None),  # transformer/wpe/Gather:0
     'transformer.wte:output': P('data', None, None),  # transformer/wte/Gather:0
 }
+# The global batch runs as this many micro-batches per optimizer step (gradient accumulation).
+micro_batches = 1
+# Layers recomputed whole in the backward pass (jax.checkpoint, flax.linen.remat).
+remat_modules = ()
 
 
 def make_mesh(devices=None):

@@ -14,6 +14,8 @@ In the training script:
     batch = {k: jax.device_put(v, input_shardings(mesh)[k]) for k, v in batch.items()}
     # in the model's code, where it has the activation:
     x = constrain(x, "model.layers.0.self_attn:input", mesh)
+    # the layers remat_modules names under jax.checkpoint; gradients accumulated
+    # over micro_batches slices of the global batch
 """
 from collections.abc import Mapping
 
@@ -118,6 +120,10 @@ activation_constraints = {
     'model.layers.*:input': P('data', 'model', None),  # model/embed_tokens/Gather:0
     'model.layers.*:output': P('data', 'model', None),  # model/layers.0/Add_1:0
 }
+# The global batch runs as this many micro-batches per optimizer step (gradient accumulation).
+micro_batches = 1
+# Layers recomputed whole in the backward pass (jax.checkpoint, flax.linen.remat).
+remat_modules = ()
 
 
 def make_mesh(devices=None):
