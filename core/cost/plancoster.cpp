@@ -115,14 +115,6 @@ PlanCoster::PlanCoster(const ir::Graph &graph, const sharding::Mesh &mesh, const
         m_inputTensorStart.push_back(static_cast<std::int32_t>(m_inputTensors.size()));
     }
 
-    m_byName.resize(n);
-    std::iota(m_byName.begin(), m_byName.end(), 0);
-    // Names from the graph's flat arrays: side by side in one block, where
-    // the records keep each in a block of its own.
-    const auto arrays = graph.arrays().view();
-    std::sort(m_byName.begin(), m_byName.end(), [&](std::int32_t a, std::int32_t b) {
-        return arrays.name(m_order[static_cast<std::size_t>(a)]) < arrays.name(m_order[static_cast<std::size_t>(b)]);
-    });
     m_parameters = graph.tensorsWithRole(ir::Role::Parameter);
     m_roles = recomputeRoles(graph);
     m_modes = recomputeModes(graph, options.techniques);
@@ -261,6 +253,18 @@ void PlanCoster::chargeTensor(std::size_t t, const std::vector<ShardingSpec> &sp
 PlanCost PlanCoster::cost(const std::vector<ShardingSpec> &specs)
 {
     charge(specs);
+    if (m_byName.size() != m_order.size()) {
+        // Only the breakdown by op needs them: a coster that only ranks
+        // plans (totals()) never sorts the names.
+        m_byName.resize(m_order.size());
+        std::iota(m_byName.begin(), m_byName.end(), 0);
+        // Names from the graph's flat arrays: side by side in one block,
+        // where the records keep each in a block of its own.
+        const auto arrays = m_graph.arrays().view();
+        std::sort(m_byName.begin(), m_byName.end(), [&](std::int32_t a, std::int32_t b) {
+            return arrays.name(m_order[static_cast<std::size_t>(a)]) < arrays.name(m_order[static_cast<std::size_t>(b)]);
+        });
+    }
     return sum(specs, true);
 }
 

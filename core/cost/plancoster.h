@@ -129,7 +129,7 @@ private:
     std::vector<Read> m_reads;
     std::vector<std::int32_t> m_inputTensorStart;  // by position, into m_inputTensors
     std::vector<std::int32_t> m_inputTensors;      // each op's distinct input tensors, ascending
-    std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names
+    std::vector<std::int32_t> m_byName;            // positions in the order of their ops' names, once cost() needs them
     std::vector<ir::TensorId> m_parameters;
     std::vector<std::uint8_t> m_roles;  // by op id: recomputeRoles()
     std::vector<Recompute> m_modes;     // by op id: recomputeModes()
