@@ -235,7 +235,7 @@ private slots:
             << kLlama << "2x4" << "megatron" << "batch on model"
             << "input_ids: megatron: split on dim 0 over axis model, which also splits the weights";
         QTest::newRow("ZeRO off the data axes") << kLlama << "2x4" << "megatron" << "zero on model"
-                                                << "megatron: ZeRO-1 over the plan's ZeRO axes";
+                                                << "megatron: ZeRO-1 over axes model, where Megatron-LM shards over the data-parallel axes (data)";
         QTest::newRow("batch the micro-batches do not divide")
             << kLlama << "2x4" << "megatron" << "3 micro-batches"
             << "megatron: the global batch of 8 does not split into 2 data-parallel ranks x 3 micro-batches";

@@ -236,6 +236,8 @@ MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
                 if (activation == "Gelu")
                     m.openaiGelu = ir::stringAttr(g.op(c).attributes, "approximate").value_or("none") == "tanh";
             }
+    if (activation.empty())
+        fail(scope, "an MLP without an activation after its input linears; Megatron-LM's MLP computes one");
     if (in.size() == 2) {
         if (activation != "Silu")
             fail(activationOp, "a gated MLP with " + activation + "; Megatron-LM's --swiglu gates with SiLU");
@@ -420,10 +422,18 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
             std::sort(named.begin(), named.end());
             auto sorted = data;
             std::sort(sorted.begin(), sorted.end());
-            if (named != sorted)
+            if (named != sorted) {
+                auto list = [](const std::vector<std::string> &names) {
+                    std::string s;
+                    for (const auto &n : names)
+                        s += (s.empty() ? "" : ", ") + n;
+                    return s.empty() ? std::string("none") : s;
+                };
                 throw TapestryError(Error{planInput, {}, "megatron: ZeRO-" + std::to_string(out.techniques.zeroStage) +
-                                                             " over the plan's ZeRO axes, where Megatron-LM shards "
-                                                             "over the data-parallel axes only"});
+                                                             " over axes " + list(named) +
+                                                             ", where Megatron-LM shards over the data-parallel "
+                                                             "axes (" + list(sorted) + ")"});
+            }
         }
         if (data.empty())
             out.notes.push_back("ZeRO-" + std::to_string(out.techniques.zeroStage) +
