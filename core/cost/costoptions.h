@@ -36,12 +36,12 @@ struct Techniques {
     int microBatches = 1;
     // Recomputation by kind of layer (a class of repeated layers by its
     // scope pattern, "decoder/block.*/": cost::layerKind).
-    std::map<std::string, Recompute> recomputeLayers;
+    std::map<std::string, Recompute> recomputeLayers = {};
     // The mesh axes (by name) ZeRO shards over, as frameworks shard over
     // their data-parallel group (FSDP's mesh, Megatron's distributed
     // optimizer): set where the axes' names give them roles, to the data
     // axes. Unset: every axis a parameter is replicated on.
-    std::optional<std::vector<std::string>> zeroAxes;
+    std::optional<std::vector<std::string>> zeroAxes = std::nullopt;
     // ZeRO-Offload (Ren et al.): the optimizer state (fp32 master weights
     // and Adam's moments, as ZeRO shards it) lives in host memory and the
     // update runs on the host; each step sends the gradient shard to the

