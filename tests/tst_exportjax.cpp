@@ -299,6 +299,17 @@ private slots:
             QVERIFY2(t, c.tensor.c_str());
             QCOMPARE(c.spec, in.specs[t->index()].toPartitionSpec(static_cast<int>(g.tensor(*t).shape.size()), named));
         }
+
+        // Without attention layers, the modules that hold weights; the axis
+        // named model carries data here, and is exported so.
+        const auto mlp = io::loadModel("zoo:mlp?batch=8");
+        const auto dp = search::referencePlan(mlp, "zoo:mlp?batch=8", p.mesh, search::ReferenceMethod::DataParallel);
+        std::vector<std::string> keys;
+        for (const auto &c : exports::jaxPlan(exports::exportInput(mlp, dp, "dp.json", "jax", false)).constraints)
+            keys.push_back(c.key + " " + c.spec);
+        QCOMPARE(keys, (std::vector<std::string>{"mlp.fc1:output P(('data', 'data1'), None)",
+                                                 "mlp.fc2:input P(('data', 'data1'), None)",
+                                                 "mlp.fc2:output P(('data', 'data1'), None)"}));
     }
 
     // The plan's techniques: layers recomputed whole and micro-batches as

@@ -144,7 +144,7 @@ JaxPlan jaxPlan(const ExportInput &in)
             const auto rest = split(op.name.substr(layer.size()), '/');
             if (rest.size() >= 3)
                 modules.insert(layer + rest[0] + "/");
-        } else if (const auto slash = op.name.rfind('/'); slash != std::string::npos && layer.empty()) {
+        } else if (const auto slash = op.name.rfind('/'); slash != std::string::npos) {
             modules.insert(op.name.substr(0, slash + 1));
         }
     }
