@@ -137,6 +137,30 @@ private slots:
               {"--bf16", "absent"},
               {"--micro-batch-size", "4"},
               {"--global-batch-size", "4"}});
+        // Hugging Face configs, as their config.json says.
+        rows("llama3-8b config.json 8", TAPESTRY_SOURCE_DIR "/samples/configs/llama3-8b.json", "8", "megatron",
+             {{"--tensor-model-parallel-size", "8"},
+              {"--num-layers", "32"},
+              {"--hidden-size", "4096"},
+              {"--ffn-hidden-size", "14336"},
+              {"--num-attention-heads", "32"},
+              {"--num-query-groups", "8"},
+              {"--swiglu", ""},
+              {"--normalization", "RMSNorm"},
+              {"--position-embedding-type", "rope"},
+              {"--untie-embeddings-and-output-weights", ""},
+              {"--disable-bias-linear", ""},
+              {"--bf16", ""}});
+        rows("gpt2 config.json 4", TAPESTRY_SOURCE_DIR "/samples/configs/gpt2.json", "4", "megatron",
+             {{"--num-layers", "12"},
+              {"--hidden-size", "768"},
+              {"--ffn-hidden-size", "3072"},
+              {"--num-attention-heads", "12"},
+              {"--openai-gelu", ""},  // activation_function gelu_new
+              {"--position-embedding-type", "learned_absolute"},
+              {"--max-position-embeddings", "1024"},
+              {"--untie-embeddings-and-output-weights", "absent"},
+              {"--disable-bias-linear", "absent"}});
         rows("gpt2 dp 2x2", kGpt, "2x2", "dp",
              {{"--tensor-model-parallel-size", "1"},
               {"--num-layers", "2"},
