@@ -3,7 +3,7 @@
 # torch exports for real (DTensor, parallelize_module, loss_parallel, fully_shard) on
 # CPU gloo ranks: Debian 12 ships torch 1.13, which has none of these.
 #   tests/interop/torch_root.sh            make it once (about a minute), print its path
-#   tests/interop/torch_root.sh run CMD... run CMD inside it, the current directory at /work
+#   tests/interop/torch_root.sh run CMD... run CMD inside it, in the current directory (bound at /work.PID)
 # The root is kept in $TAPESTRY_TORCH_ROOT (default /var/tmp/tapestry-torch-root) and
 # reused while it has torch. Needs root (debootstrap, chroot) and Debian's mirror.
 set -eu
@@ -31,15 +31,19 @@ fi
 [ "${1:-}" = run ] || { echo "$root"; exit 0; }
 shift
 mounted=()
-# bind TARGET MOUNT-ARGS...: mounted for this run, unmounted after it (last first).
+# bind TARGET MOUNT-ARGS...: mounted for this run, unmounted (lazily, so that a rank's
+# lingering helper process cannot keep it) after it, last first.
 bind() { local target=$1; shift; mountpoint -q "$target" || { mount "$@" "$target" && mounted=("$target" "${mounted[@]}"); }; }
-cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || true; done; }
+# This run's directory, bound at a path of its own so that runs side by side (or one
+# whose unmount was missed) never see another's tree.
+work=work.$$
+cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; rmdir "$root/$work" 2>/dev/null || true; }
 trap cleanup EXIT
-mkdir -p "$root/work"
+mkdir -p "$root/$work"
 bind "$root/proc" -t proc proc
 bind "$root/dev" --bind /dev
 bind "$root/dev/shm" --bind /dev/shm
-bind "$root/work" --bind "$PWD"
+mount --bind "$PWD" "$root/$work" && mounted=("$root/$work" "${mounted[@]}")
 # One BLAS thread per rank; this torch is built without libuv, which gloo's rendezvous otherwise asks for.
 chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 USE_LIBUV=0 \
-  bash -c 'cd /work && "$@"' _ "$@"
+  bash -c 'cd "/$0" && "$@"' "$work" "$@"

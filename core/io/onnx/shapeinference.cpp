@@ -123,6 +123,10 @@ private:
                                 op == "SimplifiedLayerNormalization" || op == "Softmax" || op == "LogSoftmax" ||
                                 op == "Hardmax" || op == "Concat" || op == "Gather" || op == "GatherElements" ||
                                 op == "Split" || op == "CumSum" || op == "ArgMax" || op == "ArgMin";
+        // Their axis, given or the default, names a dim of the input: a
+        // scalar has none (ONNX's inference would index outside the shape).
+        if (strictAxis && rank == 0)
+            throw TapestryError(Error{m_input, where(node), "its input has rank 0; " + op + " works along an axis of it"});
         for (const auto &a : node.attribute()) {
             const std::string &name = a.name();
             if (name == "strides" || name == "dilations" || name == "kernel_shape") {
