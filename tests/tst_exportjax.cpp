@@ -1,3 +1,4 @@
+#include "exporttesting.h"
 #include "io/modelloader.h"
 #include "export/exportaxis.h"
 #include "export/exportjax.h"
@@ -22,11 +23,7 @@ const char *kGpt = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&ffn=256&v
 // when the export (or the model) does.
 plan::Plan referencePlan(const ir::Graph &g, const std::string &source, const std::string &shape, bool sequenceParallel)
 {
-    const auto sizes = sharding::parseMeshShape(shape);
-    const auto mesh = sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
-    search::ReferenceOptions options;
-    options.sequenceParallel = sequenceParallel;
-    return search::referencePlan(g, source, mesh, search::ReferenceMethod::Megatron, options);
+    return testing::exportPlan(g, source, shape, sequenceParallel ? "megatron-sp" : "megatron");
 }
 
 std::string readFile(const std::string &path)

@@ -1,3 +1,4 @@
+#include "exporttesting.h"
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
@@ -28,15 +29,7 @@ const char *kGpt = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&ffn=256&v
 plan::Plan referencePlan(const ir::Graph &g, const std::string &source, const std::string &shape,
                          const std::string &method, const cost::Techniques &techniques = {})
 {
-    const auto sizes = sharding::parseMeshShape(shape);
-    const auto mesh = sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
-    search::ReferenceOptions options;
-    options.sequenceParallel = method == "megatron-sp";
-    options.cost.techniques = techniques;
-    return search::referencePlan(g, source, mesh,
-                                 method == "dp" ? search::ReferenceMethod::DataParallel
-                                                : search::ReferenceMethod::Megatron,
-                                 options);
+    return testing::exportPlan(g, source, shape, method, 0, techniques);
 }
 
 exports::MegatronArguments argumentsOf(const ir::Graph &g, const plan::Plan &p)
@@ -55,18 +48,7 @@ QString valueOf(const std::vector<std::string> &args, const std::string &flag)
     return QString::fromStdString(*(it + 1));
 }
 
-struct Cli {
-    int code;
-    QString out, err;
-};
-
-Cli runCli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(TAPESTRY_CLI), args);
-    p.waitForFinished(60000);
-    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
-}
+using testing::runCli;
 
 } // namespace
 

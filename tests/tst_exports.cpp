@@ -1,3 +1,4 @@
+#include "exporttesting.h"
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
@@ -30,28 +31,13 @@ const char *kGpt = "zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&ffn=3072&
 
 sharding::Mesh mesh(const std::string &shape)
 {
-    const auto sizes = sharding::parseMeshShape(shape);
-    return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
+    return testing::exportMesh(shape);
 }
 
-// The plans the exports are checked on: a reference plan, or tap's under
-// `memoryBytes` of device memory (0: the profile's).
 plan::Plan makePlan(const ir::Graph &g, const std::string &source, const std::string &shape,
                     const std::string &method, std::int64_t memoryBytes = 0)
 {
-    sharding::Mesh m = mesh(shape);
-    if (memoryBytes > 0)
-        m.device.memoryBytes = memoryBytes;
-    if (method == "tap") {
-        const auto coarse = passes::Coarsen().run(g);
-        return search::tapSearch(g, passes::Prune().run(g, coarse), source, m).plan;
-    }
-    search::ReferenceOptions options;
-    options.sequenceParallel = method == "megatron-sp";
-    return search::referencePlan(g, source, m,
-                                 method == "dp" ? search::ReferenceMethod::DataParallel
-                                                : search::ReferenceMethod::Megatron,
-                                 options);
+    return testing::exportPlan(g, source, shape, method, memoryBytes);
 }
 
 // A torch plan entry read back from the Python text.
@@ -108,18 +94,7 @@ std::string layoutOn(const sharding::ShardingSpec &spec, int axis, std::size_t r
     return p.toString();
 }
 
-struct Cli {
-    int code;
-    QString out, err;
-};
-
-Cli runCli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(TAPESTRY_CLI), args);
-    p.waitForFinished(60000);
-    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
-}
+using testing::runCli;
 
 } // namespace
 
