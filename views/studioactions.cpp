@@ -171,7 +171,7 @@ void StudioActions::createPlanMenu()
     exportMenu->setToolTipsVisible(true);
     std::vector<std::pair<QAction *, QString>> exportActions;
     for (const auto &[format, label, suffix] :
-         {std::tuple{"torch", "PyTorch (parallelize_module module)…", "py"}, std::tuple{"jax", "JAX (PartitionSpecs)…", "py"},
+         {std::tuple{"torch", "PyTorch (parallelize module)…", "py"}, std::tuple{"jax", "JAX (mesh and shardings module)…", "py"},
           std::tuple{"megatron", "Megatron-LM (arguments)…", "txt"}}) {
         auto *action = exportMenu->addAction(tr(label), m_window, [this, format = QString::fromLatin1(format), suffix = QString::fromLatin1(suffix)] {
             const QString path = QFileDialog::getSaveFileName(m_window, tr("Export plan"), QStringLiteral("plan-%1.%2").arg(format, suffix));

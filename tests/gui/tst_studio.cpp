@@ -923,8 +923,8 @@ private slots:
         std::map<QString, QAction *> byLabel;
         for (auto *a : exportMenu->actions())
             byLabel[a->data().toString()] = a;
-        QAction *torch = byLabel.at(QStringLiteral("PyTorch (parallelize_module module)…"));
-        QAction *jax = byLabel.at(QStringLiteral("JAX (PartitionSpecs)…"));
+        QAction *torch = byLabel.at(QStringLiteral("PyTorch (parallelize module)…"));
+        QAction *jax = byLabel.at(QStringLiteral("JAX (mesh and shardings module)…"));
         QAction *megatron = byLabel.at(QStringLiteral("Megatron-LM (arguments)…"));
         QVERIFY(!torch->isEnabled());
         QVERIFY2(torch->toolTip().contains(QStringLiteral("mlp.fc1.weight")), qPrintable(torch->toolTip()));
