@@ -124,6 +124,19 @@ private slots:
             names << axis.toObject()[QStringLiteral("name")].toString() + QString::number(axis.toObject()[QStringLiteral("size")].toInt());
         QCOMPARE(names.join(QLatin1Char(',')), QStringLiteral("dp2,tp2,sp2"));
     }
+    // A plan that fits says nothing about memory: the memory techniques'
+    // probes search without a limit, and their plans are costed on the real
+    // mesh, not warned about a limit of none.
+    void fittingPlanHasNoMemoryWarning()
+    {
+        const Run r = cli({QStringLiteral("plan"), QStringLiteral("zoo:gpt2?layers=2"), QStringLiteral("--mesh"),
+                           QStringLiteral("8"), QStringLiteral("--json")});
+        QCOMPARE(r.code, 0);
+        const auto report = QJsonDocument::fromJson(r.out).object();
+        QVERIFY(report[QStringLiteral("fits_memory")].toBool());
+        QVERIFY2(!r.out.contains("costed on the whole graph"), r.out.constData());
+    }
+
     // Given axis names constrain the search and the report says so;
     // default names do not, and the report says what each axis carries.
     void axesAsConstraints_data()

@@ -460,7 +460,9 @@ SearchResult ExactSearch::run(const std::string &modelSource)
         warnings.push_back("exact: the time limit stopped CBC before it proved the plan optimal");
     for (auto *p : {&result.plan, &result.leastCommunication}) {
         p->searchWarnings = warnings;
-        if (!p->cost.fitsMemory && warnings.empty())
+        // Searched without a memory limit (the memory techniques' probes),
+        // nothing was held to one: the caller costs the plan on its mesh.
+        if (!p->cost.fitsMemory && p->cost.memoryCapacity > 0 && warnings.empty())
             p->searchWarnings.push_back("exact: the plan's memory, costed on the whole graph, exceeds the device's");
     }
     return result;

@@ -1281,7 +1281,9 @@ SearchResult TapSearch::run(const std::string &modelSource)
         result.leastCommunicationSpecs = m_assembledSpecs;
     for (auto *p : {&result.plan, &result.leastCommunication}) {
         p->searchWarnings = warnings;
-        if (!p->cost.fitsMemory && p->searchWarnings.empty())
+        // Searched without a memory limit (the memory techniques' probes),
+        // nothing was held to one: the caller costs the plan on its mesh.
+        if (!p->cost.fitsMemory && p->cost.memoryCapacity > 0 && p->searchWarnings.empty())
             p->searchWarnings.push_back("tap: the plan's memory, costed on the whole graph, exceeds the device's");
     }
     result.leastCommunication.method = "tap";
