@@ -249,6 +249,13 @@ private slots:
                           QStringLiteral("-o"), exported});
         QVERIFY2(ok.code == 0, qPrintable(ok.err));
         QVERIFY(QFile::exists(exported));
+        // --json says what the module does: its axes, loss and collectives.
+        auto summary = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("torch"),
+                               QStringLiteral("-o"), exported, QStringLiteral("--json")});
+        QCOMPARE(summary.code, 0);
+        const auto s = nlohmann::json::parse(summary.out.toStdString());
+        QVERIFY(s["collectives"].contains("backward"));
+        QVERIFY(s["data_axes"].is_array() && s["loss_parallel"].is_boolean());
         auto bad = runCli({QStringLiteral("plan"), model, QStringLiteral("--mesh"), QStringLiteral("8"),
                            QStringLiteral("--target"), QStringLiteral("tensorflow")});
         QVERIFY(bad.code != 0);

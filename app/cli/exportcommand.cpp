@@ -46,6 +46,12 @@ int runExport(const Args &args)
         summary["mesh_axis"] = torch.meshAxis;
         summary["mesh_dim_names"] = torch.meshDimNames;
         summary["entries"] = torch.modules.size();
+        summary["data_axes"] = torch.dataAxes;
+        summary["fsdp_axes"] = torch.fsdpAxes;
+        summary["loss_parallel"] = torch.lossParallel;
+        summary["checkpointed"] = torch.checkpointModules;
+        summary["notes"] = torch.notes;
+        summary["collectives"] = torch.collectives;  // per phase and kind, as the module issues them
     } else if (to == "megatron") {
         const auto megatron = exports::megatronArguments(in, planFile);
         summary["tensor_parallel"] = megatron.tensorParallel;
