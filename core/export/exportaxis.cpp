@@ -1,5 +1,6 @@
 #include "export/exportaxis.h"
 
+#include "cost/costoptions.h"
 #include "ir/error.h"
 
 #include <algorithm>
@@ -67,6 +68,19 @@ std::vector<std::string> axisNotes(const ExportInput &in)
         notes.push_back(note);
     }
     return notes;
+}
+
+std::string exportProvenance(const plan::Plan &source, const std::string &format,
+                             const std::vector<std::string> &axisNotes)
+{
+    std::string s = "Exported by `tapestry-cli export --to " + format + "` from a tapestry.plan:\n";
+    s += "  model " + source.model.source + " (" + source.model.fingerprint + ")\n";
+    s += "  method " + source.method + ", mesh " + source.mesh.toString() + ", techniques " +
+         cost::describe(source.costOptions.techniques) + "\n";
+    s += "Mesh axes, named by what each carries:\n";
+    for (const auto &note : axisNotes)
+        s += "  " + note + "\n";
+    return s;
 }
 
 std::string moduleOf(const std::string &parameterName)

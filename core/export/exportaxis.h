@@ -44,6 +44,12 @@ std::vector<std::string> axisNotes(const ExportInput &in);
 ExportInput exportInput(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput,
                         const std::string &format, bool oneAxis);
 
+// The lines a Python export's docstring opens with after its title: where
+// it came from (`tapestry-cli export --to FORMAT`, the model, method, mesh
+// and techniques) and what each mesh axis carries (axisNotes).
+std::string exportProvenance(const plan::Plan &source, const std::string &format,
+                             const std::vector<std::string> &axisNotes);
+
 // "transformer.h.3.attn.q_proj.weight" -> "transformer.h.3.attn.q_proj";
 // empty when the name does not end in ".weight" or ".bias".
 std::string moduleOf(const std::string &parameterName);

@@ -255,14 +255,8 @@ std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source)
 {
     std::string s;
     s += "\"\"\"A Tapestry plan as JAX runs it: the device mesh, a NamedSharding for every parameter\n"
-         "and graph input, and the activation layouts the plan assumes at module boundaries.\n\n"
-         "Exported by `tapestry-cli export --to jax` from a tapestry.plan:\n";
-    s += "  model " + source.model.source + " (" + source.model.fingerprint + ")\n";
-    s += "  method " + source.method + ", mesh " + source.mesh.toString() + ", techniques " +
-         cost::describe(source.costOptions.techniques) + "\n";
-    s += "Mesh axes, named by what each carries:\n";
-    for (const auto &note : plan.axisNotes)
-        s += "  " + note + "\n";
+         "and graph input, and the activation layouts the plan assumes at module boundaries.\n\n";
+    s += exportProvenance(source, "jax", plan.axisNotes);
     for (const auto &left : plan.unconstrained)
         s += "Not constrained (a pending sum): " + left + "\n";
     for (const auto &note : plan.notes)

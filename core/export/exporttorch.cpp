@@ -709,14 +709,8 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
 {
     std::string s;
     s += "\"\"\"A Tapestry plan as PyTorch runs it (torch 2.4 or later: DTensor, parallelize_module,\n"
-         "loss_parallel, FSDP2's fully_shard, activation checkpointing).\n\n"
-         "Exported by `tapestry-cli export --to torch` from a tapestry.plan:\n";
-    s += "  model " + source.model.source + " (" + source.model.fingerprint + ")\n";
-    s += "  method " + source.method + ", mesh " + source.mesh.toString() + ", techniques " +
-         cost::describe(source.costOptions.techniques) + "\n";
-    s += "Mesh axes, named by what each carries:\n";
-    for (const auto &note : plan.axisNotes)
-        s += "  " + note + "\n";
+         "loss_parallel, FSDP2's fully_shard, activation checkpointing).\n\n";
+    s += exportProvenance(source, "torch", plan.axisNotes);
     for (const auto &note : plan.notes)
         s += "Note: " + note + "\n";
     s += "\nIn the training script, on every rank:\n"
