@@ -738,6 +738,29 @@ private slots:
                      .c_str());
     }
 
+    // On a 3D mesh (27 layouts) a block without an attention core may
+    // still store its outputs gathered whole: the teaching MLP on 2x2x2
+    // under a tight limit, where exact splits fc1 by columns and gathers
+    // its output for a replicated fc2 (one all-gather, 2 us), while tap,
+    // keeping fc1's output split, split fc2 too and reduce-scattered its
+    // input's gradient back (4 us).
+    void gatheredOutputsOnThreeDMeshes()
+    {
+        auto m = sharding::findMeshProfile("dgx-h100").mesh({2, 2, 2}, {"a", "b", "c"});
+        m.device.memoryBytes = 984;
+        const std::string source = "zoo:mlp?batch=6&ffn=2&hidden=12";
+        const auto g = io::loadModel(source);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        const auto tap = search::tapSearch(g, coarse, classes, source, m, {});
+        const auto exact = search::exactSearch(g, coarse, source, m, {});
+        QVERIFY(exact.stats.optimal);
+        QVERIFY(tap.plan.cost.fitsMemory);
+        QVERIFY2(noWorse(cost::Objective::of(tap.plan.cost), cost::Objective::of(exact.plan.cost), 0.01),
+                 (std::to_string(tap.plan.cost.stepTime) + " vs exact " + std::to_string(exact.plan.cost.stepTime))
+                     .c_str());
+    }
+
     // A three-layer convolution stack whose first layer is a class of its
     // own, reading 4-channel images, on 8 devices with less memory than
     // any plan needs. The class's channel-split layout cannot split the

@@ -247,7 +247,19 @@ void keepBest(std::vector<Partial> &ps)
 // An op reading a tied weight waits for its leader to be read, and one
 // reading a derived parameter for that parameter's first consumer as
 // listed, which decides its spec.
+struct SearchOrder {
+    std::vector<ir::OpId> ops;
+    double bound = 0;  // the states' bound summed over the ops
+};
+
+SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment);
+
 std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment)
+{
+    return orderWithBound(graph, segment).ops;
+}
+
+SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
 {
     const std::size_t n = segment.ops.size();
     std::unordered_map<std::int32_t, std::size_t> position;
@@ -487,17 +499,18 @@ std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment
     for (int rule = 0; rule < 3; ++rule) {
         auto taken = greedy(rule);
         if (taken.size() != n)  // not a DAG as listed: keep the listed order
-            return segment.ops;
+            return {segment.ops, std::numeric_limits<double>::infinity()};
         const double cost = costOf(taken);
         if (best.empty() || cost < bestCost) {
             best = std::move(taken);
             bestCost = cost;
         }
     }
-    std::vector<ir::OpId> order;
-    order.reserve(n);
+    SearchOrder order;
+    order.bound = bestCost;
+    order.ops.reserve(n);
     for (std::size_t i : best)
-        order.push_back(segment.ops[i]);
+        order.ops.push_back(segment.ops[i]);
     return order;
 }
 
@@ -1698,6 +1711,11 @@ void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::
             segment.storedChoices.push_back(std::move(specs));
         }
     }
+}
+
+double searchStateBound(const ir::Graph &graph, const Segment &segment)
+{
+    return orderWithBound(graph, segment).bound;
 }
 
 } // namespace tapestry::search

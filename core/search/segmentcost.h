@@ -239,6 +239,10 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
 // boundary gives in a class's layout: they may be stored replicated too.
 void allowInputLayouts(Segment &segment, const ir::Graph &graph, const sharding::Mesh &mesh,
                        const std::vector<ActivationLayout> &layouts, const std::vector<ir::TensorId> *only = nullptr);
+// The bound on the states of `segment`'s per-op search, summed over its
+// ops in the order the search takes them: the product of the choices each
+// live tensor's spec may vary with (weights, Segment::stored tensors).
+double searchStateBound(const ir::Graph &graph, const Segment &segment);
 void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::CoarseGraph &coarse,
                         const sharding::Mesh &mesh, const std::vector<ActivationLayout> &layouts);
 

@@ -116,6 +116,14 @@ constexpr std::size_t kStoredLayoutsUpTo = 4;
 // mesh's nine.
 constexpr std::size_t kStoredLayoutsWithoutAttentionUpTo = 9;
 
+// Past those, a block without an attention core (3D meshes) may still
+// store its coarse outputs gathered whole (replicated) besides as
+// produced, as a Megatron-style plan all-gathers a column-parallel
+// output before a replicated layer reads it, where its search's bound on
+// the states (searchStateBound) stays under this: BERT's embeddings with
+// their tied MLM head, one block, would go from 2e6 to 3e7.
+constexpr double kGatheredOutputsStatesUpTo = 1e6;
+
 bool hasAttentionCore(const passes::CoarseGraph &coarse, const Segment &segment)
 {
     return std::any_of(segment.ops.begin(), segment.ops.end(), [&](ir::OpId id) {
@@ -382,6 +390,12 @@ void TapSearch::buildGroups()
                 (m_layouts.size() <= kStoredLayoutsUpTo ||
                  (m_layouts.size() <= kStoredLayoutsWithoutAttentionUpTo && !hasAttentionCore(m_coarse, block))))
                 allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_layouts);
+            else if (m_options.storedLayouts && !hasAttentionCore(m_coarse, block)) {
+                Segment gathered = block;
+                allowStoredLayouts(gathered, m_graph, m_coarse, m_mesh, {m_layouts.front()});
+                if (!gathered.stored.empty() && searchStateBound(m_graph, gathered) <= kGatheredOutputsStatesUpTo)
+                    block = std::move(gathered);
+            }
         }
         // A graph input a class of one copy reads, in one block (a
         // convolution stack's images, read by its first layer, a class of
