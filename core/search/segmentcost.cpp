@@ -46,6 +46,32 @@ class State {
 public:
     State() : m_flat{0} {}
     bool operator<(const State &o) const { return m_flat < o.m_flat; }
+    bool operator==(const State &o) const { return m_flat == o.m_flat; }
+    std::size_t hash() const { return hashInts(m_flat); }
+    // The state without its needs and gradients: sequence parallelism, then
+    // per entry its tensor and stored spec.
+    void skeleton(std::vector<std::int32_t> &out) const
+    {
+        out.assign(1, m_flat[0]);
+        for (std::size_t p = 1; p < m_flat.size(); p = next(p)) {
+            out.push_back(m_flat[p]);
+            out.push_back(m_flat[p + 1]);
+        }
+    }
+    // Calls f(entry, list, value) for every need (list 0) and gradient
+    // (list 1) of every entry, entries numbered from 0.
+    template <typename F>
+    void forEachCharged(F f) const
+    {
+        std::int32_t entry = 0;
+        for (std::size_t p = 1; p < m_flat.size(); p = next(p), ++entry) {
+            std::size_t q = p + 2;
+            for (; m_flat[q] != -1; ++q)
+                f(entry, 0, m_flat[q]);
+            for (++q; m_flat[q] != -1; ++q)
+                f(entry, 1, m_flat[q]);
+        }
+    }
 
     bool sequenceParallel() const { return m_flat[0] != 0; }
     void setSequenceParallel() { m_flat[0] = 1; }
@@ -237,6 +263,87 @@ void keepBest(std::vector<Partial> &ps)
         ps.push_back(b);
 }
 
+struct SkeletonHash {
+    std::size_t operator()(const std::vector<std::int32_t> &v) const noexcept { return hashInts(v); }
+};
+
+// The per-op search's front after an op: its states in ascending order
+// (the order ties are broken in), each with its partials, held flat.
+struct Front {
+    std::vector<State> states;
+    std::vector<std::size_t> begins{0};  // per state where its partials start, then the end
+    std::vector<Partial> partials;
+
+    std::size_t size() const { return states.size(); }
+    const Partial *begin(std::size_t s) const { return partials.data() + begins[s]; }
+    const Partial *end(std::size_t s) const { return partials.data() + begins[s + 1]; }
+};
+
+// Gathers the next front: each state found by hashing (an open-addressing
+// table of indices into `states`), its partials in the order they come,
+// then the states sorted, so that the front is what a map from state to
+// partials would hold, without a node per state.
+class FrontBuilder {
+public:
+    // The partials of state `st`, added as it is first seen.
+    std::vector<Partial> &slot(const State &st)
+    {
+        if (2 * (m_states.size() + 1) > m_table.size())
+            grow();
+        const std::size_t mask = m_table.size() - 1;
+        for (std::size_t at = st.hash() & mask;; at = (at + 1) & mask) {
+            const std::int32_t i = m_table[at];
+            if (i < 0) {
+                m_table[at] = static_cast<std::int32_t>(m_states.size());
+                m_states.push_back(st);
+                m_partials.emplace_back();
+                return m_partials.back();
+            }
+            if (m_states[static_cast<std::size_t>(i)] == st)
+                return m_partials[static_cast<std::size_t>(i)];
+        }
+    }
+    std::size_t size() const { return m_states.size(); }
+    // The front, states ascending; `keep` runs on each state's partials first.
+    template <typename Keep>
+    Front build(Keep keep)
+    {
+        std::vector<std::uint32_t> order(m_states.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = static_cast<std::uint32_t>(i);
+        std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return m_states[a] < m_states[b]; });
+        Front f;
+        f.states.reserve(order.size());
+        f.begins.reserve(order.size() + 1);
+        for (std::uint32_t i : order) {
+            auto &ps = m_partials[i];
+            keep(ps);
+            f.states.push_back(std::move(m_states[i]));
+            f.partials.insert(f.partials.end(), ps.begin(), ps.end());
+            f.begins.push_back(f.partials.size());
+        }
+        return f;
+    }
+
+private:
+    void grow()
+    {
+        std::vector<std::int32_t> table(std::max<std::size_t>(64, 2 * m_table.size()), -1);
+        const std::size_t mask = table.size() - 1;
+        for (std::size_t i = 0; i < m_states.size(); ++i) {
+            std::size_t at = m_states[i].hash() & mask;
+            while (table[at] >= 0)
+                at = (at + 1) & mask;
+            table[at] = static_cast<std::int32_t>(i);
+        }
+        m_table = std::move(table);
+    }
+
+    std::vector<State> m_states;
+    std::vector<std::vector<Partial>> m_partials;
+    std::vector<std::int32_t> m_table;
+};
+
 // The order the per-op search takes a segment's ops in. Its state holds
 // every tensor written or read and still to be read, each in one of up to
 // 3^rank specs, so the number of states grows with how many are live at
@@ -380,7 +487,24 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
         sourceChoices.push_back(static_cast<double>(1 + segment.storedChoices[j].size()));
     }
     const std::set<ir::TensorId> outputs(segment.outputs.begin(), segment.outputs.end());
-    auto costOf = [&](const std::vector<std::size_t> &taken) {
+    // A live tensor holds one of at most (rank + 2)^axes specs (per mesh
+    // axis replicated, partial or one dim split), whatever its sources: an
+    // embedding sum's output takes few specs of the 27^2 its two lookups'
+    // weight choices make.
+    std::size_t meshRank = 0;
+    for (const auto &choices : segment.choices)
+        if (!choices.empty())
+            meshRank = choices.front().placements.size();
+    for (const auto &choices : segment.storedChoices)
+        if (!choices.empty())
+            meshRank = choices.front().placements.size();
+    auto specsOf = [&](std::int32_t t) {
+        if (meshRank == 0)
+            return std::numeric_limits<double>::infinity();
+        const auto rank = static_cast<double>(graph.tensor(ir::TensorId{t}).shape.size());
+        return std::pow(rank + 2, static_cast<double>(meshRank));
+    };
+    auto costOf = [&](const std::vector<std::size_t> &taken, bool capped = true) {
         auto left = totalReaders;
         std::map<std::int32_t, std::set<int>> live;  // live tensor -> its sources
         double cost = 0;
@@ -405,12 +529,18 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
                     own.insert(j->second);
             }
             std::set<int> all;
-            for (const auto &[t, own] : live)
+            double byTensors = 1;
+            for (const auto &[t, own] : live) {
                 all.insert(own.begin(), own.end());
+                double mine = 1;
+                for (int source : own)
+                    mine = std::min(mine * sourceChoices[static_cast<std::size_t>(source)], 1e18);
+                byTensors = std::min(byTensors * std::min(mine, specsOf(t)), 1e18);
+            }
             double states = 1;
             for (int source : all)
                 states = std::min(states * sourceChoices[static_cast<std::size_t>(source)], 1e18);
-            cost += states;
+            cost += capped ? std::min(states, byTensors) : states;
         }
         return cost;
     };
@@ -425,7 +555,7 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
     //  - the fewest live not counting what the boundary fixes, then an op
     //    choosing no weight.
     // Ties go to the first listed; the order whose bound sums lowest wins.
-    auto greedy = [&](int rule) {
+    auto greedy = [&](int rule, const std::vector<std::size_t> &head) {
         auto left = totalReaders;
         auto blockers = waiting;
         std::set<std::int32_t> live;
@@ -440,7 +570,14 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
         while (!ready.empty()) {
             std::size_t best = 0;
             std::tuple<int, int, int, std::size_t> bestKey{0, 0, 0, n};
-            for (std::size_t r = 0; r < ready.size(); ++r) {
+            if (taken.size() < head.size()) {
+                // The given head first, each op where it is ready; else no order.
+                const auto it = std::find(ready.begin(), ready.end(), head[taken.size()]);
+                if (it == ready.end())
+                    return std::vector<std::size_t>{};
+                best = static_cast<std::size_t>(it - ready.begin());
+            }
+            for (std::size_t r = 0; r < ready.size() && taken.size() >= head.size(); ++r) {
                 const std::size_t i = ready[r];
                 int change = 0;
                 for (ir::TensorId t : reads[i]) {
@@ -496,18 +633,57 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
     };
     std::vector<std::size_t> best;
     double bestCost = 0;
+    int bestRule = 0;
+    // The bound the order is reported with (searchStateBound's thresholds
+    // are set on it): the states' sources alone, the least of the rules'.
+    double sourcesBound = std::numeric_limits<double>::infinity();
     for (int rule = 0; rule < 3; ++rule) {
-        auto taken = greedy(rule);
+        auto taken = greedy(rule, {});
         if (taken.size() != n)  // not a DAG as listed: keep the listed order
             return {segment.ops, std::numeric_limits<double>::infinity()};
+        sourcesBound = std::min(sourcesBound, costOf(taken, false));
         const double cost = costOf(taken);
         if (best.empty() || cost < bestCost) {
             best = std::move(taken);
             bestCost = cost;
+            bestRule = rule;
+        }
+    }
+    // Greedy rules see one op ahead: of an embedding sum's three lookups
+    // they take the one added last first, and hold its choices live while
+    // the other two multiply the states (27^3 on a 3D mesh). On small
+    // segments, each op of the order is chosen again by rolling out (the
+    // pilot method): every ready op is tried at that place, the rest
+    // completed by the winning rule, and the one whose whole order's bound
+    // is lowest kept, so the order is never worse than the rule's.
+    constexpr std::size_t kRolloutUpTo = 48;
+    if (n <= kRolloutUpTo) {
+        std::vector<std::size_t> prefix;
+        for (std::size_t at = 0; at < n; ++at) {
+            std::set<std::size_t> tried;
+            std::vector<std::size_t> chosen = best;  // keeps best[at] unless a rollout beats it
+            for (std::size_t candidate = at; candidate < n; ++candidate) {
+                const std::size_t op = best[candidate];
+                if (tried.count(op))
+                    continue;
+                tried.insert(op);
+                auto head = prefix;
+                head.push_back(op);
+                auto taken = greedy(bestRule, head);
+                if (taken.size() != n)
+                    continue;  // op was not ready at this place
+                const double cost = costOf(taken);
+                if (cost < bestCost) {
+                    bestCost = cost;
+                    chosen = std::move(taken);
+                }
+            }
+            best = std::move(chosen);
+            prefix.push_back(best[at]);
         }
     }
     SearchOrder order;
-    order.bound = bestCost;
+    order.bound = sourcesBound;
     order.ops.reserve(n);
     for (std::size_t i : best)
         order.ops.push_back(segment.ops[i]);
@@ -528,6 +704,125 @@ ShardingSpec withoutPartials(ShardingSpec spec)
 // store it (a partial sum), which its first reader does not re-store.
 constexpr std::int32_t kDecided = std::numeric_limits<std::int32_t>::max();
 
+// Drops the partials that another state's partials dominate across states
+// that differ only in what they have already charged. A state's needs and
+// gradients are reshards paid for: a later reader needing one of them pays
+// nothing, any other pays its reshard once. So where state A has not paid
+// for charges B has, A owes at most their sum (`owed`, each at the most a
+// reader could be charged for it) more than B for any completion, and a
+// partial of A whose time and communication plus that sum are no more than
+// a partial of B's (memory as prune() compares it) makes B's of no use.
+// The lists a state may differ in multiply the front: a layer's input read
+// by the query, key and value projections, each wanting it in the spec of
+// its weight's choice, made 36,782 states of 27 skeletons on a 3D mesh.
+// A writer's decision (kDecided) takes choices away, so states differing
+// in it are not compared. Per group of one skeleton, partials are taken
+// fastest first and checked against those kept before them (domination is
+// transitive, as the owed sums add up over the lists' differences); groups
+// whose lists hold more than 64 distinct charges are left as they are,
+// and a partial is checked against the fastest kMostDominators kept, so
+// that a group with little to drop costs no more than linear time.
+constexpr std::size_t kMostDominators = 256;
+template <typename Owed>
+void dropDominatedByCharges(Front &front, Owed owed)
+{
+    if (front.size() < 2)
+        return;
+    std::unordered_map<std::vector<std::int32_t>, std::vector<std::uint32_t>, SkeletonHash> groups;
+    std::vector<std::int32_t> skeleton;
+    for (std::size_t i = 0; i < front.size(); ++i) {
+        front.states[i].skeleton(skeleton);
+        groups[skeleton].push_back(static_cast<std::uint32_t>(i));
+    }
+    std::vector<bool> dropped(front.partials.size(), false);
+    bool any = false;
+    std::map<std::tuple<std::int32_t, int, std::int32_t>, int> bits;
+    std::vector<double> bitOwed;
+    std::vector<std::uint64_t> masks, decided;
+    struct Item {
+        double time, comm;
+        std::uint32_t member;
+        std::size_t partial;
+    };
+    std::vector<Item> items;
+    std::vector<std::size_t> survivors;  // indices into items
+    for (auto &[unused, members] : groups) {
+        if (members.size() < 2)
+            continue;
+        front.states[members.front()].skeleton(skeleton);
+        bits.clear();
+        bitOwed.clear();
+        masks.assign(members.size(), 0);
+        decided.assign(members.size(), 0);
+        bool fits = true;
+        for (std::size_t m = 0; m < members.size() && fits; ++m)
+            front.states[members[m]].forEachCharged([&](std::int32_t entry, int list, std::int32_t value) {
+                const auto [it, added] = bits.try_emplace({entry, list, value}, static_cast<int>(bits.size()));
+                if (it->second >= 64) {
+                    fits = false;
+                    return;
+                }
+                if (added)
+                    bitOwed.push_back(value == kDecided ? 0.0
+                                                        : owed(skeleton[1 + 2 * static_cast<std::size_t>(entry)],
+                                                               skeleton[2 + 2 * static_cast<std::size_t>(entry)],
+                                                               list, value));
+                masks[m] |= std::uint64_t{1} << it->second;
+                if (value == kDecided)
+                    decided[m] |= std::uint64_t{1} << it->second;
+            });
+        if (!fits)
+            continue;
+        items.clear();
+        for (std::size_t m = 0; m < members.size(); ++m)
+            for (std::size_t p = front.begins[members[m]]; p < front.begins[members[m] + 1]; ++p)
+                items.push_back({front.partials[p].time, front.partials[p].comm, static_cast<std::uint32_t>(m), p});
+        std::stable_sort(items.begin(), items.end(), [](const Item &x, const Item &y) {
+            return x.time != y.time ? x.time < y.time : x.comm < y.comm;
+        });
+        survivors.clear();
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const Item &b = items[i];
+            const Partial &pb = front.partials[b.partial];
+            bool beaten = false;
+            for (std::size_t k : survivors) {
+                const Item &a = items[k];
+                if (a.member == b.member || decided[a.member] != decided[b.member])
+                    continue;
+                double due = 0;
+                for (std::uint64_t missing = masks[b.member] & ~masks[a.member]; missing; missing &= missing - 1)
+                    due += bitOwed[static_cast<std::size_t>(__builtin_ctzll(missing))];
+                const Partial &pa = front.partials[a.partial];
+                if (pa.time + due <= pb.time && pa.comm + due <= pb.comm && dominates(pa, pb, false)) {
+                    beaten = true;
+                    break;
+                }
+            }
+            if (beaten) {
+                dropped[b.partial] = true;
+                any = true;
+            } else if (survivors.size() < kMostDominators) {
+                survivors.push_back(i);
+            }
+        }
+    }
+    if (!any)
+        return;
+    Front kept;
+    kept.states.reserve(front.size());
+    for (std::size_t i = 0; i < front.size(); ++i) {
+        const std::size_t before = kept.partials.size();
+        for (std::size_t p = front.begins[i]; p < front.begins[i + 1]; ++p)
+            if (!dropped[p])
+                kept.partials.push_back(front.partials[p]);
+        if (kept.partials.size() == before)
+            continue;
+        kept.states.push_back(std::move(front.states[i]));
+        kept.begins.push_back(kept.partials.size());
+    }
+    front = std::move(kept);
+}
+
 // searchWeights' m_weightOf for a tensor that is not one of the segment's
 // weights, and for one of its derived parameters.
 constexpr std::int32_t kNotAWeight = -1;
@@ -538,7 +833,7 @@ constexpr std::size_t kMaxPartials = 1'000'000;
 
 struct SegmentCoster::Memo {
     struct Prefix {
-        std::map<State, std::vector<Partial>> front;
+        Front front;
         bool partialsStored = false;  // some op of the prefix stored a partial sum
     };
     std::map<std::vector<std::int64_t>, Prefix> fronts;
@@ -850,6 +1145,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         return it == firstReads.end() ? ops.size() : it->second;
     };
     std::vector<Memo::Step> &trail = m_memo->trail;
+    // The most any reader's forward collectives run again (recomputation).
+    double maxRecompute = 0;
+    for (ir::OpId id : ops)
+        maxRecompute = std::max(maxRecompute, cost::recomputedForward(m_roles[id.index()], m_modes[id.index()],
+                                                                      m_options.techniques.flashAttention)
+                                                  .comm);
     auto shareOf = [&](ir::TensorId t) {
         for (const auto &[shared, share] : segment.readShare)
             if (shared == t)
@@ -857,7 +1158,6 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         return 1.0;
     };
 
-    using Front = std::map<State, std::vector<Partial>>;
     // One op: every state and partial extended by every choice of the
     // weights read here first. `linkSpec`: the interned stored spec of
     // `link` where this op writes it.
@@ -915,13 +1215,15 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             restorings *= static_cast<std::int64_t>(1 + in.ids.size());
         std::vector<std::pair<ir::TensorId, std::int32_t>> restored;
         std::vector<ir::TensorId> decided;
-        Front next;
+        FrontBuilder next;
         std::size_t extended = 0;  // partials made, before pruning
         std::vector<std::int32_t> given;
         std::vector<bool> pending;
         std::vector<int> newWeights;  // indices into segment.weights
         State st;
-        for (const auto &[state, partials] : front) {
+        for (std::size_t si = 0; si < front.size(); ++si) {
+            const State &state = front.states[si];
+            const Partial *const partialsBegin = front.begin(si), *const partialsEnd = front.end(si);
             // The inputs read here first: weights to choose, small
             // parameters this op decides, boundary tensors.
             given.assign(op.inputs.size(), replicated);
@@ -1117,8 +1419,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     if (const int at = st.find(static_cast<std::int32_t>(t.index())); at >= 0)
                         st.add(at, 0, kDecided);
                 st.dropWhere([&](std::int32_t t) { return lastRead(t) <= k; });
-                auto &slot = next[st];
-                for (const Partial &p : partials) {
+                auto &slot = next.slot(st);
+                for (const Partial *pp = partialsBegin; pp != partialsEnd; ++pp) {
+                    const Partial &p = *pp;
                     Partial n = p;
                     n.time += time + weightSeconds + oc.derivedSeconds;
                     n.comm += comm;
@@ -1148,7 +1451,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                                             std::to_string(segment.weights.size()) +
                                                             " interacting weights; pin some of them, or plan it "
                                                             "with megatron"});
-        for (auto &[st, ps] : next) {
+        Front built = next.build([&](std::vector<Partial> &ps) {
             if (m_memoryBinds)
                 prune(ps);
             else
@@ -1178,13 +1481,20 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     }
                 p.pending = -1;
             }
-        }
-        return next;
+        });
+        dropDominatedByCharges(built, [&](std::int32_t t, std::int32_t stored, int list, std::int32_t value) {
+            const ir::TensorId id{t};
+            return list == 0 ? reshardTime(id, stored, value) * shareOf(id) * (1 + maxRecompute)
+                             : reshardTime(id, value, gradientId(stored)) * shareOf(id);
+        });
+        return built;
     };
     auto finish = [&](const Front &front) {
         std::vector<WeightChoice> result;
-        for (const auto &[state, partials] : front)
-            for (const Partial &p : partials) {
+        for (std::size_t si = 0; si < front.size(); ++si)
+            for (const Partial *pp = front.begin(si); pp != front.end(si); ++pp) {
+                const Partial &p = *pp;
+                const State &state = front.states[si];
                 ++m_evaluations;
                 std::vector<std::uint16_t> choice(segment.weights.size() + segment.stored.size(), 0);
                 for (std::int32_t at = p.trail; at >= 0; at = trail[static_cast<std::size_t>(at)].previous)
@@ -1252,7 +1562,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     auto cached = m_memo->fronts.find(key);
     if (cached == m_memo->fronts.end()) {
         const bool storedBefore = std::exchange(m_partialsStored, false);
-        Front f{{State{}, {Partial{}}}};
+        Front f;
+        f.states.emplace_back();
+        f.partials.emplace_back();
+        f.begins.push_back(1);
         for (std::size_t k = 0; k < prefix; ++k)
             f = advance(f, k, -1);
         cached = m_memo->fronts.emplace(std::move(key), Memo::Prefix{std::move(f), m_partialsStored}).first;
