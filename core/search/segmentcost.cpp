@@ -263,10 +263,6 @@ void keepBest(std::vector<Partial> &ps)
         ps.push_back(b);
 }
 
-struct SkeletonHash {
-    std::size_t operator()(const std::vector<std::int32_t> &v) const noexcept { return hashInts(v); }
-};
-
 // The per-op search's front after an op: its states in ascending order
 // (the order ties are broken in), each with its partials, held flat.
 struct Front {
@@ -359,14 +355,16 @@ struct SearchOrder {
     double bound = 0;  // the states' bound summed over the ops
 };
 
-SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment);
+// With `rollout`, the rules' order improved by rolling out where its bound
+// is large; without, the rules' alone (the bound is the same either way).
+SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment, bool rollout);
 
 std::vector<ir::OpId> searchOrder(const ir::Graph &graph, const Segment &segment)
 {
-    return orderWithBound(graph, segment).ops;
+    return orderWithBound(graph, segment, true).ops;
 }
 
-SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
+SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment, bool rollout)
 {
     const std::size_t n = segment.ops.size();
     std::unordered_map<std::int32_t, std::size_t> position;
@@ -655,9 +653,11 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment)
     // segments, each op of the order is chosen again by rolling out (the
     // pilot method): every ready op is tried at that place, the rest
     // completed by the winning rule, and the one whose whole order's bound
-    // is lowest kept, so the order is never worse than the rule's.
+    // is lowest kept, so the order is never worse than the rule's. Where
+    // the bound is small (1D meshes), the search is fast either way.
     constexpr std::size_t kRolloutUpTo = 48;
-    if (n <= kRolloutUpTo) {
+    constexpr double kRolloutFrom = 1e4;
+    if (rollout && n <= kRolloutUpTo && bestCost > kRolloutFrom) {
         std::vector<std::size_t> prefix;
         for (std::size_t at = 0; at < n; ++at) {
             std::set<std::size_t> tried;
@@ -723,20 +723,55 @@ constexpr std::int32_t kDecided = std::numeric_limits<std::int32_t>::max();
 // and a partial is checked against the fastest kMostDominators kept, so
 // that a group with little to drop costs no more than linear time.
 constexpr std::size_t kMostDominators = 256;
+// Fronts of fewer states are cheap to carry as they are.
+constexpr std::size_t kFewStates = 32;
 template <typename Owed>
 void dropDominatedByCharges(Front &front, Owed owed)
 {
-    if (front.size() < 2)
+    if (front.size() < kFewStates)
         return;
-    std::unordered_map<std::vector<std::int32_t>, std::vector<std::uint32_t>, SkeletonHash> groups;
-    std::vector<std::int32_t> skeleton;
+    // The states grouped by skeleton: sorted by its hash, then by itself.
+    std::vector<std::int32_t> skeletons, skeleton;
+    std::vector<std::size_t> at{0};
+    std::vector<std::size_t> hashes;
     for (std::size_t i = 0; i < front.size(); ++i) {
         front.states[i].skeleton(skeleton);
-        groups[skeleton].push_back(static_cast<std::uint32_t>(i));
+        skeletons.insert(skeletons.end(), skeleton.begin(), skeleton.end());
+        at.push_back(skeletons.size());
+        hashes.push_back(hashInts(skeleton));
+    }
+    auto skeletonOf = [&](std::uint32_t i) {
+        return std::make_pair(skeletons.begin() + static_cast<std::ptrdiff_t>(at[i]),
+                              skeletons.begin() + static_cast<std::ptrdiff_t>(at[i + 1]));
+    };
+    std::vector<std::uint32_t> byGroup(front.size());
+    for (std::size_t i = 0; i < byGroup.size(); ++i)
+        byGroup[i] = static_cast<std::uint32_t>(i);
+    std::sort(byGroup.begin(), byGroup.end(), [&](std::uint32_t a, std::uint32_t b) {
+        if (hashes[a] != hashes[b])
+            return hashes[a] < hashes[b];
+        const auto [a0, a1] = skeletonOf(a);
+        const auto [b0, b1] = skeletonOf(b);
+        return std::lexicographical_compare(a0, a1, b0, b1);
+    });
+    std::vector<std::vector<std::uint32_t>> groups;
+    for (std::size_t g = 0; g < byGroup.size();) {
+        std::size_t end = g + 1;
+        const auto [g0, g1] = skeletonOf(byGroup[g]);
+        while (end < byGroup.size()) {
+            const auto [e0, e1] = skeletonOf(byGroup[end]);
+            if (hashes[byGroup[end]] != hashes[byGroup[g]] || !std::equal(g0, g1, e0, e1))
+                break;
+            ++end;
+        }
+        if (end - g > 1)
+            groups.emplace_back(byGroup.begin() + static_cast<std::ptrdiff_t>(g),
+                                byGroup.begin() + static_cast<std::ptrdiff_t>(end));
+        g = end;
     }
     std::vector<bool> dropped(front.partials.size(), false);
     bool any = false;
-    std::map<std::tuple<std::int32_t, int, std::int32_t>, int> bits;
+    std::vector<std::tuple<std::int32_t, int, std::int32_t>> bits;
     std::vector<double> bitOwed;
     std::vector<std::uint64_t> masks, decided;
     struct Item {
@@ -746,9 +781,7 @@ void dropDominatedByCharges(Front &front, Owed owed)
     };
     std::vector<Item> items;
     std::vector<std::size_t> survivors;  // indices into items
-    for (auto &[unused, members] : groups) {
-        if (members.size() < 2)
-            continue;
+    for (const auto &members : groups) {
         front.states[members.front()].skeleton(skeleton);
         bits.clear();
         bitOwed.clear();
@@ -757,19 +790,23 @@ void dropDominatedByCharges(Front &front, Owed owed)
         bool fits = true;
         for (std::size_t m = 0; m < members.size() && fits; ++m)
             front.states[members[m]].forEachCharged([&](std::int32_t entry, int list, std::int32_t value) {
-                const auto [it, added] = bits.try_emplace({entry, list, value}, static_cast<int>(bits.size()));
-                if (it->second >= 64) {
+                const std::tuple<std::int32_t, int, std::int32_t> charge{entry, list, value};
+                const auto bit = static_cast<std::size_t>(std::find(bits.begin(), bits.end(), charge) - bits.begin());
+                const bool added = bit == bits.size();
+                if (bit >= 64) {
                     fits = false;
                     return;
                 }
-                if (added)
+                if (added) {
+                    bits.push_back(charge);
                     bitOwed.push_back(value == kDecided ? 0.0
                                                         : owed(skeleton[1 + 2 * static_cast<std::size_t>(entry)],
                                                                skeleton[2 + 2 * static_cast<std::size_t>(entry)],
                                                                list, value));
-                masks[m] |= std::uint64_t{1} << it->second;
+                }
+                masks[m] |= std::uint64_t{1} << bit;
                 if (value == kDecided)
-                    decided[m] |= std::uint64_t{1} << it->second;
+                    decided[m] |= std::uint64_t{1} << bit;
             });
         if (!fits)
             continue;
@@ -910,11 +947,6 @@ std::vector<std::pair<ir::TensorId, ShardingSpec>> storedSpecs(const Segment &se
     return specs;
 }
 
-std::size_t SegmentCoster::KeyHash::operator()(const std::vector<std::int32_t> &key) const noexcept
-{
-    return hashInts(key);
-}
-
 const std::optional<sharding::DimMap> &SegmentCoster::ruleOf(ir::OpId op)
 {
     auto it = m_rules.find(op);
@@ -965,13 +997,14 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
                                                          const std::vector<std::int32_t> &fixed)
 {
     // Looked up through a reused key: most calls are hits and allocate nothing.
-    std::vector<std::int32_t> &key = m_outcomeKey;
+    std::vector<std::int32_t> &key = m_outcomeKey.ints;
     key.assign(1, static_cast<std::int32_t>(id.index()));
     key.push_back(static_cast<std::int32_t>(m_partial));
     key.insert(key.end(), inputs.begin(), inputs.end());
     key.insert(key.end(), pending.begin(), pending.end());
     key.insert(key.end(), fixed.begin(), fixed.end());
-    if (auto it = m_outcomes.find(key); it != m_outcomes.end())
+    m_outcomeKey.hash = hashInts(key);
+    if (auto it = m_outcomes.find(m_outcomeKey); it != m_outcomes.end())
         return it->second;
     std::vector<ShardingSpec> given;
     for (auto i : inputs)
@@ -1049,7 +1082,12 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     }
     for (const auto &o : out.outputs)
         out.outputIds.push_back(intern(o));
-    return m_outcomes.emplace(key, std::move(out)).first->second;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        out.needSeconds.push_back(reshardTime(op.inputs[i], out.inputIds[i], out.needIds[i]));
+        out.gradientSeconds.push_back(
+            reshardTime(op.inputs[i], out.gradientIds[i], gradientId(out.inputIds[i])));
+    }
+    return m_outcomes.emplace(m_outcomeKey, std::move(out)).first->second;
 }
 
 std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
@@ -1388,14 +1426,18 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // nothing now or later, so it is not kept to tell
                     // states apart.
                     if (oc.needIds[i] != stored && st.add(at, 0, oc.needIds[i])) {
-                        const double r =
-                            reshardTime(t, stored, oc.needIds[i]) * shareOf(t) * (1 + oc.recomputeComm);
+                        const double seconds =
+                            stored == oc.inputIds[i] ? oc.needSeconds[i] : reshardTime(t, stored, oc.needIds[i]);
+                        const double r = seconds * shareOf(t) * (1 + oc.recomputeComm);
                         time += r;
                         comm += r;
                     }
                     if (oc.flows && m_flow[t.index()] && oc.gradientIds[i] != gradientId(stored) &&
                         st.add(st.find(static_cast<std::int32_t>(t.index())), 1, oc.gradientIds[i])) {
-                        const double r = reshardTime(t, oc.gradientIds[i], gradientId(stored)) * shareOf(t);
+                        const double seconds = stored == oc.inputIds[i]
+                                                   ? oc.gradientSeconds[i]
+                                                   : reshardTime(t, oc.gradientIds[i], gradientId(stored));
+                        const double r = seconds * shareOf(t);
                         time += r;
                         comm += r;
                     }
@@ -2028,7 +2070,7 @@ void allowStoredLayouts(Segment &segment, const ir::Graph &graph, const passes::
 
 double searchStateBound(const ir::Graph &graph, const Segment &segment)
 {
-    return orderWithBound(graph, segment).bound;
+    return orderWithBound(graph, segment, false).bound;
 }
 
 } // namespace tapestry::search

@@ -164,6 +164,9 @@ private:
         double recomputeComm = 0;  // its forward collectives run again in the backward pass, times
         // The same specs interned (see intern()), for the search's state.
         std::vector<std::int32_t> inputIds, needIds, gradientIds, outputIds;
+        // Per input stored as inputIds says: its reshard to the spec this op
+        // computes on, and its gradient's back (s, once each).
+        std::vector<double> needSeconds, gradientSeconds;
     };
     // Interned input specs, which of them are small parameters this op
     // decides, interned fixed output specs (-1: stored as produced).
@@ -179,12 +182,22 @@ private:
     const std::optional<sharding::DimMap> &ruleOf(ir::OpId op);
     std::map<ir::OpId, std::optional<sharding::DimMap>> m_rules;
     std::int32_t gradientId(std::int32_t spec);
-    struct KeyHash {
-        std::size_t operator()(const std::vector<std::int32_t> &key) const noexcept;
+    // By op, then opOutcome()'s arguments, with its hash: the table walks
+    // a bucket comparing hashes, not recomputing them over every key.
+    struct OutcomeKey {
+        std::vector<std::int32_t> ints;
+        std::size_t hash = 0;
+        friend bool operator==(const OutcomeKey &a, const OutcomeKey &b)
+        {
+            return a.hash == b.hash && a.ints == b.ints;
+        }
     };
-    // By op, then opOutcome()'s arguments; values stay where they are as it grows.
-    std::unordered_map<std::vector<std::int32_t>, OpOutcome, KeyHash> m_outcomes;
-    std::vector<std::int32_t> m_outcomeKey;
+    struct OutcomeKeyHash {
+        std::size_t operator()(const OutcomeKey &key) const noexcept { return key.hash; }
+    };
+    // Values stay where they are as it grows.
+    std::unordered_map<OutcomeKey, OpOutcome, OutcomeKeyHash> m_outcomes;
+    OutcomeKey m_outcomeKey;
     struct ReshardKey {
         std::int32_t tensor, from, to;
         friend bool operator==(const ReshardKey &, const ReshardKey &) = default;
