@@ -45,6 +45,11 @@ struct SearchOptions {
     // classes' layouts are tried in one order of them only. false: every
     // combination (the yardstick the tests hold the reduction to).
     bool interchangeableAxes = true;
+    // tap: the per-op search drops partial plans that a state having paid
+    // for more reshards already dominates (segmentcost.cpp,
+    // dropDominatedByCharges). false: every state is carried (the
+    // yardstick the tests hold the pruning to).
+    bool dropDominatedCharges = true;
     // exact: the wall-clock limit of the whole search: costing the strategy
     // tables, then the solver.
     double timeLimitSeconds = 60;

@@ -1524,11 +1524,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 p.pending = -1;
             }
         });
-        dropDominatedByCharges(built, [&](std::int32_t t, std::int32_t stored, int list, std::int32_t value) {
-            const ir::TensorId id{t};
-            return list == 0 ? reshardTime(id, stored, value) * shareOf(id) * (1 + maxRecompute)
-                             : reshardTime(id, value, gradientId(stored)) * shareOf(id);
-        });
+        if (m_dropDominatedCharges)
+            dropDominatedByCharges(built, [&](std::int32_t t, std::int32_t stored, int list, std::int32_t value) {
+                const ir::TensorId id{t};
+                return list == 0 ? reshardTime(id, stored, value) * shareOf(id) * (1 + maxRecompute)
+                                 : reshardTime(id, value, gradientId(stored)) * shareOf(id);
+            });
         return built;
     };
     auto finish = [&](const Front &front) {

@@ -107,6 +107,9 @@ public:
     // plans from far smaller fronts.
     void setMemoryBinds(bool binds) { m_memoryBinds = binds; }
     bool memoryBinds() const { return m_memoryBinds; }
+    // Whether searchWeights drops partials that states having paid for
+    // more reshards dominate (default; SearchOptions::dropDominatedCharges).
+    void setDropDominatedCharges(bool drop) { m_dropDominatedCharges = drop; }
     // How the partial sums ops produce inside a segment are stored (all-
     // reduced, or reduce-scattered over the sequence as Megatron's sequence
     // parallelism does); outputs the boundary fixes are stored as fixed.
@@ -145,6 +148,7 @@ private:
     std::vector<double> m_shares;       // by op id: cost::layerShares()
     std::vector<double> m_parameterShares;  // by tensor id: cost::parameterShares()
     bool m_memoryBinds = true;
+    bool m_dropDominatedCharges = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
     bool m_partialsStored = false;
     std::vector<sharding::ShardingSpec> m_specs;

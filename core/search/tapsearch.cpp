@@ -1256,6 +1256,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         return true;
     };
     m_coster.setMemoryBinds(!shardingNothingFits());
+    m_coster.setDropDominatedCharges(m_options.dropDominatedCharges);
     m_copiesApart = m_options.copiesApart && m_coster.memoryBinds();
     explore();
     if (!leastMemory.found && m_bound != std::numeric_limits<std::int64_t>::max()) {
