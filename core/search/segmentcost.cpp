@@ -660,15 +660,10 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment, bool 
     if (rollout && n <= kRolloutUpTo && bestCost > kRolloutFrom) {
         std::vector<std::size_t> prefix;
         for (std::size_t at = 0; at < n; ++at) {
-            std::set<std::size_t> tried;
             std::vector<std::size_t> chosen = best;  // keeps best[at] unless a rollout beats it
             for (std::size_t candidate = at; candidate < n; ++candidate) {
-                const std::size_t op = best[candidate];
-                if (tried.count(op))
-                    continue;
-                tried.insert(op);
                 auto head = prefix;
-                head.push_back(op);
+                head.push_back(best[candidate]);
                 auto taken = greedy(bestRule, head);
                 if (taken.size() != n)
                     continue;  // op was not ready at this place
@@ -782,7 +777,7 @@ void dropDominatedByCharges(Front &front, Owed owed)
     std::vector<Item> items;
     std::vector<std::size_t> survivors;  // indices into items
     for (const auto &members : groups) {
-        front.states[members.front()].skeleton(skeleton);
+        const std::int32_t *const skeletonOfGroup = skeletons.data() + at[members.front()];
         bits.clear();
         bitOwed.clear();
         masks.assign(members.size(), 0);
@@ -799,10 +794,10 @@ void dropDominatedByCharges(Front &front, Owed owed)
                 }
                 if (added) {
                     bits.push_back(charge);
-                    bitOwed.push_back(value == kDecided ? 0.0
-                                                        : owed(skeleton[1 + 2 * static_cast<std::size_t>(entry)],
-                                                               skeleton[2 + 2 * static_cast<std::size_t>(entry)],
-                                                               list, value));
+                    bitOwed.push_back(value == kDecided
+                                          ? 0.0
+                                          : owed(skeletonOfGroup[1 + 2 * static_cast<std::size_t>(entry)],
+                                                 skeletonOfGroup[2 + 2 * static_cast<std::size_t>(entry)], list, value));
                 }
                 masks[m] |= std::uint64_t{1} << bit;
                 if (value == kDecided)
