@@ -22,6 +22,9 @@ struct Segment {
     std::vector<ir::TensorId> weights;    // parameters of rank >= 2: the choices searched
     std::vector<ir::TensorId> derived;    // smaller parameters (biases, norm scales): stored as their first
                                           // consumer computes on them
+    // Derived parameters the user pinned (--keep-pins): stored as pinned,
+    // their consumers costed on that spec, not on the one they would derive.
+    std::vector<std::pair<ir::TensorId, sharding::ShardingSpec>> held;
     std::vector<ir::TensorId> inputs;     // read here, written elsewhere (activations and graph inputs)
     std::vector<ir::TensorId> outputs;    // written here, read elsewhere or graph outputs
     // Inputs other copies of the class read too (an attention mask, a

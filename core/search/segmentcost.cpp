@@ -995,6 +995,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     std::vector<std::int32_t> &key = m_outcomeKey.ints;
     key.assign(1, static_cast<std::int32_t>(id.index()));
     key.push_back(static_cast<std::int32_t>(m_partial));
+    key.push_back(m_flowVariant);
     key.insert(key.end(), inputs.begin(), inputs.end());
     key.insert(key.end(), pending.begin(), pending.end());
     key.insert(key.end(), fixed.begin(), fixed.end());
@@ -1167,6 +1168,22 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     auto weightOf = [&](ir::TensorId t) {
         return m_readStamp[t.index()] == stamp ? m_weightOf[t.index()] : kNotAWeight;
     };
+    // Derived parameters held to a pin, and what they cost as pinned: the
+    // same in every plan of the segment.
+    auto heldSpec = [&](ir::TensorId t) -> const ShardingSpec * {
+        for (const auto &[held, spec] : segment.held)
+            if (held == t)
+                return &spec;
+        return nullptr;
+    };
+    double heldBytes = 0, heldSeconds = 0;
+    for (const auto &[t, spec] : segment.held) {
+        const cost::ParameterCharge charge = cost::chargeParameters(
+            cost::parameterLoad(m_graph.tensor(t), spec, m_mesh, m_options, m_parameterShares[t.index()]), m_mesh,
+            m_options);
+        heldBytes += charge.unroundedBytes;
+        heldSeconds += charge.seconds();
+    }
     // Where each Segment::stored tensor is first read, in the search's order.
     std::map<ir::TensorId, std::size_t> firstReads;
     for (std::size_t k = ops.size(); k-- > 0;)
@@ -1287,6 +1304,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     } else if (std::find(newWeights.begin(), newWeights.end(), w) == newWeights.end()) {
                         newWeights.push_back(w);
                     }
+                } else if (const ShardingSpec *pin = heldSpec(t); w == kDerived && pin) {
+                    given[i] = intern(*pin);
                 } else if (w == kDerived) {
                     const bool first = std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i),
                                                  t) == op.inputs.begin() + static_cast<std::ptrdiff_t>(i);
@@ -1541,8 +1560,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 for (std::size_t w = 0; w < segment.weights.size(); ++w)
                     if (const int leader = segment.tiedTo[w]; leader >= 0)
                         choice[w] = choice[static_cast<std::size_t>(leader)];
-                result.push_back({p.time, p.comm,
-                                  std::llround(p.parameterBytes) + p.activations +
+                result.push_back({p.time + heldSeconds, p.comm,
+                                  std::llround(p.parameterBytes + heldBytes) + p.activations +
                                       p.korthikanti[state.sequenceParallel() ? 1 : 0],
                                   std::move(choice)});
             }
@@ -1571,7 +1590,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     }
     std::vector<std::int64_t> key{ops.empty() ? -1 : ops.front().value,
                                   static_cast<std::int64_t>(ops.size()), static_cast<std::int64_t>(prefix),
-                                  weightCapacity, static_cast<std::int64_t>(m_partial),
+                                  weightCapacity, static_cast<std::int64_t>(m_partial), m_flowVariant,
                                   static_cast<std::int64_t>(readLater.size())};
     for (ir::TensorId t : readLater)
         key.push_back(t.value);
@@ -1583,6 +1602,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         key.push_back(static_cast<std::int64_t>(segment.choices[w].size()));
         if (segment.choices[w].size() == 1)
             key.push_back(intern(segment.choices[w].front()));
+    }
+    for (const auto &[t, spec] : segment.held) {
+        key.push_back(t.value);
+        key.push_back(intern(spec));
     }
     {
         std::set<ir::TensorId> written;
@@ -1688,6 +1711,10 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     };
     for (auto t : segment.derived)
         m_specs[t.index()] = replicated;
+    for (const auto &[t, spec] : segment.held) {
+        m_specs[t.index()] = spec;
+        std::erase(pending, t);
+    }
 
     std::vector<sharding::OpStrategy> strategies;
     strategies.reserve(segment.ops.size());

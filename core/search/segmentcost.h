@@ -100,6 +100,26 @@ public:
         const Segment &segment, const std::map<ir::TensorId, sharding::ShardingSpec> &boundary,
         std::int64_t weightCapacity, ir::TensorId link = {}, const std::vector<sharding::ShardingSpec> &linkSpecs = {},
         const std::vector<ir::TensorId> &readLater = {});
+    // Which tensors a gradient flows into: cost::gradientFlow (variant 0)
+    // or another variant added here. A class's representative is costed
+    // for its copies, so an input of it that the copies' counterparts
+    // take a gradient through (the first layer reads the model's input,
+    // which takes none, the others the layer before) is costed as theirs.
+    // Costs memoised across calls are kept apart by variant.
+    int addGradientFlow(std::vector<bool> flow)
+    {
+        if (m_flows.empty())
+            m_flows.push_back(m_flow);
+        m_flows.push_back(std::move(flow));
+        return static_cast<int>(m_flows.size() - 1);
+    }
+    void useGradientFlow(int variant)
+    {
+        if (variant == m_flowVariant)
+            return;
+        m_flow = m_flows[static_cast<std::size_t>(variant)];
+        m_flowVariant = variant;
+    }
     // Whether memory can decide between plans (default). When the caller
     // knows every plan fits, searchWeights keeps per state only the fastest
     // and the least-communication partial plan (ties: less memory, then
@@ -142,6 +162,10 @@ private:
     const sharding::Mesh &m_mesh;
     cost::CostOptions m_options;
     std::vector<bool> m_flow;
+    // The variants of m_flow (addGradientFlow): [0] the graph's own, kept
+    // once another is added; m_flowVariant names the one in m_flow.
+    std::vector<std::vector<bool>> m_flows;
+    int m_flowVariant = 0;
     bool m_attention = false;  // activations by Korthikanti's formula (else saved tensors)
     std::vector<std::uint8_t> m_roles;  // by op id: cost::recomputeRoles()
     std::vector<cost::Recompute> m_modes;  // by op id: cost::recomputeModes()

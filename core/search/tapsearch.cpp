@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace tapestry::search {
@@ -144,12 +145,22 @@ struct Group {
     std::vector<ir::TensorId> links;  // links[k] joins blocks[k] and blocks[k+1]
     Segment whole;                    // all blocks as one, for the exhaustive mode
     std::vector<int> variables;       // layout variables its costs depend on, sorted
-    // Where the user pinned weights of some copies of the class and not of
-    // the others: those copies, searched with the pins held (instances
-    // counting them), while this group counts the other copies and holds
-    // no pin. pinnedInstance[i]: copy i of the class is one of them.
-    std::shared_ptr<Group> pinnedCopies;
-    std::vector<bool> pinnedInstance;
+    // Copies of the class searched apart from the others, as a group of
+    // their own over the same ops (instances counting them), while this
+    // group counts the other copies: where the user pinned weights of some
+    // copies and not of the others (those copies searched with the pins
+    // held, this group holding none), or where some copies take no
+    // gradient through an input the others take one through (the first
+    // layer of a stack reads the model's input: its plan costs less
+    // communication than the other layers'). apartInstance[i]: copy i of
+    // the class is one of them.
+    std::shared_ptr<Group> apartCopies;
+    std::vector<bool> apartInstance;
+    // Why the copies are apart: "pinned", "its input takes no gradient".
+    std::string apartWhy;
+    // The gradient flow the group's blocks are costed with
+    // (SegmentCoster::addGradientFlow): its copies'.
+    int flowVariant = 0;
 };
 
 class TapSearch {
@@ -186,6 +197,19 @@ public:
 
 private:
     void buildGroups();
+    // Where copies of a class take a gradient through their inputs
+    // differently (the first layer of a stack reads the model's input,
+    // which takes none; the others the layer before): the gradient flow
+    // most copies have, as the representative's tensors carry it
+    // (SegmentCoster::addGradientFlow), and the copies that differ with
+    // theirs, searched apart. Nothing where every copy is alike.
+    struct FlowSplit {
+        int most = 0;   // the variant most copies take
+        int other = 0;  // the variant of the copies marked apart
+        bool fewerGradients = false;  // they take fewer than most copies
+        std::vector<bool> apart;
+    };
+    std::optional<FlowSplit> splitByFlow(const passes::SubgraphClass &cls);
     // Holds each weight of `segment` that `pins` names to its pin.
     void holdPins(Segment &segment, const std::map<ir::TensorId, ShardingSpec> &pins) const;
     // The user's pins of the weights of the class's instance `inst`, named
@@ -209,8 +233,9 @@ private:
     // A group's plans under each way of storing its partial sums (one
     // choice per group, see kPartialWays), merged. A group's trail is
     // [k, first, second]: its first k copies take the first plan, the rest
-    // the second (the same one unless copies are planned apart); each
-    // plan's trail starts with the index of its way.
+    // the second (the same one unless copies are planned apart), and with
+    // copies apart (Group::apartCopies) their plan's trail after those;
+    // each plan's trail starts with the index of its way.
     Fronts searchGroup(const Group &g, const std::vector<int> &vars);
     Fronts searchBlocks(const Group &g, const std::vector<int> &vars, int partial);
     // A class's plans where its copies may take two plans of its front
@@ -248,6 +273,13 @@ private:
     // One line per class whose copies `best` splits between two plans
     // (SearchStats::copiesApart).
     std::vector<std::string> copiesApart(const Candidate &best) const;
+    // The length of a group's trail: [k, first, second], and the copies
+    // apart's trail after them.
+    static std::size_t trailLength(const Group &g)
+    {
+        const std::size_t n = 1 + 2 * g.blocks.size();
+        return 1 + 2 * n + (g.apartCopies ? n : 0);
+    }
     // Keeps a block's weight choice for the trails, which hold its index.
     std::int64_t keep(std::vector<std::uint16_t> choice)
     {
@@ -271,6 +303,15 @@ private:
     // device's capacity, or no bound when nothing fits and the search looks
     // for the plan that needs the least memory instead.
     std::int64_t m_bound = std::numeric_limits<std::int64_t>::max();
+    // The memory one copy of `block` may take for its weights under
+    // m_bound: a share of it where every copy takes one plan; where copies
+    // may take two plans between them (m_copiesApart), what the other
+    // copies leave at the least they can take (a replicated copy beside
+    // sharded ones fits where every copy replicated would not).
+    std::int64_t copyBound(const Segment &block, std::int64_t instances) const;
+    // The least weight memory of one copy of `block`: each weight split
+    // as far as its choices go.
+    std::int64_t leastWeightMemory(const Segment &block) const;
     std::vector<Group> m_groups;
     int m_variables = 1;
     // The layout of the graph's inputs (token ids, labels) where ops
@@ -315,6 +356,9 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::pinsOfInstance(const passes::Sub
 
 void TapSearch::holdPins(Segment &segment, const std::map<ir::TensorId, ShardingSpec> &pins) const
 {
+    for (ir::TensorId t : segment.derived)
+        if (const auto pin = pins.find(t); pin != pins.end())
+            segment.held.emplace_back(t, pin->second);
     for (std::size_t w = 0; w < segment.weights.size(); ++w) {
         const ir::Tensor &weight = m_graph.tensor(segment.weights[w]);
         const auto pin = pins.find(segment.weights[w]);
@@ -337,6 +381,70 @@ void TapSearch::holdPins(Segment &segment, const std::map<ir::TensorId, Sharding
             }
         segment.tiedTo[w] = -1;
     }
+}
+
+std::optional<TapSearch::FlowSplit> TapSearch::splitByFlow(const passes::SubgraphClass &cls)
+{
+    if (cls.instances.size() < 2)
+        return std::nullopt;
+    const std::vector<bool> &flow = m_planCoster->flow();
+    const auto &rep = cls.instances[cls.representative];
+    const std::set<ir::OpId> own(rep.ops.begin(), rep.ops.end());
+    // The representative's inputs that only it reads (the model's input
+    // the first layer reads, not a mask every layer reads), by place.
+    std::vector<std::pair<std::size_t, std::size_t>> places;
+    std::vector<ir::TensorId> tensors;
+    for (std::size_t k = 0; k < rep.ops.size(); ++k) {
+        const ir::Op &op = m_graph.op(rep.ops[k]);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            const ir::TensorId t = op.inputs[i];
+            const ir::Tensor &tensor = m_graph.tensor(t);
+            if (tensor.role == ir::Role::Parameter || own.count(tensor.producer) ||
+                std::find(tensors.begin(), tensors.end(), t) != tensors.end() ||
+                !std::all_of(tensor.consumers.begin(), tensor.consumers.end(),
+                             [&](ir::OpId c) { return own.count(c) != 0; }))
+                continue;
+            places.emplace_back(k, i);
+            tensors.push_back(t);
+        }
+    }
+    if (places.empty())
+        return std::nullopt;
+    std::vector<std::vector<bool>> signatures;
+    for (const auto &inst : cls.instances) {
+        std::vector<bool> signature;
+        for (const auto &[k, i] : places) {
+            const bool at = k < inst.ops.size() && i < m_graph.op(inst.ops[k]).inputs.size();
+            signature.push_back(at && flow[m_graph.op(inst.ops[k]).inputs[i].index()]);
+        }
+        signatures.push_back(std::move(signature));
+    }
+    // The most copies' (of as many, the one taking more gradients: a
+    // stack of two has one first layer).
+    auto rank = [&](const std::vector<bool> &s) {
+        return std::pair{std::count(signatures.begin(), signatures.end(), s), std::count(s.begin(), s.end(), true)};
+    };
+    const auto most = *std::max_element(signatures.begin(), signatures.end(),
+                                        [&](const auto &a, const auto &b) { return rank(a) < rank(b); });
+    auto odd = std::find_if(signatures.begin(), signatures.end(), [&](const auto &s) { return s != most; });
+    if (odd == signatures.end())
+        return std::nullopt;
+    const std::vector<bool> other = *odd;
+    auto variant = [&](const std::vector<bool> &signature) {
+        if (signature == signatures[cls.representative])
+            return 0;
+        std::vector<bool> v = flow;
+        for (std::size_t p = 0; p < tensors.size(); ++p)
+            v[tensors[p].index()] = signature[p];
+        return m_coster.addGradientFlow(std::move(v));
+    };
+    FlowSplit split;
+    split.most = variant(most);
+    split.other = variant(other);
+    split.fewerGradients = std::count(other.begin(), other.end(), true) < std::count(most.begin(), most.end(), true);
+    for (const auto &s : signatures)
+        split.apart.push_back(s == other);
+    return split;
 }
 
 void TapSearch::buildGroups()
@@ -464,24 +572,40 @@ void TapSearch::buildGroups()
         for (const auto &inst : cls.instances)
             pins.push_back(pinsOfInstance(cls, inst));
         std::map<ir::TensorId, ShardingSpec> pinned;
-        std::vector<bool> pinnedInstance(pins.size(), false);
+        std::vector<bool> apartInstance(pins.size(), false);
         bool apart = true;
         for (std::size_t i = 0; i < pins.size(); ++i) {
             if (pins[i].empty())
                 continue;
-            pinnedInstance[i] = true;
+            apartInstance[i] = true;
             apart = apart && (pinned.empty() || pinned == pins[i]);
             pinned = pins[i];
         }
-        const int p = static_cast<int>(std::count(pinnedInstance.begin(), pinnedInstance.end(), true));
-        if (p == 0 || p == n || !apart) {
-            m_groups.push_back(makeGroup(static_cast<int>(c), n, rep.ops, rep.scope, pins[cls.representative]));
-            continue;
+        const int p = static_cast<int>(std::count(apartInstance.begin(), apartInstance.end(), true));
+        const auto byFlow = splitByFlow(cls);
+        if (p > 0 && p < n && apart) {
+            Group g = makeGroup(static_cast<int>(c), n - p, rep.ops, rep.scope, {});
+            g.apartCopies = std::make_shared<Group>(makeGroup(static_cast<int>(c), p, rep.ops, rep.scope, pinned));
+            g.apartInstance = std::move(apartInstance);
+            g.apartWhy = "pinned";
+            // Costed as most copies take their gradients.
+            g.flowVariant = g.apartCopies->flowVariant = byFlow ? byFlow->most : 0;
+            m_groups.push_back(std::move(g));
         }
-        Group g = makeGroup(static_cast<int>(c), n - p, rep.ops, rep.scope, {});
-        g.pinnedCopies = std::make_shared<Group>(makeGroup(static_cast<int>(c), p, rep.ops, rep.scope, pinned));
-        g.pinnedInstance = std::move(pinnedInstance);
-        m_groups.push_back(std::move(g));
+        else if (byFlow) {
+            const int q = static_cast<int>(std::count(byFlow->apart.begin(), byFlow->apart.end(), true));
+            Group g = makeGroup(static_cast<int>(c), n - q, rep.ops, rep.scope, pins[cls.representative]);
+            g.flowVariant = byFlow->most;
+            g.apartCopies = std::make_shared<Group>(
+                makeGroup(static_cast<int>(c), q, rep.ops, rep.scope, pins[cls.representative]));
+            g.apartCopies->flowVariant = byFlow->other;
+            g.apartInstance = byFlow->apart;
+            g.apartWhy = byFlow->fewerGradients ? "its input takes no gradient" : "its input takes a gradient";
+            m_groups.push_back(std::move(g));
+        }
+        else {
+            m_groups.push_back(makeGroup(static_cast<int>(c), n, rep.ops, rep.scope, pins[cls.representative]));
+        }
     }
     const auto order = m_graph.topologicalOrder();
     if (!order)
@@ -573,19 +697,6 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
 Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
 {
     Fronts fronts = searchPlans(g, vars);
-    if (g.pinnedCopies) {
-        // The pinned copies take a plan of their own, the others one plan
-        // between them: [-1, pinned copies' trail, the others' trail].
-        const Fronts pinned = searchPlans(*g.pinnedCopies, vars);
-        auto join = [](const std::vector<Candidate> &a, const std::vector<Candidate> &b, Metric metric) {
-            std::vector<Candidate> sums;
-            for (const auto &x : a)
-                for (const auto &y : b)
-                    sums.push_back(split(-1, x.time + y.time, x.comm + y.comm, x.memory + y.memory, x, y));
-            return paretoFront(std::move(sums), metric);
-        };
-        return {join(pinned.time, fronts.time, Metric::Time), join(pinned.comm, fronts.comm, Metric::Comm)};
-    }
     const std::size_t n = static_cast<std::size_t>(g.instances);
     const bool apart = m_copiesApart && g.classIndex >= 0 && n > 1;
     for (auto [front, metric] : {std::pair{&fronts.time, Metric::Time}, std::pair{&fronts.comm, Metric::Comm}}) {
@@ -597,11 +708,23 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
             plans = mixCopies(*front, n, metric, std::move(plans));
         *front = std::move(plans);
     }
-    return fronts;
+    if (!g.apartCopies)
+        return fronts;
+    // The copies apart take a plan of their own: [k, trail, trail, their trail].
+    const Fronts other = searchPlans(*g.apartCopies, vars);
+    auto join = [](const std::vector<Candidate> &a, const std::vector<Candidate> &b, Metric metric) {
+        std::vector<Candidate> sums;
+        for (const auto &x : a)
+            for (const auto &y : b)
+                sums.push_back(x + y);
+        return paretoFront(std::move(sums), metric);
+    };
+    return {join(fronts.time, other.time, Metric::Time), join(fronts.comm, other.comm, Metric::Comm)};
 }
 
 Fronts TapSearch::searchPlans(const Group &g, const std::vector<int> &vars)
 {
+    m_coster.useGradientFlow(g.flowVariant);
     Fronts all;
     for (std::size_t p = 0; p < std::size(kPartialWays); ++p) {
         m_coster.setPartialResolution(kPartialWays[p]);
@@ -726,7 +849,7 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
                     std::find(block.inputs.begin(), block.inputs.end(), carried[c]) != block.inputs.end())
                     boundary[carried[c]] = specs[c];
             const auto found =
-                m_coster.searchWeights(block, boundary, m_bound / block.instances, link, linkSpecs, readLater);
+                m_coster.searchWeights(block, boundary, copyBound(block, block.instances), link, linkSpecs, readLater);
             for (std::size_t a = 0; a < afters.size(); ++a) {
                 std::map<std::vector<ShardingSpec>, std::vector<Candidate>> own;
                 for (const WeightChoice &c : found[a]) {
@@ -802,7 +925,7 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
                 c.trail.push_back(rest % n);
                 rest /= n;
             }
-            if (m_coster.weightMemory(g.whole, weights) > m_bound / g.instances) {
+            if (m_coster.weightMemory(g.whole, weights) > copyBound(g.whole, g.instances)) {
                 m_capacitySkipped = true;
                 continue;
             }
@@ -825,6 +948,7 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
 void TapSearch::replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                        std::map<ir::TensorId, ShardingSpec> &fixed)
 {
+    m_coster.useGradientFlow(g.flowVariant);
     m_coster.setPartialResolution(kPartialWays[static_cast<std::size_t>(trail[0])]);
     int before = -1;
     for (std::size_t k = 0; k < g.blocks.size(); ++k) {
@@ -880,18 +1004,13 @@ std::vector<ShardingSpec> TapSearch::assemble(const std::vector<int> &vars, cons
             const auto begin = best.trail.begin() + static_cast<std::ptrdiff_t>(from);
             return std::vector<std::int64_t>(begin, begin + static_cast<std::ptrdiff_t>(n));
         };
-        std::map<ir::TensorId, ShardingSpec> firstFixed, secondFixed;
-        if (k < 0) {  // the pinned copies' plan, then the others'
-            const std::size_t np = 1 + 2 * g.pinnedCopies->blocks.size();  // the same blocks
-            replay(*g.pinnedCopies, vars, trail(at + 1), firstFixed);
-            replay(g, vars, trail(at + 1 + np), secondFixed);
-        }
-        else {
-            replay(g, vars, trail(at + 1), firstFixed);
-            if (k < g.instances)
-                replay(g, vars, trail(at + 1 + n), secondFixed);
-        }
-        at += 1 + 2 * n;
+        std::map<ir::TensorId, ShardingSpec> firstFixed, secondFixed, apartFixed;
+        replay(g, vars, trail(at + 1), firstFixed);
+        if (k < g.instances)
+            replay(g, vars, trail(at + 1 + n), secondFixed);
+        if (g.apartCopies)  // the same blocks
+            replay(*g.apartCopies, vars, trail(at + 1 + 2 * n), apartFixed);
+        at += trailLength(g);
         if (g.classIndex < 0) {
             for (const auto &[t, spec] : firstFixed)
                 fix(t, spec);
@@ -902,10 +1021,11 @@ std::vector<ShardingSpec> TapSearch::assemble(const std::vector<int> &vars, cons
         // tensor two instances share keeps the first one's spec.
         const auto &cls = m_classes.classes[static_cast<std::size_t>(g.classIndex)];
         const auto &rep = cls.instances[cls.representative];
+        std::int64_t others = 0;  // copies of this group before instance i
         for (std::size_t i = 0; i < cls.instances.size(); ++i) {
             const auto &inst = cls.instances[i];
-            const bool first = k < 0 ? static_cast<bool>(g.pinnedInstance[i]) : static_cast<std::int64_t>(i) < k;
-            const auto &groupFixed = first ? firstFixed : secondFixed;
+            const bool isApart = g.apartCopies && g.apartInstance[i];
+            const auto &groupFixed = isApart ? apartFixed : others++ < k ? firstFixed : secondFixed;
             ++stamp;
             auto map = [&](ir::TensorId a, ir::TensorId b) {
                 if (mappedFor[a.index()] != stamp) {
@@ -942,28 +1062,55 @@ std::vector<std::string> TapSearch::copiesApart(const Candidate &best) const
     std::vector<std::string> lines;
     std::size_t at = 0;
     for (const Group &g : m_groups) {
-        const std::size_t n = 1 + 2 * g.blocks.size();
         const auto k = best.trail[at];
-        at += 1 + 2 * n;
-        if (g.classIndex < 0 || (k >= g.instances && !g.pinnedCopies))
+        at += trailLength(g);
+        if (g.classIndex < 0 || (k >= g.instances && !g.apartCopies))
+            continue;
+        // Copies apart for their gradients that took the others' plan all the same.
+        const std::size_t n = 1 + 2 * g.blocks.size();
+        auto samePlan = [&](std::size_t a, std::size_t b) {
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto x = best.trail[a + i], y = best.trail[b + i];
+                const bool choice = i > 0 && i % 2 == 0;
+                if (choice ? m_choices[static_cast<std::size_t>(x)] != m_choices[static_cast<std::size_t>(y)] : x != y)
+                    return false;
+            }
+            return true;
+        };
+        const std::size_t start = at - trailLength(g);
+        const bool apartAlike = g.apartCopies && g.apartWhy != "pinned" &&
+                                (samePlan(start + 1, start + 1 + 2 * n) ||
+                                 (k < g.instances && samePlan(start + 1 + n, start + 1 + 2 * n)));
+        if (k >= g.instances && apartAlike)
             continue;
         const auto &cls = m_classes.classes[static_cast<std::size_t>(g.classIndex)];
-        std::vector<std::string> first, second;
-        for (std::size_t i = 0; i < cls.instances.size(); ++i)
-        {
-            const bool takesFirst = k < 0 ? static_cast<bool>(g.pinnedInstance[i]) : static_cast<std::int64_t>(i) < k;
-            (takesFirst ? first : second).push_back(cls.instances[i].scope);
+        std::vector<std::string> apart, first, second;
+        std::int64_t others = 0;
+        for (std::size_t i = 0; i < cls.instances.size(); ++i) {
+            const std::string &scope = cls.instances[i].scope;
+            if (g.apartCopies && g.apartInstance[i])
+                apart.push_back(scope);
+            else
+                (others++ < k ? first : second).push_back(scope);
         }
-        // The smaller side by name, the larger by count.
-        const bool firstFew = first.size() <= second.size();
-        const auto &few = firstFew ? first : second;
-        const auto &many = firstFew ? second : first;
-        std::string names;
-        for (const auto &name : few)
-            names += (names.empty() ? "" : ", ") + name;
-        lines.push_back("class of " + cls.instances[cls.representative].scope + " (" +
-                        std::to_string(cls.instances.size()) + " copies): " + names + (k < 0 ? " pinned" : "") + " apart from the other " +
-                        std::to_string(many.size()));
+        auto names = [](const std::vector<std::string> &list) {
+            std::string joined;
+            for (const auto &name : list)
+                joined += (joined.empty() ? "" : ", ") + name;
+            return joined;
+        };
+        const std::string head = "class of " + cls.instances[cls.representative].scope + " (" +
+                                 std::to_string(cls.instances.size()) + " copies): ";
+        if (!apart.empty() && !apartAlike)
+            lines.push_back(head + names(apart) + " apart from the other " +
+                            std::to_string(cls.instances.size() - apart.size()) + " (" + g.apartWhy + ")");
+        if (!second.empty()) {
+            // The smaller side by name, the larger by count.
+            const bool firstFew = first.size() <= second.size();
+            lines.push_back(head + names(firstFew ? first : second) + " apart from the other " +
+                            std::to_string((firstFew ? second : first).size()) +
+                            (apart.empty() ? "" : " of " + std::to_string(first.size() + second.size())));
+        }
     }
     return lines;
 }
@@ -1000,7 +1147,7 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
             if (better(swapped, inputs))
                 best = std::move(swapped);
         }
-        at += 1 + 2 * n;
+        at += trailLength(g);
     }
     const ShardingSpec whole = ShardingSpec::replicated(m_mesh.rank());
     for (ir::TensorId t : m_classGraphInputs) {
@@ -1028,6 +1175,28 @@ plan::Plan TapSearch::assembleApart(const std::string &modelSource, const std::v
         plan.specs[name].source = plan::SpecSource::Override;
     m_assembledSpecs = std::move(specs);
     return plan;
+}
+
+std::int64_t TapSearch::leastWeightMemory(const Segment &block) const
+{
+    std::vector<ShardingSpec> smallest;
+    for (std::size_t w = 0; w < block.weights.size(); ++w) {
+        const auto &shape = m_graph.tensor(block.weights[w]).shape;
+        smallest.push_back(*std::min_element(block.choices[w].begin(), block.choices[w].end(),
+                                             [&](const ShardingSpec &a, const ShardingSpec &b) {
+                                                 return a.localElements(shape, m_mesh) < b.localElements(shape, m_mesh);
+                                             }));
+    }
+    return m_coster.weightMemory(block, smallest);
+}
+
+std::int64_t TapSearch::copyBound(const Segment &block, std::int64_t instances) const
+{
+    if (m_bound == std::numeric_limits<std::int64_t>::max() || instances <= 1)
+        return m_bound;
+    if (!m_copiesApart || block.classIndex < 0)
+        return m_bound / instances;
+    return std::max<std::int64_t>(0, m_bound - (instances - 1) * leastWeightMemory(block));
 }
 
 bool TapSearch::interchangeable(std::size_t a, std::size_t b) const
@@ -1211,24 +1380,14 @@ SearchResult TapSearch::run(const std::string &modelSource)
     std::vector<const Group *> groups;
     for (const Group &g : m_groups) {
         groups.push_back(&g);
-        if (g.pinnedCopies)
-            groups.push_back(g.pinnedCopies.get());
+        if (g.apartCopies)
+            groups.push_back(g.apartCopies.get());
     }
     auto weightsCanFit = [&] {
         for (const Group *group : groups)
-            for (const Segment &block : group->blocks) {
-                std::vector<ShardingSpec> smallest;
-                for (std::size_t w = 0; w < block.weights.size(); ++w) {
-                    const auto &shape = m_graph.tensor(block.weights[w]).shape;
-                    smallest.push_back(*std::min_element(
-                        block.choices[w].begin(), block.choices[w].end(),
-                        [&](const ShardingSpec &a, const ShardingSpec &b) {
-                            return a.localElements(shape, m_mesh) < b.localElements(shape, m_mesh);
-                        }));
-                }
-                if (m_coster.weightMemory(block, smallest) > m_capacity / block.instances)
+            for (const Segment &block : group->blocks)
+                if (leastWeightMemory(block) > m_capacity / block.instances)
                     return false;
-            }
         return true;
     };
     m_bound = weightsCanFit() ? m_capacity : std::numeric_limits<std::int64_t>::max();
@@ -1245,6 +1404,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
         for (const Group *group : groups)
             for (std::size_t k = 0; k < group->blocks.size(); ++k) {
                 const Group &g = *group;
+                m_coster.useGradientFlow(g.flowVariant);
                 const Segment &block = g.blocks[k];
                 const auto boundary =
                     boundaryOf(g, block, replicated, k > 0 ? 0 : -1, k < g.links.size() ? 0 : -1, k);
