@@ -6,6 +6,7 @@
 #include "passes/prune.h"
 #include "plan/planjson.h"
 #include "plan/axisroles.h"
+#include "search/pinnedplan.h"
 #include "search/axisconstraint.h"
 #include "search/exactsearch.h"
 #include "search/referenceplan.h"
@@ -239,7 +240,10 @@ CaseResult runCase(const SearchCase &c, const RunOptions &options)
             auto pinnedOptions = searchOptions;
             pinnedOptions.pinned = r.pins;
             try {
-                const auto kept = tap(mesh, pinnedOptions);
+                // As `plan --keep-pins` runs it: the pinned input is kept
+                // where the search finds nothing better around the pins.
+                auto kept = tap(mesh, pinnedOptions);
+                r.pinnedInputKept = search::keepPinnedPlanIfBetter(kept, input, g, "the pinned input");
                 for (const auto &[name, spec] : r.pins) {
                     const auto &entry = kept.plan.specs.at(name);
                     if (entry.spec != spec || entry.source != plan::SpecSource::Override)

@@ -50,6 +50,9 @@ struct CaseResult {
     std::map<std::string, sharding::ShardingSpec> pins;
     std::string pinBase;                  // the plan the pins came from (tap's when the named one had none)
     std::optional<plan::Plan> pinnedInput;  // that plan with the pins set, costed as it is
+    // --keep-pins kept the pinned input: tap's search around the pins
+    // found nothing better (search::keepPinnedPlanIfBetter).
+    bool pinnedInputKept = false;
     std::vector<Comparison> comparisons;
     std::vector<std::string> errors;  // a search that threw where it must answer
     std::string exactProblem;         // empty when exact proved its plan optimal

@@ -445,6 +445,55 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(TapestryError, search::tapSearch(g, classes, source, m, unknown));
     }
 
+    // --keep-pins never returns a plan worse than the one the pins came
+    // from: that plan is one way to fill in the rest around them. A one-
+    // layer GPT-3 whose tap plan replicates everything on 8 (tp), with the
+    // tied embedding pinned split: the search around that pin stores the
+    // embeddings' outputs split and pays for it at the head, where the
+    // pinned plan (all else replicated) gathers once; the command keeps the
+    // pinned plan and says so.
+    void keepPinsNeverWorseThanThePinnedPlan()
+    {
+        const std::string source = "zoo:gpt3-6.7b?batch=2&ffn=288&heads=12&hidden=96&layers=1&positions=32&seq=16&vocab=256";
+        const auto g = io::loadModel(source);
+        auto m = sharding::findMeshProfile("dgx-h100").mesh({8}, {"tp"});
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        search::SearchOptions options;
+        options.axisRoles = search::axisRolesFromNames({"tp"}, "--mesh");
+        const auto free = search::tapSearch(g, coarse, classes, source, m, options).plan;
+        QTemporaryDir dir;
+        for (const auto &pin : {sharding::ShardingSpec{{sharding::Placement::shard(0)}},
+                                sharding::ShardingSpec{{sharding::Placement::shard(1)}}}) {
+            auto input = free;
+            input.specs["transformer.wte.weight"] = {pin, plan::SpecSource::Override};
+            plan::recostPlan(input, g, source);
+            const QString saved = dir.filePath(QStringLiteral("pinned.json"));
+            const QString rederived = dir.filePath(QStringLiteral("rederived.json"));
+            plan::writePlanFile(saved.toStdString(), input);
+            QProcess cli;
+            cli.start(QStringLiteral(TAPESTRY_CLI),
+                      {QStringLiteral("plan"), QString::fromStdString(source), QStringLiteral("--mesh"),
+                       QStringLiteral("8 (tp)"), QStringLiteral("--search"), QStringLiteral("tap"),
+                       QStringLiteral("--keep-pins"), saved, QStringLiteral("--flash-attention"), QStringLiteral("off"),
+                       QStringLiteral("--recompute"), QStringLiteral("none"), QStringLiteral("--zero"), QStringLiteral("0"),
+                       QStringLiteral("--micro-batches"), QStringLiteral("1"), QStringLiteral("-o"), rederived});
+            QVERIFY(cli.waitForFinished(60000));
+            QCOMPARE(cli.exitCode(), 0);
+            const auto kept = plan::readPlanFile(rederived.toStdString());
+            QCOMPARE(kept.specs.at("transformer.wte.weight").spec, pin);
+            QVERIFY(kept.specs.at("transformer.wte.weight").source == plan::SpecSource::Override);
+            QVERIFY2(!(cost::Objective::of(input.cost) < cost::Objective::of(kept.cost)),
+                     qPrintable(QStringLiteral("keep-pins %1 s, pinned plan %2 s")
+                                    .arg(kept.cost.stepTime)
+                                    .arg(input.cost.stepTime)));
+            const bool said = std::any_of(kept.searchWarnings.begin(), kept.searchWarnings.end(), [](const auto &w) {
+                return w.find("which is kept as it is") != std::string::npos;
+            });
+            QCOMPARE(said, kept.specs == input.specs);
+        }
+    }
+
     // The plan candidates of a class: every choice of its weights, ranked by
     // step time with the rest of the plan held; tap's choice is marked and
     // is the fastest; applying a row gives a plan whose whole-graph cost is

@@ -138,6 +138,7 @@ bool PlanDocument::rederiveAroundPins()
     if (!m_planned.plan->mesh.profile.empty())
         request.profile = QString::fromStdString(m_planned.plan->mesh.profile);
     request.pinned = analysis::pinsOf(*m_planned.plan);
+    request.pinnedFrom = m_planned.plan;
     m_rederiveBase = m_planned.plan;
     startPlanner(request);
     return true;

@@ -1,6 +1,7 @@
 #include "plannedmodel.h"
 
 #include "ir/error.h"
+#include "search/pinnedplan.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
@@ -58,7 +59,10 @@ PlannedModel derivePlan(const LoadedModel &model, const PlanRequest &request, co
             auto run = [&](const sharding::Mesh &m, const search::SearchOptions &o) {
                 return search::tapSearch(*model.graph, *model.coarse, *model.classes, source, m, o);
             };
-            p = search::searchTechniques(run, *model.graph, source, mesh, options, request.techniques).plan;
+            auto result = search::searchTechniques(run, *model.graph, source, mesh, options, request.techniques);
+            if (request.pinnedFrom && !request.pinned.empty())
+                search::keepPinnedPlanIfBetter(result, *request.pinnedFrom, *model.graph, "the pinned plan");
+            p = std::move(result.plan);
         } else {
             const auto method = search::referenceMethodFromString(request.method.toStdString());
             if (!method)

@@ -34,6 +34,9 @@ struct PlanRequest {
     QString profile = QStringLiteral("dgx-h100");
     // tap only: specs to keep, by tensor name (re-deriving around pins).
     std::map<std::string, sharding::ShardingSpec> pinned;
+    // The plan the pins came from: kept where the search finds nothing
+    // better around them (search::keepPinnedPlanIfBetter).
+    std::shared_ptr<const plan::Plan> pinnedFrom;
     // The memory techniques the plan must use; those left empty are chosen
     // with the plan (search::searchTechniques, search::chooseTechniques).
     search::TechniqueChoices techniques;

@@ -12,6 +12,7 @@
 #include "plan/planjson.h"
 #include "search/axisconstraint.h"
 #include "search/exactsearch.h"
+#include "search/pinnedplan.h"
 #include "search/referenceplan.h"
 #include "search/tapsearch.h"
 #include "search/techniquesearch.h"
@@ -154,16 +155,20 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
             names.push_back(a.name);
         options.axisRoles = search::axisRolesFromNames(names, args.value("--axes") ? "--axes" : "--mesh");
     }
+    std::optional<plan::Plan> pinnedFrom;
     if (auto from = args.value("--keep-pins")) {
         if (method != "tap")
             throw TapestryError(Error{"--keep-pins", {}, "works with --search tap only"});
-        options.pinned = analysis::pinsOf(plan::readPlanFile(*from));
+        pinnedFrom = plan::readPlanFile(*from);
+        options.pinned = analysis::pinsOf(*pinnedFrom);
     }
     auto run = [&](const sharding::Mesh &m, const search::SearchOptions &o) {
         return method == "exact" ? search::exactSearch(graph, coarse, model, m, o)
                                  : search::tapSearch(graph, coarse, classes, model, m, o);
     };
     auto result = search::searchTechniques(run, graph, model, mesh, options, techniqueChoices(args, graph, mesh));
+    if (pinnedFrom)
+        search::keepPinnedPlanIfBetter(result, *pinnedFrom, graph, *args.value("--keep-pins"));
     bar.finish();
     return result;
 }
@@ -299,7 +304,8 @@ Registration plan([] {
                 "the sequence and no weight; other names leave their axis free. Without --axes the\n"
                 "default names constrain nothing and the report says what each axis carries.\n"
                 "With --keep-pins, tap holds the weights a user pinned (specs marked override, as the\n"
-                "studio saves them) and chooses everything else around them.\n"
+                "studio saves them) and chooses everything else around them; where the plan the pins\n"
+                "came from is still better, it is kept as it is (the report says so).\n"
                 "Searches show a progress bar on stderr when they outlast a second and stderr is a\n"
                 "terminal.\n";
     c.options = modelOptions();

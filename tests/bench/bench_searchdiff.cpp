@@ -215,6 +215,20 @@ int main(int argc, char **argv)
     for (std::size_t k = 0; k < top && k < exactGaps.size(); ++k)
         printCase(*exactGaps[k].first, exactGaps[k].second->detail, seed, techniques, options, replayDir);
 
+    // Where tap's search around the pins found nothing better than the
+    // pinned input, --keep-pins keeps that plan: how often, by where the pins came from.
+    std::map<std::string, std::pair<std::size_t, std::size_t>> keptByBase;  // kept, pinned
+    for (const auto &o : outcomes)
+        if (o.result.pinnedInput) {
+            auto &[kept, pinned] = keptByBase[o.result.pinBase];
+            ++pinned;
+            kept += o.result.pinnedInputKept ? 1 : 0;
+        }
+    std::printf("\nkeep-pins kept the pinned input (the search around the pins found nothing better):");
+    for (const auto &[base, counts] : keptByBase)
+        std::printf(" from %s %zu of %zu;", base.c_str(), counts.first, counts.second);
+    std::printf("\n");
+
     std::printf("\nexact no yardstick on %zu cases:\n", noYardstick.size());
     std::map<std::string, std::size_t> reasons;
     for (const auto *o : noYardstick) {
