@@ -142,6 +142,9 @@ public:
         m_partialsStored = false;
     }
     bool partialsStored() const { return m_partialsStored; }
+    // For a caller that answers a search from what an earlier one found:
+    // that search stored a partial sum.
+    void notePartialsStored() { m_partialsStored = true; }
     // Parameter bytes per device of `weights` alone: a lower bound of the
     // segment's memory, checked before costing.
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;

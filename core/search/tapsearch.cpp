@@ -280,6 +280,23 @@ private:
         const std::size_t n = 1 + 2 * g.blocks.size();
         return 1 + 2 * n + (g.apartCopies ? n : 0);
     }
+    // searchWeights' answer for `block` of `g`, from an earlier search of
+    // it with the same boundary, bound, link and partial sums where there
+    // was one (a block of the ops outside classes that reads no class's
+    // layout is searched once, not once per combination of the classes'
+    // layouts). Valid until the next call.
+    const std::vector<std::vector<WeightChoice>> &blockAnswer(const Group &g, const Segment &block, int partial,
+                                                              const std::map<ir::TensorId, ShardingSpec> &boundary,
+                                                              ir::TensorId link,
+                                                              const std::vector<ShardingSpec> &linkSpecs,
+                                                              const std::vector<ir::TensorId> &readLater);
+    struct BlockAnswer {
+        std::vector<std::vector<WeightChoice>> found;
+        bool partialsStored = false;
+    };
+    std::map<std::vector<std::int64_t>, BlockAnswer> m_blockAnswers;
+    std::size_t m_blockAnswerChoices = 0;  // the choices m_blockAnswers holds
+    BlockAnswer m_unkeptAnswer;            // an answer past what m_blockAnswers keeps
     // Keeps a block's weight choice for the trails, which hold its index.
     std::int64_t keep(std::vector<std::uint16_t> choice)
     {
@@ -848,8 +865,7 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
                 if (!specs[c].placements.empty() &&
                     std::find(block.inputs.begin(), block.inputs.end(), carried[c]) != block.inputs.end())
                     boundary[carried[c]] = specs[c];
-            const auto found =
-                m_coster.searchWeights(block, boundary, copyBound(block, block.instances), link, linkSpecs, readLater);
+            const auto &found = blockAnswer(g, block, partial, boundary, link, linkSpecs, readLater);
             for (std::size_t a = 0; a < afters.size(); ++a) {
                 std::map<std::vector<ShardingSpec>, std::vector<Candidate>> own;
                 for (const WeightChoice &c : found[a]) {
@@ -880,6 +896,62 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
         all.comm.insert(all.comm.end(), fs.comm.begin(), fs.comm.end());
     }
     return {paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
+}
+
+const std::vector<std::vector<WeightChoice>> &
+TapSearch::blockAnswer(const Group &g, const Segment &block, int partial,
+                       const std::map<ir::TensorId, ShardingSpec> &boundary, ir::TensorId link,
+                       const std::vector<ShardingSpec> &linkSpecs, const std::vector<ir::TensorId> &readLater)
+{
+    // Answers kept, in WeightChoices: a few hundred MB at the most.
+    constexpr std::size_t kMostKept = 1'000'000;
+    const std::int64_t bound = copyBound(block, block.instances);
+    auto spec = [](std::vector<std::int64_t> &key, const ShardingSpec &s) {
+        std::int64_t code = 0;
+        for (const auto &p : s.placements)
+            code = code * 256 + static_cast<std::int64_t>(p.kind) * 64 + (p.dim + 1);
+        key.push_back(code);
+    };
+    std::vector<std::int64_t> key{reinterpret_cast<std::intptr_t>(&block), partial, g.flowVariant, bound,
+                                  link.valid() ? link.value : -1};
+    for (const auto &s : linkSpecs)
+        spec(key, s);
+    key.push_back(-1);
+    for (ir::TensorId t : readLater)
+        key.push_back(t.value);
+    key.push_back(-1);
+    for (const auto &[t, s] : boundary) {
+        key.push_back(t.value);
+        spec(key, s);
+    }
+    // What the search reads of the working specs: inputs the boundary leaves out.
+    for (ir::TensorId t : block.inputs)
+        if (!boundary.count(t)) {
+            key.push_back(t.value);
+            spec(key, m_coster.spec(t));
+        }
+    if (const auto it = m_blockAnswers.find(key); it != m_blockAnswers.end()) {
+        if (it->second.partialsStored)
+            m_coster.notePartialsStored();
+        return it->second.found;
+    }
+    // Whether this search stores a partial sum, not one before it: the
+    // flag is cleared (setting the same way again) and restored after.
+    const bool storedBefore = m_coster.partialsStored();
+    m_coster.setPartialResolution(kPartialWays[static_cast<std::size_t>(partial)]);
+    BlockAnswer answer{m_coster.searchWeights(block, boundary, bound, link, linkSpecs, readLater), false};
+    answer.partialsStored = m_coster.partialsStored();
+    if (storedBefore)
+        m_coster.notePartialsStored();
+    std::size_t choices = 0;
+    for (const auto &f : answer.found)
+        choices += f.size();
+    if (m_blockAnswerChoices + choices > kMostKept) {
+        m_unkeptAnswer = std::move(answer);
+        return m_unkeptAnswer.found;
+    }
+    m_blockAnswerChoices += choices;
+    return m_blockAnswers.emplace(std::move(key), std::move(answer)).first->second.found;
 }
 
 Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial)

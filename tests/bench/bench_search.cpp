@@ -13,8 +13,13 @@
 // "techniques": every zoo preset on 8, 2x4 and 8x8 with the memory
 // techniques chosen with the plan (search time, settings searched, what
 // it chose, fit, gap to the best reference plan with its techniques).
+// "onelayer": every zoo preset cut to one layer (T5: one encoder and one
+// decoder layer) on 2, 8 and 2x4, with its search time and its gap to the
+// best reference plan: where the layer is no class, pruning finds small
+// ones inside it (query, key and value projections), whose layouts
+// multiply the searches of the rest.
 // Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
-// resnet, mesh3d, exact, presets, techniques); all when none are given.
+// resnet, mesh3d, exact, presets, techniques, onelayer); all when none are given.
 #include "cost/objective.h"
 #include "io/modelloader.h"
 #include "io/zoo/zoo.h"
@@ -272,6 +277,18 @@ int main(int argc, char **argv)
         for (const auto &preset : io::zoo::presets())
             for (const char *shape : {"8", "2x4", "2x2x2 (a, b, c)"})
                 printPresetGap("zoo:" + preset.name, shape);
+    }
+    if (wanted("onelayer")) {
+        std::printf("\n%-44s %-15s %12s %14s %14s %-14s %10s\n", "one layer", "mesh", "search ms", "with load ms",
+                    "tap step ms", "best reference", "tap gap");
+        for (const auto &preset : io::zoo::presets()) {
+            if (preset.name == "mlp" || preset.name == "abc")
+                continue;  // no layers
+            const std::string source = "zoo:" + preset.name + "?layers=1" +
+                                       (preset.name.rfind("t5", 0) == 0 ? "&decoder_layers=1" : "");
+            for (const char *shape : {"2", "8", "2x4"})
+                printPresetGap(source, shape);
+        }
     }
     if (wanted("techniques")) {
         std::printf("\n%-22s %-9s %10s %10s %4s %10s %9s %-5s %-14s %9s %s\n", "preset", "mesh", "search ms",
