@@ -191,7 +191,12 @@ void PlanDocument::onPlannerFinished()
     if (auto base = std::exchange(m_rederiveBase, nullptr)) {
         if (m_planned.plan == base) {
             m_planned.searchSeconds = planned.searchSeconds;
-            pushPlanEdit(tr("Re-derive around pins"), planned.plan);
+            // Adopting the edit tells the views; they read pinnedPlanKept() then.
+            m_keptPending = planned.plan->specs == base->specs;
+            pushPlanEdit(m_keptPending ? tr("Re-derive around pins (nothing better found)")
+                                       : tr("Re-derive around pins"),
+                         planned.plan);
+            m_keptPending = false;
             return;
         }
     }
@@ -201,6 +206,7 @@ void PlanDocument::onPlannerFinished()
 
 void PlanDocument::adoptPlan(const PlannedModel &planned, PlanChange change)
 {
+    m_pinnedPlanKept = m_keptPending;
     m_planned = planned;
     m_explainerStale = true;
     emit costChanged(planned.plan->cost);

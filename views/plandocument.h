@@ -60,6 +60,10 @@ public:
     // Re-derives with tap around every pin of the plan (the specs marked
     // override), on the plan's mesh; undoable.
     bool rederiveAroundPins();
+    // Whether the plan shown came from re-deriving around pins and the
+    // search found nothing better than the plan the pins were on, which
+    // was kept (search::keepPinnedPlanIfBetter).
+    bool pinnedPlanKept() const { return m_pinnedPlanKept; }
     const PlannedModel &planned() const { return m_planned; }
     // Reads a tapestry.plan file for the open model (lessons, hand-written
     // plans); false, with `failed`, when it does not fit.
@@ -170,6 +174,8 @@ private:
     std::shared_ptr<std::atomic_bool> m_planCancel;  // the running plan search's
     // Set while the planner re-derives around pins: the plan it edits.
     std::shared_ptr<const plan::Plan> m_rederiveBase;
+    bool m_pinnedPlanKept = false;
+    bool m_keptPending = false;  // the re-derived plan being adopted is the pinned one
     // The candidates, or why there are none, for the class last asked for.
     QFutureWatcher<std::pair<analysis::ClassCandidates, std::string>> m_candidateWorker;
     int m_candidatesClass = -1;

@@ -293,6 +293,9 @@ void StudioWindow::onPlanChanged(PlanDocument::PlanChange change)
                           .arg(current.searchSeconds * 1e3, 0, 'f', 1)
                           .arg(p.cost.stepTime * 1e3, 0, 'f', 2)
                           .arg(p.cost.fitsMemory ? QString() : tr(" — does not fit in device memory")));
+    if (m_doc->pinnedPlanKept())
+        m_status->setText(m_status->text() +
+                          tr(" — nothing found around the pins beats the pinned plan; it is kept as it is"));
     setColouring(m_colouring);
     onViewNodeSelected(m_graph->selectedViewNode());
     m_candidates->refresh();

@@ -231,6 +231,34 @@ private slots:
         QCOMPARE(doc.autosavedPins(), 0);
     }
 
+    // Re-deriving where nothing around the pins beats the plan they are on
+    // (a one-layer GPT-3 on 8 (tp), everything replicated, its tied
+    // embedding pinned split): that plan is kept, the edit says so, and
+    // the document tells the views; the next plan clears it.
+    void rederiveKeepsThePinnedPlan()
+    {
+        PlanDocument doc;
+        search::TechniqueChoices fixed;
+        fixed.flashAttention = false;
+        fixed.recompute = cost::Recompute::None;
+        fixed.zeroStage = 0;
+        fixed.microBatches = 1;
+        fixed.offloadOptimizer = false;
+        QVERIFY(loadAndDerive(
+            doc, QStringLiteral("zoo:gpt3-6.7b?batch=2&ffn=288&heads=12&hidden=96&layers=1&positions=32&seq=16&vocab=256"),
+            {QStringLiteral("tap"), QStringLiteral("8 (tp)"), QStringLiteral("dgx-h100"), {}, {}, fixed}));
+        QVERIFY(doc.pinTensor("transformer.wte.weight", oneAxis(sharding::Placement::shard(1)), true));
+        const auto pinned = doc.planned().plan;
+        QSignalSpy changed(&doc, &PlanDocument::planChanged);
+        QVERIFY(doc.rederiveAroundPins());
+        QVERIFY(changed.wait(120000));
+        QVERIFY(doc.pinnedPlanKept());
+        QVERIFY(doc.planned().plan->specs == pinned->specs);
+        QVERIFY(doc.undoStack()->undoText().contains(QStringLiteral("nothing better found")));
+        doc.undoStack()->undo();
+        QVERIFY(!doc.pinnedPlanKept());
+    }
+
     // The selection is the document's: setting it tells whoever follows.
     void selection()
     {
