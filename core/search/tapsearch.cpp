@@ -437,12 +437,17 @@ std::optional<TapSearch::FlowSplit> TapSearch::splitByFlow(const passes::Subgrap
         signatures.push_back(std::move(signature));
     }
     // The most copies' (of as many, the one taking more gradients: a
-    // stack of two has one first layer).
-    auto rank = [&](const std::vector<bool> &s) {
-        return std::pair{std::count(signatures.begin(), signatures.end(), s), std::count(s.begin(), s.end(), true)};
+    // stack of two has one first layer). Counted once: a stack has
+    // hundreds of copies, nearly all alike.
+    std::map<std::vector<bool>, std::size_t> copies;
+    for (const auto &s : signatures)
+        ++copies[s];
+    auto rank = [&](const auto &entry) {
+        return std::pair{entry.second, std::count(entry.first.begin(), entry.first.end(), true)};
     };
-    const auto most = *std::max_element(signatures.begin(), signatures.end(),
-                                        [&](const auto &a, const auto &b) { return rank(a) < rank(b); });
+    const std::vector<bool> most =
+        std::max_element(copies.begin(), copies.end(), [&](const auto &a, const auto &b) { return rank(a) < rank(b); })
+            ->first;
     auto odd = std::find_if(signatures.begin(), signatures.end(), [&](const auto &s) { return s != most; });
     if (odd == signatures.end())
         return std::nullopt;
