@@ -130,11 +130,12 @@ InitRule initRuleFor(const ir::Graph &graph, ir::TensorId id)
             return {InitKind::Constant, attentionScale(graph, id)};
         return {InitKind::Uniform, 1.0f};
     }
+    // Biases start at zero whatever their rank (GPT-2's fused c_attn bias is [3, h]).
+    if (endsWith(t.name, "bias"))
+        return {InitKind::Zeros, 0.0f};
     if (t.shape.size() >= 2)
         return {InitKind::Normal,
                 static_cast<float>(1.0 / std::sqrt(static_cast<double>(t.shape[t.shape.size() - 2])))};
-    if (endsWith(t.name, "bias"))
-        return {InitKind::Zeros, 0.0f};
     for (ir::OpId c : t.consumers) {
         const ir::Op &op = graph.op(c);
         const bool norm = op.type == "LayerNormalization" || op.type == "RMSNorm" ||

@@ -61,7 +61,7 @@ private slots:
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
         analysis::Explainer explainer(g, p);
-        const auto e = explainer.explainTensor("transformer.h.1.mlp.fc_out.weight");
+        const auto e = explainer.explainTensor("transformer.h.1.mlp.c_proj.weight");
         QCOMPARE(e.chosen.toPlacements(), std::string("[Shard(0)]"));
         QVERIFY(e.alternatives.front().chosen);
         QCOMPARE(e.alternatives.front().spec, e.chosen);
@@ -77,7 +77,7 @@ private slots:
         const auto *replicate = find(e, "[Replicate()]");
         QVERIFY(replicate);
         QVERIFY(replicate->memoryDelta > 0);  // a whole copy of the matrix on every device
-        QVERIFY(e.node.find("fc_out") != std::string::npos);
+        QVERIFY(e.node.find("c_proj") != std::string::npos);
     }
 
     // The deltas, costed on the changed ops only, are what costing the
@@ -86,10 +86,10 @@ private slots:
     {
         QTest::addColumn<QString>("shape");
         QTest::addColumn<QString>("tensor");
-        QTest::newRow("row weight") << "4" << "transformer.h.1.mlp.fc_out.weight";
-        QTest::newRow("column weight") << "4" << "transformer.h.0.attn.q_proj.weight";
-        QTest::newRow("bias") << "4" << "transformer.h.0.mlp.fc_in.bias";
-        QTest::newRow("activation 2D") << "2x2" << "transformer/h.0/mlp/fc_in/MatMul:0";
+        QTest::newRow("row weight") << "4" << "transformer.h.1.mlp.c_proj.weight";
+        QTest::newRow("column weight") << "4" << "transformer.h.0.attn.c_attn.weight";
+        QTest::newRow("bias") << "4" << "transformer.h.0.mlp.c_fc.bias";
+        QTest::newRow("activation 2D") << "2x2" << "transformer/h.0/mlp/c_fc/MatMul:0";
         QTest::newRow("embedding 2D") << "2x2" << "transformer.wte.weight";
     }
     void deltasEqualWholePlanCost()
@@ -124,14 +124,14 @@ private slots:
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
         analysis::Explainer kept(g, p);
-        const auto first = kept.explainTensor("transformer.h.0.mlp.fc_in.weight");
+        const auto first = kept.explainTensor("transformer.h.0.mlp.c_fc.weight");
         plan::Plan edited = p;
         for (const auto &[name, spec] : first.alternatives.back().changes)
             edited.specs[name].spec = spec;
         plan::recostPlan(edited, g, "edited");
         kept.setPlan(edited.mesh, edited.costOptions, plan::planSpecs(edited, g, "edited"), edited.cost);
         analysis::Explainer fresh(g, edited);
-        for (const char *tensor : {"transformer.h.0.mlp.fc_in.weight", "transformer.h.1.attn.q_proj.weight"}) {
+        for (const char *tensor : {"transformer.h.0.mlp.c_fc.weight", "transformer.h.1.attn.c_attn.weight"}) {
             const auto a = kept.explainTensor(tensor), b = fresh.explainTensor(tensor);
             QCOMPARE(a.alternatives.size(), b.alternatives.size());
             for (std::size_t i = 0; i < a.alternatives.size(); ++i) {
@@ -140,7 +140,7 @@ private slots:
                 QCOMPARE(a.alternatives[i].changes, b.alternatives[i].changes);
             }
         }
-        QVERIFY(kept.explainTensor("transformer.h.0.mlp.fc_in.weight").alternatives.front().spec ==
+        QVERIFY(kept.explainTensor("transformer.h.0.mlp.c_fc.weight").alternatives.front().spec ==
                 first.alternatives.back().spec);
         auto other = edited;
         other.costOptions.overlap = !other.costOptions.overlap;
@@ -153,7 +153,7 @@ private slots:
         const auto g = io::loadModel(kGpt);
         const auto p = megatron(g, kGpt, "4");
         analysis::Explainer explainer(g, p);
-        const auto byTensor = explainer.explainTensor("transformer.h.0.mlp.fc_out.weight");
+        const auto byTensor = explainer.explainTensor("transformer.h.0.mlp.c_proj.weight");
         const auto &nodes = explainer.coarse().nodes();
         auto it = std::find_if(nodes.begin(), nodes.end(), [&](const auto &n) { return n.name == byTensor.node; });
         QVERIFY(it != nodes.end());
@@ -168,10 +168,10 @@ private slots:
         const auto p = megatron(g, kGpt, "4");
         analysis::Explainer explainer(g, p);
         try {
-            explainer.explainTensor("transformer.h.9.mlp.fc_out.weight");
+            explainer.explainTensor("transformer.h.9.mlp.c_proj.weight");
             QFAIL("expected an error");
         } catch (const TapestryError &err) {
-            QCOMPARE(err.error().where, std::string("transformer.h.9.mlp.fc_out.weight"));
+            QCOMPARE(err.error().where, std::string("transformer.h.9.mlp.c_proj.weight"));
         }
     }
 
@@ -180,11 +180,11 @@ private slots:
         QTest::addColumn<QStringList>("extra");
         QTest::addColumn<int>("code");
         QTest::addColumn<QString>("expect");
-        QTest::newRow("tensor json") << QStringList{"transformer.h.0.mlp.fc_out.weight", "--json"} << 0
+        QTest::newRow("tensor json") << QStringList{"transformer.h.0.mlp.c_proj.weight", "--json"} << 0
                                      << "\"collectives_added\"";
-        QTest::newRow("tensor text") << QStringList{"transformer.h.0.mlp.fc_out.weight"} << 0 << "split columns";
+        QTest::newRow("tensor text") << QStringList{"transformer.h.0.mlp.c_proj.weight"} << 0 << "split columns";
         QTest::newRow("unknown tensor") << QStringList{"no.such.weight"} << 2 << "no.such.weight";
-        QTest::newRow("other model") << QStringList{"transformer.h.0.mlp.fc_out.weight", "--model", "zoo:mlp"} << 2
+        QTest::newRow("other model") << QStringList{"transformer.h.0.mlp.c_proj.weight", "--model", "zoo:mlp"} << 2
                                      << "fingerprint";
         QTest::newRow("missing tensor") << QStringList{} << 2 << "expected PLAN and TENSOR";
     }

@@ -245,7 +245,7 @@ private slots:
         QTest::newRow("llama lm_head") << kLlama << "lm_head.weight" << "lm_head/kernel";
         QTest::newRow("gpt2 LayerNorm scale") << kGpt << "transformer.h.0.ln_1.weight" << "transformer/h/0/ln_1/scale";
         QTest::newRow("gpt2 LayerNorm bias") << kGpt << "transformer.h.0.ln_1.bias" << "transformer/h/0/ln_1/bias";
-        QTest::newRow("gpt2 linear bias") << kGpt << "transformer.h.1.mlp.fc_in.bias" << "transformer/h/1/mlp/fc_in/bias";
+        QTest::newRow("gpt2 linear bias") << kGpt << "transformer.h.1.mlp.c_fc.bias" << "transformer/h/1/mlp/c_fc/bias";
         QTest::newRow("gpt2 positions") << kGpt << "transformer.wpe.weight" << "transformer/wpe/embedding";
     }
     void flaxPaths()

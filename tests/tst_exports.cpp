@@ -110,8 +110,8 @@ private slots:
         QTest::addColumn<qint64>("memory");
         QTest::addColumn<int>("entries");
         QTest::newRow("llama megatron-sp 2x4") << kLlama << "2x4" << "megatron-sp" << qint64(0) << 14;
-        QTest::newRow("gpt2 megatron 4") << kGpt << "4" << "megatron" << qint64(0) << 9;
-        QTest::newRow("gpt2 tap tight 4") << kGpt << "4" << "tap" << qint64(5'000'000) << 3;
+        QTest::newRow("llama megatron 4") << kLlama << "4" << "megatron" << qint64(0) << 11;
+        QTest::newRow("llama tap tight 4") << kLlama << "4" << "tap" << qint64(10'000'000) << 14;
         QTest::newRow("gpt2 dp 2x2") << kGpt << "2x2" << "dp" << qint64(0) << 0;
     }
     // Every parameter's spec on the tensor-parallel axis and the layouts
@@ -213,6 +213,9 @@ private slots:
                     } catch (const TapestryError &e) {
                         ++refused;
                         qInfo("%s %s %s: %s", source.c_str(), method, shape, e.what());
+                        // LLaMA's Megatron and data-parallel plans are what
+                        // torch's tensor-parallel recipes are written for.
+                        QVERIFY2(preset.name.rfind("llama", 0) != 0 || std::string(method) == "tap", e.what());
                         QVERIFY2(e.error().input == "plan.json", e.what());
                         const bool namesTensor = g.findTensor(e.error().where).has_value();
                         QVERIFY2(namesTensor || e.error().where.find("/") != std::string::npos, e.what());
@@ -220,7 +223,7 @@ private slots:
                 }
         }
         qInfo("torch exports: %d exported, %d refused with the tensor named", exported, refused);
-        QVERIFY(exported > refused);
+        QVERIFY(exported > 0);
     }
 
     // plan --target torch keeps to plans torch expresses: where tap's own
@@ -429,6 +432,11 @@ private slots:
                                         << "mlp.fc1.weight: torch: the plan splits parameters over mesh axes data and model";
         QTest::newRow("megatron 2D split") << "zoo:mlp?batch=8" << "2x2" << qint64(500) << "megatron"
                                            << "mlp.fc1.weight: megatron: the plan splits parameters";
+        // Hugging Face's GPT-2 projections are Conv1D modules.
+        QTest::newRow("torch GPT-2 Conv1D")
+            << kGpt << "4" << qint64(5'000'000) << "torch"
+            << "a Hugging Face Conv1D module; ColwiseParallel and RowwiseParallel split nn.Linear and nn.Embedding "
+               "only";
         QTest::newRow("megatron replicated embedding")
             << kGpt << "4" << qint64(5'000'000) << "megatron"
             << "transformer.wte.weight: megatron: the plan stores it [Replicate()] where Megatron-LM stores it "

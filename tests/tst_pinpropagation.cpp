@@ -70,10 +70,10 @@ private slots:
         QTest::addColumn<QString>("weight");
         QTest::addColumn<QString>("placements");
         QTest::addColumn<bool>("wholeClass");
-        QTest::newRow("fc_in rows, whole class") << "0" << "mlp.fc_in.weight" << "S0" << true;
-        QTest::newRow("fc_in rows, one instance") << "0" << "mlp.fc_in.weight" << "S0" << false;
-        QTest::newRow("fc_out columns from the last layer") << "2" << "mlp.fc_out.weight" << "S1" << true;
-        QTest::newRow("fc_out replicated, one instance") << "1" << "mlp.fc_out.weight" << "R" << false;
+        QTest::newRow("c_fc rows, whole class") << "0" << "mlp.c_fc.weight" << "S0" << true;
+        QTest::newRow("c_fc rows, one instance") << "0" << "mlp.c_fc.weight" << "S0" << false;
+        QTest::newRow("c_proj columns from the last layer") << "2" << "mlp.c_proj.weight" << "S1" << true;
+        QTest::newRow("c_proj replicated, one instance") << "1" << "mlp.c_proj.weight" << "R" << false;
     }
     void pinAcrossClass()
     {

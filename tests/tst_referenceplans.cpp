@@ -58,11 +58,11 @@ private slots:
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("role");
-        QTest::newRow("gpt q") << "transformer.h.3.attn.q_proj.weight" << "column-parallel";
-        QTest::newRow("gpt q bias") << "transformer.h.3.attn.q_proj.bias" << "column-parallel";
-        QTest::newRow("gpt out") << "transformer.h.3.attn.out_proj.weight" << "row-parallel";
-        QTest::newRow("gpt fc_in") << "transformer.h.0.mlp.fc_in.weight" << "column-parallel";
-        QTest::newRow("gpt fc_out") << "transformer.h.0.mlp.fc_out.weight" << "row-parallel";
+        QTest::newRow("gpt qkv") << "transformer.h.3.attn.c_attn.weight" << "column-parallel";
+        QTest::newRow("gpt qkv bias") << "transformer.h.3.attn.c_attn.bias" << "column-parallel";
+        QTest::newRow("gpt out") << "transformer.h.3.attn.c_proj.weight" << "row-parallel";
+        QTest::newRow("gpt c_fc") << "transformer.h.0.mlp.c_fc.weight" << "column-parallel";
+        QTest::newRow("gpt c_proj") << "transformer.h.0.mlp.c_proj.weight" << "row-parallel";
         QTest::newRow("llama gate") << "model.layers.1.mlp.gate_proj.weight" << "column-parallel";
         QTest::newRow("llama down") << "model.layers.1.mlp.down_proj.weight" << "row-parallel";
         QTest::newRow("llama o") << "model.layers.1.self_attn.o_proj.weight" << "row-parallel";
@@ -265,8 +265,9 @@ private slots:
         const std::string source = "zoo:gpt2-medium?layers=1&batch=4&seq=32";
         const auto g = io::loadModel(source);
         const auto p = search::referencePlan(g, source, mesh({2, 8}), search::ReferenceMethod::Megatron);
-        const auto &q = p.specs.at("transformer.h.0.attn.q_proj.weight").spec;
-        QCOMPARE(q.toPlacements(), std::string("[Replicate(), Shard(1)]"));
+        // GPT-2's fused q/k/v weight, [3, in, out]: each of q, k and v split by heads.
+        const auto &q = p.specs.at("transformer.h.0.attn.c_attn.weight").spec;
+        QCOMPARE(q.toPlacements(), std::string("[Replicate(), Shard(2)]"));
         QCOMPARE(p.specs.at("input_ids").spec.toPlacements(), std::string("[Shard(0), Replicate()]"));
         int dataGradients = 0, modelActivations = 0;
         for (const auto &c : p.cost.collectives) {

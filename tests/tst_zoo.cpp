@@ -224,12 +224,12 @@ private slots:
         QTest::addColumn<QString>("tensor");
         QTest::addColumn<QString>("shape");
         QTest::newRow("gpt2 hidden, ffn") << "gpt2?layers=1&hidden=256&heads=4&ffn=1000"
-                                          << "transformer.h.0.mlp.fc_in.weight" << "[256, 1000]";
+                                          << "transformer.h.0.mlp.c_fc.weight" << "[256, 1000]";
         // hidden alone: heads keep the preset's width, the MLP its ratio,
         // LLaMA its query heads per key/value head.
         QTest::newRow("gpt2 hidden alone: heads") << "gpt2?layers=1&hidden=256&batch=2&seq=128"
                                                   << "transformer/h.0/attn/Softmax:0" << "[2, 4, 128, 128]";
-        QTest::newRow("gpt2 hidden alone: ffn") << "gpt2?layers=1&hidden=256" << "transformer.h.0.mlp.fc_in.weight"
+        QTest::newRow("gpt2 hidden alone: ffn") << "gpt2?layers=1&hidden=256" << "transformer.h.0.mlp.c_fc.weight"
                                                 << "[256, 1024]";
         QTest::newRow("llama hidden alone: kv heads") << "llama3-8b?layers=1&hidden=1024"
                                                       << "model.layers.0.self_attn.k_proj.weight" << "[1024, 256]";
@@ -317,7 +317,7 @@ private slots:
             if (const long layer = layerIndex(op.name, "transformer/h."); layer >= 0)
                 layers.insert(layer);
         QCOMPARE(layers.size(), std::size_t(1000));
-        QVERIFY(g.findOp("transformer/h.999/mlp/fc_out/MatMul"));
+        QVERIFY(g.findOp("transformer/h.999/mlp/c_proj/MatMul"));
     }
 
     void gpt2TiesLmHeadToTokenEmbedding()

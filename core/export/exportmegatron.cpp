@@ -25,15 +25,33 @@ bool isNorm(const ir::Op &op)
     return op.type == "LayerNormalization" || op.type == "RMSNorm";
 }
 
-// The rank-2 parameter a linear (MatMul, Gemm) reads as its weight.
+// Whether `shape` is a fused query/key/value weight, [3, in, out] (GPT-2's
+// c_attn, as the zoo holds it): Megatron-LM's linear_qkv, split by heads.
+bool fusedQkv(const ir::Shape &shape)
+{
+    return shape.size() == 3 && shape[0] == 3;
+}
+
+// The parameter a linear (MatMul, Gemm) reads as its weight: [in, out], or
+// a fused query/key/value weight.
 std::optional<ir::TensorId> weightOf(const ir::Graph &g, const ir::Op &op)
 {
     if (op.type != "MatMul" && op.type != "Gemm")
         return std::nullopt;
     for (auto x : op.inputs)
-        if (g.tensor(x).role == ir::Role::Parameter && g.tensor(x).shape.size() == 2)
+        if (g.tensor(x).role == ir::Role::Parameter && (g.tensor(x).shape.size() == 2 || fusedQkv(g.tensor(x).shape)))
             return x;
     return std::nullopt;
+}
+
+// A weight's input and output features.
+std::int64_t inFeatures(const ir::Tensor &w)
+{
+    return w.shape[w.shape.size() - 2];
+}
+std::int64_t outFeatures(const ir::Tensor &w)
+{
+    return w.shape.back();
 }
 
 // The activation a linear reads (its input other than the weight).
@@ -51,9 +69,15 @@ ir::TensorId linearResult(const ir::Graph &g, ir::OpId linear, bool *bias = null
     const ir::TensorId y = g.op(linear).outputs[0];
     if (g.tensor(y).consumers.size() == 1) {
         const ir::Op &next = g.op(g.tensor(y).consumers[0]);
+        // A bias: [out], or a fused q/k/v bias [3, 1, out].
+        auto biasParameter = [&](ir::TensorId x) {
+            const ir::Tensor &t = g.tensor(x);
+            return t.role == ir::Role::Parameter &&
+                   (t.shape.size() == 1 || (t.shape.size() == 3 && t.shape[0] == 3 && t.shape[1] == 1));
+        };
         if (next.type == "Add")
             for (auto x : next.inputs)
-                if (g.tensor(x).role == ir::Role::Parameter && g.tensor(x).shape.size() == 1) {
+                if (biasParameter(x)) {
                     if (bias)
                         *bias = true;
                     return next.outputs[0];
@@ -167,17 +191,20 @@ MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
     const auto &probs = g.tensor(score.outputs[0]).shape;  // [b, heads, s, s]
     if (probs.size() != 4)
         fail(score.name, "attention scores of rank " + std::to_string(probs.size()) + "; expected [b, heads, s, s]");
-    m.hidden = qWeight.shape[0];
+    m.hidden = inFeatures(qWeight);
     m.heads = probs[1];
     m.seqLength = probs[2];
-    const std::int64_t headDim = qWeight.shape[1] / m.heads;
-    m.queryGroups = kWeight.shape[1] / headDim;
+    const std::int64_t headDim = outFeatures(qWeight) / m.heads;
+    m.queryGroups = outFeatures(kWeight) / headDim;
     if (headDim * m.heads != m.hidden)
         m.kvChannels = headDim;
     m.dtype = qWeight.dtype;
 
     // Pre-norm: the query projection reads a norm of the layer's input.
-    const ir::TensorId attnIn = linearInput(g, g.op(*q));
+    ir::TensorId attnIn = linearInput(g, g.op(*q));
+    // (A fused q/k/v projection reads it viewed as [b, 1, s, h].)
+    if (const ir::OpId view = g.tensor(attnIn).producer; view.valid() && g.op(view).type == "Reshape")
+        attnIn = g.op(view).inputs[0];
     const ir::OpId norm = g.tensor(attnIn).producer;
     if (!norm.valid() || !isNorm(g.op(norm)) || !startsWith(g.op(norm).name, scope))
         fail(g.tensor(attnIn).name, "the attention reads its input without a norm before it (post-norm); "
@@ -222,7 +249,7 @@ MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
         if (const ir::OpId p = g.tensor(ir::TensorId(input)).producer; p.valid() && isNorm(g.op(p)))
             in = linears;
     if (!in.empty() && in.size() == mlp.size() - 1 && in.size() <= 2)
-        m.ffnHidden = g.tensor(*weightOf(g, g.op(in[0]))).shape[1];
+        m.ffnHidden = outFeatures(g.tensor(*weightOf(g, g.op(in[0]))));
     else
         fail(scope, "an MLP Megatron-LM does not build (" + std::to_string(mlp.size()) + " linears)");
     // The activation: on the first input linear's output (the gate).

@@ -297,6 +297,15 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
             continue;  // 1-D parameters follow their module's style; checked below
         if (module.empty())
             fail(tensor.name, "a split parameter needs a module name (NAME.weight) for parallelize_module");
+        // Hugging Face's GPT-2 (and GPT, ImageGPT) projections are Conv1D
+        // modules, weights stored [in, out]: ColwiseParallel and
+        // RowwiseParallel take nn.Linear and nn.Embedding only, and the
+        // fused c_attn would split by heads only with its columns permuted.
+        if (const std::string leaf = module.substr(module.rfind('.') + 1);
+            leaf == "c_attn" || leaf == "c_fc" || leaf == "c_proj")
+            fail(tensor.name, "split " + leaf + ", a Hugging Face Conv1D module; ColwiseParallel and RowwiseParallel "
+                                                "split nn.Linear and nn.Embedding only (export --to megatron or "
+                                                "--to jax, or plan --target torch)");
         if (tensor.shape.size() != 2)
             fail(tensor.name, "split on dim " + std::to_string(p.dim) + " of a rank-" +
                                   std::to_string(tensor.shape.size()) +

@@ -199,7 +199,7 @@ MegatronRole megatronRole(const std::string &parameterName)
     const std::string &module = parts[parts.size() - 2];
     const std::string parent = parts.size() >= 3 ? parts[parts.size() - 3] : "";
     static const std::set<std::string> kColumn{"q_proj", "k_proj", "v_proj", "query", "key",  "value", "q",
-                                               "k",      "v",      "fc_in",  "fc1",   "c_fc", "gate_proj",
+                                               "k",      "v",      "fc_in",  "fc1",   "c_fc", "c_attn", "gate_proj",
                                                "up_proj", "w1",    "w3",     "wi",    "wi_0", "wi_1",
                                                "first",  "lm_head"};
     static const std::set<std::string> kRow{"out_proj", "o_proj", "o", "fc_out", "fc2", "c_proj", "down_proj",

@@ -122,12 +122,12 @@ private slots:
         QTest::addColumn<QString>("tensor");
         QTest::addColumn<QString>("counterpart");
         QTest::addColumn<bool>("wholeClass");
-        QTest::newRow("fc_in, whole class") << QStringLiteral("transformer.h.0.mlp.fc_in.weight")
-                                            << QStringLiteral("transformer.h.1.mlp.fc_in.weight") << true;
-        QTest::newRow("fc_in, one instance") << QStringLiteral("transformer.h.0.mlp.fc_in.weight")
-                                             << QStringLiteral("transformer.h.1.mlp.fc_in.weight") << false;
-        QTest::newRow("fc_out of layer 1, whole class") << QStringLiteral("transformer.h.1.mlp.fc_out.weight")
-                                                        << QStringLiteral("transformer.h.0.mlp.fc_out.weight") << true;
+        QTest::newRow("c_fc, whole class") << QStringLiteral("transformer.h.0.mlp.c_fc.weight")
+                                            << QStringLiteral("transformer.h.1.mlp.c_fc.weight") << true;
+        QTest::newRow("c_fc, one instance") << QStringLiteral("transformer.h.0.mlp.c_fc.weight")
+                                             << QStringLiteral("transformer.h.1.mlp.c_fc.weight") << false;
+        QTest::newRow("c_proj of layer 1, whole class") << QStringLiteral("transformer.h.1.mlp.c_proj.weight")
+                                                        << QStringLiteral("transformer.h.0.mlp.c_proj.weight") << true;
     }
     void pinAndUndo()
     {
@@ -200,9 +200,9 @@ private slots:
         const auto derived = doc.planned().plan;
         QSignalSpy failed(&doc, &PlanDocument::failed);
         QSignalSpy cost(&doc, &PlanDocument::costChanged);
-        QVERIFY(!doc.pinTensor("transformer.h.0.mlp.fc_in.weight", oneAxis(sharding::Placement::shard(5)), true));
+        QVERIFY(!doc.pinTensor("transformer.h.0.mlp.c_fc.weight", oneAxis(sharding::Placement::shard(5)), true));
         QCOMPARE(failed.size(), 1);
-        QVERIFY(failed.front().front().toString().contains(QStringLiteral("transformer.h.0.mlp.fc_in.weight")));
+        QVERIFY(failed.front().front().toString().contains(QStringLiteral("transformer.h.0.mlp.c_fc.weight")));
         QVERIFY(!failed.front().front().toString().contains(QLatin1Char('\n')));
         QCOMPARE(cost.size(), 0);
         QCOMPARE(doc.planned().plan, derived);
@@ -217,7 +217,7 @@ private slots:
         QVERIFY(loadAndDerive(doc, QStringLiteral("zoo:gpt2?layers=2&heads=4&hidden=256"),
                               {QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}}));
         const auto columns = oneAxis(sharding::Placement::shard(1));
-        QVERIFY(doc.pinTensor("transformer.h.0.mlp.fc_in.weight", columns, true));
+        QVERIFY(doc.pinTensor("transformer.h.0.mlp.c_fc.weight", columns, true));
         const auto pins = analysis::pinsOf(*doc.planned().plan);
         QSignalSpy changed(&doc, &PlanDocument::planChanged);
         QVERIFY(doc.rederiveAroundPins());

@@ -283,16 +283,16 @@ private slots:
         QVERIFY(bars.contains(QStringLiteral("outside classes")));
         QVERIFY(bars.contains(QStringLiteral("all-reduce · forward")));
         QVERIFY(bars.contains(QStringLiteral("all-reduce · backward")));
-        // The inspector shows the plan's spec of fc_in's weight: split columns.
-        QVERIFY(w.findNext(QStringLiteral("h.0/mlp/fc_in")));
+        // The inspector shows the plan's spec of c_fc's weight: split columns.
+        QVERIFY(w.findNext(QStringLiteral("h.0/mlp/c_fc")));
         QVERIFY(w.expandClass(0));
         QSignalSpy laid(&w, &StudioWindow::layoutReady);
         QVERIFY(laid.wait(20000));
-        QVERIFY(w.selectByName(QStringLiteral("transformer/h.0/mlp/fc_in")));
+        QVERIFY(w.selectByName(QStringLiteral("transformer/h.0/mlp/c_fc")));
         QString sharding;
         QTreeWidgetItemIterator it(w.inspector());
         for (; *it; ++it)
-            if ((*it)->text(0) == QStringLiteral("transformer.h.0.mlp.fc_in.weight"))
+            if ((*it)->text(0) == QStringLiteral("transformer.h.0.mlp.c_fc.weight"))
                 sharding = (*it)->text(1);
         QVERIFY2(sharding.contains(QStringLiteral("[Shard(1)]")), qPrintable(sharding));
         bool collectives = false;
@@ -303,9 +303,9 @@ private slots:
         w.setColouring(StudioWindow::Colouring::BySharding);
         QColor fcIn, fcOut;
         for (auto *node : w.graphPanel()->scene()->canvasNodes()) {
-            if (node->style().title == QStringLiteral("mlp/fc_in"))
+            if (node->style().title == QStringLiteral("mlp/c_fc"))
                 fcIn = node->style().fill;
-            if (node->style().title == QStringLiteral("mlp/fc_out"))
+            if (node->style().title == QStringLiteral("mlp/c_proj"))
                 fcOut = node->style().fill;
         }
         QVERIFY(fcIn.isValid() && fcOut.isValid());
@@ -479,15 +479,15 @@ private slots:
                 n += c.phase == tapestry::cost::Phase::Forward && c.kind == tapestry::sharding::CollectiveKind::AllReduce;
             return n;
         };
-        // fc_in is column-parallel in Megatron's plan; pin it to split rows.
+        // c_fc is column-parallel in Megatron's plan; pin it to split rows.
         tapestry::sharding::ShardingSpec rows{{tapestry::sharding::Placement::shard(0)}};
-        QVERIFY(w.pinTensor("transformer.h.0.mlp.fc_in.weight", rows));
+        QVERIFY(w.pinTensor("transformer.h.0.mlp.c_fc.weight", rows));
         const auto pinned = w.planned().plan;
         QVERIFY(pinned != derived);
-        QVERIFY(pinned->specs.at("transformer.h.0.mlp.fc_in.weight").spec == rows);
-        QVERIFY(pinned->specs.at("transformer.h.0.mlp.fc_in.weight").source == tapestry::plan::SpecSource::Override);
+        QVERIFY(pinned->specs.at("transformer.h.0.mlp.c_fc.weight").spec == rows);
+        QVERIFY(pinned->specs.at("transformer.h.0.mlp.c_fc.weight").source == tapestry::plan::SpecSource::Override);
         // The whole class follows: layer 1 is pinned too.
-        QVERIFY(pinned->specs.at("transformer.h.1.mlp.fc_in.weight").spec == rows);
+        QVERIFY(pinned->specs.at("transformer.h.1.mlp.c_fc.weight").spec == rows);
         QVERIFY(pinned->cost.stepTime != derived->cost.stepTime);
         QVERIFY(forwardAllReduces(*pinned) > forwardAllReduces(*derived));
         // Costed by what the pin changed, exactly as a fresh re-cost.
@@ -503,7 +503,7 @@ private slots:
         QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), pinnedJson);
         // An illegal spec is refused and changes nothing.
         tapestry::sharding::ShardingSpec bad{{tapestry::sharding::Placement::shard(5)}};
-        QVERIFY(!w.pinTensor("transformer.h.0.mlp.fc_in.weight", bad));
+        QVERIFY(!w.pinTensor("transformer.h.0.mlp.c_fc.weight", bad));
         QCOMPARE(tapestry::plan::writePlanJson(*w.planned().plan), pinnedJson);
         // Pinned nodes carry the pin badge.
         bool badge = false;
@@ -550,7 +550,7 @@ private slots:
         QVERIFY(w.expandClass(0));
         QSignalSpy laid(&w, &StudioWindow::layoutReady);
         QVERIFY(laid.wait(20000));
-        QVERIFY(w.selectByName(QStringLiteral("transformer/h.0/mlp/fc_in")));
+        QVERIFY(w.selectByName(QStringLiteral("transformer/h.0/mlp/c_fc")));
         QString zero, recompute;
         for (QTreeWidgetItemIterator it(w.inspector()); *it; ++it) {
             if ((*it)->text(0) == QStringLiteral("ZeRO") && zero.isEmpty())
@@ -622,7 +622,7 @@ private slots:
     }
 
     // Re-derive around pins: tap replicates the small GPT-2's MLP on 4
-    // devices; pinning fc_in to split columns and re-deriving splits fc_out
+    // devices; pinning c_fc to split columns and re-deriving splits c_proj
     // by rows around it, the pins kept. The edit is autosaved, saving clears
     // it, and a session that ends without saving offers it back.
     void rederiveKeepsPinsAndAutosaves()
@@ -640,12 +640,12 @@ private slots:
             QVERIFY(openAndWait(w, model));
             if (planned.isEmpty())
                 QVERIFY(planned.wait(60000));
-            // fc_in pinned to Megatron's columns where the plan splits it
+            // c_fc pinned to Megatron's columns where the plan splits it
             // otherwise, else kept whole: a spec the search did not choose.
-            const bool toColumns = w.planned().plan->specs.at("transformer.h.0.mlp.fc_in.weight").spec != columns;
+            const bool toColumns = w.planned().plan->specs.at("transformer.h.0.mlp.c_fc.weight").spec != columns;
             const auto pin = toColumns ? columns : tapestry::sharding::ShardingSpec::replicated(1);
             QVERIFY(!w.hasUnsavedEdits());
-            QVERIFY(w.pinTensor("transformer.h.0.mlp.fc_in.weight", pin));
+            QVERIFY(w.pinTensor("transformer.h.0.mlp.c_fc.weight", pin));
             QVERIFY(w.hasUnsavedEdits());
             // Only the pinned weights are overrides; what follows them is not.
             int overrides = 0;
@@ -660,11 +660,11 @@ private slots:
             const auto &p = *w.planned().plan;
             for (const char *layer : {"0", "1"}) {
                 const std::string prefix = std::string("transformer.h.") + layer + ".mlp.";
-                QVERIFY(p.specs.at(prefix + "fc_in.weight").spec == pin);
-                QVERIFY(p.specs.at(prefix + "fc_in.weight").source == SpecSource::Override);
+                QVERIFY(p.specs.at(prefix + "c_fc.weight").spec == pin);
+                QVERIFY(p.specs.at(prefix + "c_fc.weight").source == SpecSource::Override);
                 if (toColumns)  // Megatron's pair
-                    QVERIFY(p.specs.at(prefix + "fc_out.weight").spec == rows);
-                QVERIFY(p.specs.at(prefix + "fc_out.weight").source == SpecSource::Search);
+                    QVERIFY(p.specs.at(prefix + "c_proj.weight").spec == rows);
+                QVERIFY(p.specs.at(prefix + "c_proj.weight").source == SpecSource::Search);
             }
             QVERIFY(p.cost.stepTime <= pinnedStep);
             QCOMPARE(w.undoStack()->index(), 2);  // pin, re-derive: both undoable
@@ -834,7 +834,7 @@ private slots:
                 expected.insert(name);
         QVERIFY(!expected.empty());
         QCOMPARE(w.differingTensors(), expected);
-        QVERIFY(w.differingTensors().count("transformer.h.0.mlp.fc_in.weight"));
+        QVERIFY(w.differingTensors().count("transformer.h.0.mlp.c_fc.weight"));
         QVERIFY(w.compareView()->topLevelItemCount() >= 4);
         // Against the replicated plan, the layers differ (Megatron splits
         // their weights) and the final norm, whole in both, does not.
@@ -874,7 +874,7 @@ private slots:
         w.setQuietErrors(true);
         w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
-        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:llama3-8b?layers=2&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024")));
         if (planned.isEmpty())
             QVERIFY(planned.wait(60000));
         QTemporaryDir dir;

@@ -1,5 +1,7 @@
 #include "io/zoo/graphbuilder.h"
 
+#include <algorithm>
+
 namespace tapestry::io::zoo {
 
 GraphBuilder::GraphBuilder(std::string modelName, ir::DType dtype) : m_dtype(dtype)
@@ -72,8 +74,18 @@ ir::TensorId GraphBuilder::op(const std::string &type, std::vector<ir::TensorId>
 
 ir::TensorId GraphBuilder::matmul(ir::TensorId a, ir::TensorId b)
 {
-    ir::Shape s = shape(a);
-    s.back() = shape(b).back();
+    // numpy broadcasting of the batch dims, as ONNX's MatMul does.
+    const ir::Shape &x = shape(a), &y = shape(b);
+    ir::Shape s = x.size() >= y.size() ? x : y;
+    const std::size_t batch = s.size() - 2;
+    for (std::size_t i = 0; i < batch && x.size() >= 2 && y.size() >= 2; ++i) {
+        const std::size_t fromEnd = s.size() - i;  // position counted from the end
+        const std::int64_t dx = fromEnd <= x.size() ? x[x.size() - fromEnd] : 1;
+        const std::int64_t dy = fromEnd <= y.size() ? y[y.size() - fromEnd] : 1;
+        s[i] = std::max(dx, dy);
+    }
+    s[s.size() - 2] = x.size() >= 2 ? x[x.size() - 2] : 1;
+    s.back() = y.back();
     return op("MatMul", {a, b}, s);
 }
 
