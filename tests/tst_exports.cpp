@@ -66,7 +66,11 @@ std::map<std::string, Entry> parseTorch(const std::string &python, std::string &
             meshAxis = m[1];
         if (!std::regex_match(l, m, line))
             continue;
-        Entry e{m[2], "default", "default"};
+        // Hugging Face's Conv1D modules take the same styles under their own names.
+        std::string style = m[2];
+        if (style.rfind("Conv1D", 0) == 0)
+            style = style.substr(6);
+        Entry e{style, "default", "default"};
         const std::string args = m[3];
         for (std::sregex_iterator k(args.begin(), args.end(), kwarg), end; k != end; ++k)
             ((*k)[1] == "input_layouts" ? e.input : e.output) = (*k)[2];
@@ -111,6 +115,7 @@ private slots:
         QTest::addColumn<int>("entries");
         QTest::newRow("llama megatron-sp 2x4") << kLlama << "2x4" << "megatron-sp" << qint64(0) << 14;
         QTest::newRow("llama megatron 4") << kLlama << "4" << "megatron" << qint64(0) << 11;
+        QTest::newRow("gpt2 megatron 4") << kGpt << "4" << "megatron" << qint64(0) << 6;
         QTest::newRow("llama tap tight 4") << kLlama << "4" << "tap" << qint64(10'000'000) << 14;
         QTest::newRow("gpt2 dp 2x2") << kGpt << "2x2" << "dp" << qint64(0) << 0;
     }
@@ -264,6 +269,31 @@ private slots:
         QVERIFY(bad.code != 0);
         QVERIFY2(bad.err.contains(QStringLiteral("--target")) && bad.err.count(QLatin1Char('\n')) == 1,
                  qPrintable(bad.err));
+    }
+
+    // GPT-2 as Hugging Face builds it: its projections are Conv1D modules,
+    // q, k and v fused in c_attn. The export carries parallel styles for
+    // Conv1D, splits c_attn by heads (its columns reordered per rank) and
+    // says how to put a gathered parameter back in Hugging Face's layout;
+    // tests/interop runs it in PyTorch.
+    void gpt2ConvolutionStyles()
+    {
+        const auto g = io::loadModel(kGpt);
+        const auto p = makePlan(g, kGpt, "4", "megatron");
+        const auto in = exports::exportInput(g, p, "plan.json", "torch", true);
+        const std::string text = exports::torchPlanPython(exports::torchPlan(in, "plan.json"), p);
+        for (const char *line : {"\"transformer.h.*.attn.c_attn\": Conv1DColwiseParallel(parts=3),",
+                                 "\"transformer.h.*.attn.c_proj\": Conv1DRowwiseParallel(),",
+                                 "\"transformer.h.*.mlp.c_fc\": Conv1DColwiseParallel(),",
+                                 "\"transformer.h.*.mlp.c_proj\": Conv1DRowwiseParallel(),",
+                                 "attention_modules = (\"transformer.h.*.attn\",)", "def to_hf_layout(name, tensor):"})
+            QVERIFY2(text.find(line) != std::string::npos, line);
+        // A LLaMA export has none of it.
+        const auto l = io::loadModel(kLlama);
+        const auto lp = makePlan(l, kLlama, "4", "megatron");
+        const std::string llama = exports::torchPlanPython(
+            exports::torchPlan(exports::exportInput(l, lp, "plan.json", "torch", true), "plan.json"), lp);
+        QVERIFY(llama.find("Conv1D") == std::string::npos);
     }
 
     void jaxRoundTrip_data()
@@ -432,11 +462,6 @@ private slots:
                                         << "mlp.fc1.weight: torch: the plan splits parameters over mesh axes data and model";
         QTest::newRow("megatron 2D split") << "zoo:mlp?batch=8" << "2x2" << qint64(500) << "megatron"
                                            << "mlp.fc1.weight: megatron: the plan splits parameters";
-        // Hugging Face's GPT-2 projections are Conv1D modules.
-        QTest::newRow("torch GPT-2 Conv1D")
-            << kGpt << "4" << qint64(5'000'000) << "torch"
-            << "a Hugging Face Conv1D module; ColwiseParallel and RowwiseParallel split nn.Linear and nn.Embedding "
-               "only";
         QTest::newRow("megatron replicated embedding")
             << kGpt << "4" << qint64(5'000'000) << "megatron"
             << "transformer.wte.weight: megatron: the plan stores it [Replicate()] where Megatron-LM stores it "

@@ -20,6 +20,12 @@ bool isParameter(const ir::Graph &g, ir::TensorId t)
     return g.tensor(t).role == ir::Role::Parameter;
 }
 
+// GPT-2's fused q/k/v bias, held [3, 1, out].
+bool fusedBias(const ir::Tensor &t)
+{
+    return t.shape.size() == 3 && t.shape[0] == 3 && t.shape[1] == 1 && t.name.ends_with("c_attn.bias");
+}
+
 bool isIndex(const std::string &atom)
 {
     return !atom.empty() && std::all_of(atom.begin(), atom.end(), [](unsigned char c) { return std::isdigit(c); });
@@ -293,19 +299,20 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         if (!module.empty())
             byModule.emplace(module, TorchModulePlan{module, {}, {}, {}, {}, {}, true});
         const auto p = in.specs[i].placements[ax];
-        if (!p.isShard() || tensor.shape.size() == 1)
-            continue;  // 1-D parameters follow their module's style; checked below
+        if (!p.isShard() || tensor.shape.size() == 1 || fusedBias(tensor))
+            continue;  // biases follow their module's style; checked below
         if (module.empty())
             fail(tensor.name, "a split parameter needs a module name (NAME.weight) for parallelize_module");
         // Hugging Face's GPT-2 (and GPT, ImageGPT) projections are Conv1D
-        // modules, weights stored [in, out]: ColwiseParallel and
-        // RowwiseParallel take nn.Linear and nn.Embedding only, and the
-        // fused c_attn would split by heads only with its columns permuted.
-        if (const std::string leaf = module.substr(module.rfind('.') + 1);
-            leaf == "c_attn" || leaf == "c_fc" || leaf == "c_proj")
-            fail(tensor.name, "split " + leaf + ", a Hugging Face Conv1D module; ColwiseParallel and RowwiseParallel "
-                                                "split nn.Linear and nn.Embedding only (export --to megatron or "
-                                                "--to jax, or plan --target torch)");
+        // modules, weight [in, out]; GPT-2's fused c_attn is held [3, in,
+        // out] (q, k and v), split by heads on its last dim.
+        const std::string leaf = module.substr(module.rfind('.') + 1);
+        const bool conv1d = leaf == "c_attn" || leaf == "c_fc" || leaf == "c_proj";
+        const bool fused = tensor.shape.size() == 3 && tensor.shape[0] == 3 && conv1d;
+        if (fused && p.dim != 2)
+            fail(tensor.name, "a fused q/k/v weight [3, in, out] split on dim " + std::to_string(p.dim) +
+                                  "; torch splits it by heads (its output features) only");
+        if (!fused)
         if (tensor.shape.size() != 2)
             fail(tensor.name, "split on dim " + std::to_string(p.dim) + " of a rank-" +
                                   std::to_string(tensor.shape.size()) +
@@ -333,7 +340,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
             if (op.type != "MatMul" && op.type != "Gemm" && op.type != "Gather")
                 fail(tensor.name, "split weight read by a " + op.type + "; only linear (MatMul, Gemm) and embedding "
                                                                         "(Gather) modules have a torch style");
-            SplitModule m{owner, opId, {}, op.outputs[0], placement.dim == 1};
+            SplitModule m{owner, opId, {}, op.outputs[0], placement.dim == static_cast<int>(tensor.shape.size()) - 1};
             for (auto x : op.inputs)
                 if (x != t && !isParameter(g, x) && (g.op(reader).type != "Transpose" || x != g.op(reader).outputs[0])) {
                     m.input = x;
@@ -360,6 +367,8 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
             if (!slot.style.empty() && (slot.style != style || reader == tensor.consumers.front()))
                 fail(tensor.name, "module " + owner + " holds two split weights");
             slot.style = style;
+            slot.conv1d = conv1d && owner == module;
+            slot.parts = fused ? 3 : 1;
             moduleByOp[opId.value] = owner;
             if (g.op(reader).type == "Transpose")
                 issues(reader, g.op(reader).outputs[0]);
@@ -569,7 +578,21 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
     for (const auto &m : split) {
         if (!m.colwise || g.op(m.op).type == "Gather")
             continue;
+        // The reshapes into heads: of the module's output, or of its parts
+        // (a fused q/k/v split, each part viewed [b, s, h] first).
+        std::vector<ir::OpId> reshapes;
         for (auto c : g.tensor(m.result).consumers) {
+            if (g.op(c).type != "Split") {
+                reshapes.push_back(c);
+                continue;
+            }
+            for (auto part : g.op(c).outputs)
+                for (auto v : g.tensor(part).consumers)
+                    if (g.op(v).type == "Reshape" && !g.op(v).outputs.empty())
+                        for (auto r : g.tensor(g.op(v).outputs[0]).consumers)
+                            reshapes.push_back(r);
+        }
+        for (auto c : reshapes) {
             const ir::Op &reshape = g.op(c);
             if (reshape.type != "Reshape" || reshape.outputs.empty())
                 continue;
@@ -603,15 +626,16 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
     // its outputs, every other one (row-parallel biases, norm scales) whole.
     for (std::size_t i = 0; i < g.tensorCount(); ++i) {
         const ir::Tensor &tensor = g.tensor(ir::TensorId(static_cast<std::int32_t>(i)));
-        if (tensor.role != ir::Role::Parameter || tensor.shape.size() != 1)
+        if (tensor.role != ir::Role::Parameter || (tensor.shape.size() != 1 && !fusedBias(tensor)))
             continue;
         const auto it = byModule.find(moduleOf(tensor.name));
         const bool splitBias = it != byModule.end() && it->second.style == "ColwiseParallel" &&
                                tensor.name == it->first + ".bias";
         const auto p = in.specs[i].placements[ax];
-        if (p != (splitBias ? sharding::Placement::shard(0) : sharding::Placement::replicate()))
+        const auto last = static_cast<int>(tensor.shape.size()) - 1;
+        if (p != (splitBias ? sharding::Placement::shard(last) : sharding::Placement::replicate()))
             fail(tensor.name, "stored " + p.toString() + " on axis " + mesh.axes[ax].name + " where torch stores it " +
-                                  (splitBias ? "Shard(0)" : "Replicate()") +
+                                  (splitBias ? "Shard(" + std::to_string(last) + ")" : std::string("Replicate()")) +
                                   (it != byModule.end() && !it->second.style.empty() ? " under " + it->second.style
                                                                                       : std::string(" (module unsplit)")));
     }
@@ -706,7 +730,9 @@ std::string styleCall(const TorchModulePlan &m)
         if (m.useLocalOutput != defaultLocal)
             args.push_back(std::string("use_local_output=") + (m.useLocalOutput ? "True" : "False"));
     }
-    std::string s = m.style + "(";
+    if (m.parts > 1)
+        args.insert(args.begin(), "parts=" + std::to_string(m.parts));
+    std::string s = (m.conv1d ? "Conv1D" : "") + m.style + "(";
     for (std::size_t i = 0; i < args.size(); ++i)
         s += (i ? ", " : "") + args[i];
     return s + ")";
@@ -739,6 +765,67 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
          "from torch.distributed.tensor import DTensor, Replicate, Shard\n"
          "from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,\n"
          "                                               SequenceParallel, loss_parallel, parallelize_module)\n\n";
+    const bool conv1d = std::any_of(plan.modules.begin(), plan.modules.end(),
+                                    [](const TorchModulePlan &m) { return m.conv1d; });
+    if (conv1d) {
+        s += "import fnmatch\n"
+             "from functools import partial\n\n"
+             "from torch import nn\n"
+             "from torch.distributed.tensor import distribute_module, distribute_tensor\n\n\n"
+             "def _is_conv1d(module):\n"
+             "    \"\"\"Hugging Face's Conv1D (GPT-2's c_attn, c_proj, c_fc): y = x @ weight + bias, weight [in, nf].\"\"\"\n"
+             "    return type(module).__name__ == \"Conv1D\" and hasattr(module, \"nf\")\n\n\n"
+             "def _fused_order(features, parts, ranks):\n"
+             "    \"\"\"The column order that makes an even split hand each rank its heads of every part\n"
+             "    (q, k and v of a fused c_attn), part by part; None for one part.\"\"\"\n"
+             "    if parts == 1:\n"
+             "        return None\n"
+             "    part, each = features // parts, features // parts // ranks\n"
+             "    return torch.tensor([p * part + r * each + j for r in range(ranks) for p in range(parts)\n"
+             "                         for j in range(each)])\n\n\n"
+             "class Conv1DColwiseParallel(ColwiseParallel):\n"
+             "    \"\"\"ColwiseParallel for Hugging Face's Conv1D: the weight [in, out] split by its columns, the bias with\n"
+             "    them. parts > 1: a fused projection (GPT-2's c_attn: q, k and v side by side) whose columns are\n"
+             "    reordered first so that each rank holds its heads of every part, in order, as the module's split\n"
+             "    of its output reads them (to_hf_layout() undoes the order).\"\"\"\n\n"
+             "    def __init__(self, *, parts=1, **kwargs):\n"
+             "        super().__init__(**kwargs)\n"
+             "        self.parts = parts\n\n"
+             "    def _partition_conv1d_fn(self, name, module, device_mesh):\n"
+             "        order = _fused_order(module.nf, self.parts, device_mesh.size())\n"
+             "        for pname, param in list(module.named_parameters(recurse=False)):\n"
+             "            data = param.detach() if order is None else param.detach().index_select(-1, order)\n"
+             "            module.register_parameter(pname, nn.Parameter(distribute_tensor(data, device_mesh, [Shard(param.dim() - 1)])))\n\n"
+             "    def _apply(self, module, device_mesh):\n"
+             "        if not _is_conv1d(module):\n"
+             "            return super()._apply(module, device_mesh)\n"
+             "        return distribute_module(module, device_mesh, self._partition_conv1d_fn,\n"
+             "                                 partial(self._prepare_input_fn, self.input_layouts, self.desired_input_layouts),\n"
+             "                                 partial(self._prepare_output_fn, self.output_layouts, self.use_local_output))\n\n\n"
+             "class Conv1DRowwiseParallel(RowwiseParallel):\n"
+             "    \"\"\"RowwiseParallel for Hugging Face's Conv1D: the weight [in, out] split by its rows, the bias whole.\"\"\"\n\n"
+             "    def _partition_conv1d_fn(self, name, module, device_mesh):\n"
+             "        module.register_parameter(\"weight\", nn.Parameter(distribute_tensor(module.weight, device_mesh, [Shard(0)])))\n"
+             "        if getattr(module, \"bias\", None) is not None:\n"
+             "            module.register_parameter(\"bias\", nn.Parameter(distribute_tensor(module.bias, device_mesh, [Replicate()])))\n\n"
+             "    def _apply(self, module, device_mesh):\n"
+             "        if not _is_conv1d(module):\n"
+             "            return super()._apply(module, device_mesh)\n"
+             "        self.desired_input_layouts = (Shard(-1),)\n"
+             "        return distribute_module(module, device_mesh, self._partition_conv1d_fn,\n"
+             "                                 partial(self._prepare_input_fn, self.input_layouts, self.desired_input_layouts),\n"
+             "                                 partial(self._prepare_output_fn, self.output_layouts, self.use_local_output))\n\n\n"
+             "def to_hf_layout(name, tensor):\n"
+             "    \"\"\"A parameter of the parallelized model (or its gradient) gathered whole (DTensor.full_tensor()), in\n"
+             "    Hugging Face's layout: a fused projection's columns back in q, k, v order. For checkpoints.\"\"\"\n"
+             "    atoms = name.split(\".\")[:-1]\n"
+             "    for pattern, style in plan.items():\n"
+             "        keys = pattern.split(\".\")\n"
+             "        if getattr(style, \"parts\", 1) > 1 and len(keys) == len(atoms) and all(k in (\"*\", a) for k, a in zip(keys, atoms)):\n"
+             "            order = _fused_order(tensor.shape[-1], style.parts, mesh_shape[mesh_dim_names.index(tp_mesh_dim)])\n"
+             "            return tensor.index_select(-1, torch.argsort(order))\n"
+             "    return tensor\n\n\n";
+    }
     std::vector<std::string> shape;
     for (int n : plan.meshShape)
         shape.push_back(std::to_string(n));

@@ -29,6 +29,12 @@ struct TorchModulePlan {
     // false: the output stays a DTensor (the vocabulary-split logits
     // loss_parallel reads, a module input its children share).
     bool useLocalOutput = true;
+    // Hugging Face's Conv1D (GPT-2's c_attn, c_proj, c_fc: weight [in, out]):
+    // the module's own Conv1DColwiseParallel / Conv1DRowwiseParallel.
+    bool conv1d = false;
+    // A fused projection of this many parts side by side (GPT-2's c_attn:
+    // q, k and v), each split by heads.
+    int parts = 1;
     friend bool operator==(const TorchModulePlan &, const TorchModulePlan &) = default;
 };
 

@@ -23,6 +23,7 @@ fi
 llama="zoo:llama3-8b?layers=2&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=256&seq=16&batch=4"
 llama4="zoo:llama3-8b?layers=2&hidden=64&heads=4&kv_heads=4&ffn=128&vocab=256&seq=16&batch=4"
 wide="zoo:llama3-8b?layers=2&hidden=512&heads=8&kv_heads=4&ffn=1024&vocab=512&seq=128&batch=32"
+gpt2="zoo:gpt2?layers=2&hidden=64&heads=4&ffn=128&vocab=256&seq=16&batch=4&positions=16"
 fixed=(--flash-attention on --zero 0 --recompute none --micro-batches 1 --offload-optimizer off)
 
 failed=() passed=()
@@ -56,6 +57,9 @@ run tap-pinned "$llama" --mesh 2 --memory-gib 0.0015 --keep-pins "$work/pins.jso
 run recompute "$llama" --mesh 2 --search megatron --sequence-parallel --flash-attention on --zero 0 \
   --recompute full --micro-batches 1 --offload-optimizer off
 run tap-2d "$wide" --mesh 2x2 --axes data,model "${fixed[@]}"
+# GPT-2 as Hugging Face builds it: Conv1D projections, q, k and v fused in c_attn.
+run gpt2-megatron "$gpt2" --mesh 2 --search megatron "${fixed[@]}"
+run gpt2-tap "$gpt2" --mesh 4 --memory-gib 0.001 "${fixed[@]}"
 
 echo "interop: ${#passed[@]} passed (${passed[*]:-none}), ${#failed[@]} failed (${failed[*]:-none}); PyTorch from $root"
 [ ${#failed[@]} -eq 0 ]

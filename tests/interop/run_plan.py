@@ -140,6 +140,8 @@ def rank_main(rank, world, port, plan_file, export_file, results):
         for name, param in model.named_parameters():
             name = name.replace("_checkpoint_wrapped_module.", "").replace("_fsdp_wrapped_module.", "")
             grad = param.grad.full_tensor() if isinstance(param.grad, DTensor) else param.grad
+            if hasattr(export, "to_hf_layout"):  # a fused projection's columns, reordered by parallelize
+                grad = export.to_hf_layout(name, grad)
             want = expected[name].grad
             errors[name] = ((grad - want).abs().max() / want.abs().max().clamp_min(1e-12)).item()
         results[rank] = {"errors": errors, "forward": forward.counts, "backward": backward.counts}
