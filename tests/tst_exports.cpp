@@ -271,6 +271,31 @@ private slots:
                  qPrintable(bad.err));
     }
 
+    // plan --target torch gives every zoo preset (two layers of it) a plan
+    // the torch export takes, on 8 devices and on 2x4.
+    void everyPresetHasATorchPlan()
+    {
+        QTemporaryDir dir;
+        const QString planFile = dir.filePath(QStringLiteral("plan.json"));
+        for (const auto &preset : io::zoo::presets()) {
+            std::string source = "zoo:" + preset.name;
+            for (const char *knob : {"layers", "decoder_layers"})
+                if (preset.defaults.count(knob))
+                    source += (source.find('?') == std::string::npos ? "?" : "&") + std::string(knob) + "=2";
+            for (const char *shape : {"8", "2x4"}) {
+                const auto planned = runCli({QStringLiteral("plan"), QString::fromStdString(source),
+                                             QStringLiteral("--mesh"), QString::fromLatin1(shape),
+                                             QStringLiteral("--target"), QStringLiteral("torch"),
+                                             QStringLiteral("-o"), planFile});
+                QVERIFY2(planned.code == 0, qPrintable(QString::fromStdString(source) + " " + shape + ": " + planned.err));
+                const auto exported = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"),
+                                              QStringLiteral("torch"), QStringLiteral("-o"),
+                                              dir.filePath(QStringLiteral("plan.py"))});
+                QVERIFY2(exported.code == 0, qPrintable(QString::fromStdString(source) + " " + shape + ": " + exported.err));
+            }
+        }
+    }
+
     // GPT-2 as Hugging Face builds it: its projections are Conv1D modules,
     // q, k and v fused in c_attn. The export carries parallel styles for
     // Conv1D, splits c_attn by heads (its columns reordered per rank) and

@@ -218,6 +218,21 @@ private slots:
             QVERIFY2(c.phase == cost::Phase::Backward || c.bytes <= 4, c.op.c_str());  // forward: the loss scalar at most
     }
 
+    // The batch is the leading dim most inputs share: T5's relative position
+    // buckets ([s, s] integer inputs) are not split as if s were a batch.
+    void dataParallelSplitsTheBatchOnly()
+    {
+        const std::string source = "zoo:t5-base?layers=1&decoder_layers=1&batch=8&seq=64";
+        const auto g = io::loadModel(source);
+        const auto p = search::referencePlan(g, source, mesh({2, 4}), search::ReferenceMethod::DataParallel);
+        for (const char *input : {"input_ids", "decoder_input_ids", "labels", "attention_mask"})
+            QCOMPARE(p.specs.at(input).spec.toPlacements(), std::string("[Shard(0), Shard(0)]"));
+        for (const char *input : {"relative_position_bucket", "decoder_relative_position_bucket"})
+            QVERIFY(p.specs.at(input).spec.isReplicated());
+        for (const auto &c : p.cost.collectives)
+            QVERIFY2(c.phase == cost::Phase::Backward || c.bytes <= 4, (c.op + " " + c.tensor).c_str());
+    }
+
     void dataParallelRefusesIndivisibleBatch()
     {
         const auto g = io::loadModel("zoo:mlp?batch=6");

@@ -268,6 +268,27 @@ private slots:
         QCOMPARE(kinds(s.forward), QStringLiteral("all-gather:256"));
     }
 
+    // Slice keeps the dims it does not slice (BERT's pooler takes token 0 of
+    // [b, s, h]: a batch-split input stays split); a sliced dim is whole.
+    void sliceKeepsTheDimsItDoesNotSlice()
+    {
+        io::zoo::GraphBuilder g("t");
+        auto x = g.input("x", {8, 16, 4}, ir::DType::F32);
+        g.op("Slice", {x}, {8, 1, 4},
+             {{"starts", std::vector<std::int64_t>{0}}, {"ends", std::vector<std::int64_t>{1}},
+              {"axes", std::vector<std::int64_t>{1}}});
+        const auto graph = g.take();
+        auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(0)")}, mesh1d());
+        QVERIFY(s.hasRule);
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(0)]"));
+        QVERIFY(s.forward.empty());
+        s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(2)")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Shard(2)]"));
+        s = sharding::resolveStrategy(graph, ir::OpId(0), {s1("Shard(1)")}, mesh1d());
+        QCOMPARE(specs(s.outputs), QStringLiteral("[Replicate()]"));
+        QVERIFY(!s.forward.empty());
+    }
+
     void moeDispatchMapsTokensToCapacity()
     {
         io::zoo::GraphBuilder g("t");
@@ -341,7 +362,7 @@ private slots:
     {
         QTest::addColumn<QString>("type");
         for (const char *t : {"MatMul", "Gemm", "Add", "Mul", "Sub", "Div", "Gelu", "Relu", "Silu", "Tanh", "Neg",
-                              "Dropout", "Softmax", "LayerNormalization", "RMSNorm", "Reshape", "Transpose", "Expand"})
+                              "Dropout", "Softmax", "LayerNormalization", "RMSNorm", "Reshape", "Transpose", "Expand", "Slice"})
             QTest::newRow(t) << t;
     }
     void everyZooOpTypeHasARule()
@@ -349,7 +370,8 @@ private slots:
         QFETCH(QString, type);
         const bool two = type == QLatin1String("MatMul") || type == QLatin1String("Gemm");
         const auto t = single(type.toStdString(), {8, 16}, two ? std::optional<ir::Shape>(ir::Shape{16, 16}) : std::nullopt,
-                              {8, 16}, {{"axis", std::int64_t{-1}}});
+                              {8, 16}, {{"axis", std::int64_t{-1}}, {"starts", std::vector<std::int64_t>{0}},
+                                        {"ends", std::vector<std::int64_t>{16}}, {"axes", std::vector<std::int64_t>{1}}});
         QVERIFY(sharding::opRule(t.graph, t.graph.op(t.op)).has_value());
     }
 };

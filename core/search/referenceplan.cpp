@@ -4,6 +4,7 @@
 #include "ir/validate.h"
 #include "sharding/propagation.h"
 
+#include <map>
 #include <set>
 
 namespace tapestry::search {
@@ -49,9 +50,22 @@ void splitBatch(const ir::Graph &graph, const sharding::Mesh &mesh, const std::v
     }
     if (ways == 1)
         return;
+    // The batch: the leading dim most inputs share (T5's relative position
+    // buckets, [s, s], are no batch of 512).
+    std::map<std::int64_t, int> votes;
+    for (auto t : graph.tensorsWithRole(ir::Role::Input))
+        if (const ir::Shape &s = graph.tensor(t).shape; !s.empty() && s[0] > 1)
+            ++votes[s[0]];
+    std::int64_t batch = 0;
+    int most = 0;
+    for (auto t : graph.tensorsWithRole(ir::Role::Input))
+        if (const ir::Shape &s = graph.tensor(t).shape; !s.empty() && s[0] > 1 && votes[s[0]] > most) {
+            most = votes[s[0]];
+            batch = s[0];
+        }
     for (auto t : graph.tensorsWithRole(ir::Role::Input)) {
         const ir::Tensor &tensor = graph.tensor(t);
-        if (tensor.shape.empty() || tensor.shape[0] == 1)
+        if (tensor.shape.empty() || tensor.shape[0] == 1 || tensor.shape[0] != batch)
             continue;
         if (tensor.shape[0] % ways != 0)
             refuse(modelSource, method,

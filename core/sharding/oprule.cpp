@@ -98,6 +98,7 @@ std::optional<DimMap> opRule(const ir::Graph &graph, const ir::Op &op)
             {"Gather", gatherRule},
             {"Concat", concatRule},
             {"Split", splitRule},
+            {"Slice", sliceRule},
             {"SoftmaxCrossEntropyLoss", lossRule},
             {"TopK", topKRule},
             {"MoEDispatch", moeRule},

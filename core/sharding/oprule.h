@@ -76,6 +76,7 @@ std::optional<DimMap> reduceRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> gatherRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> concatRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> splitRule(const ir::Graph &graph, const ir::Op &op);
+std::optional<DimMap> sliceRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> lossRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> topKRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> moeRule(const ir::Graph &graph, const ir::Op &op);  // MoEDispatch, MoECombine
