@@ -497,33 +497,33 @@ private slots:
     // The plan candidates of a class: every choice of its weights, ranked by
     // step time with the rest of the plan held; tap's choice is marked and
     // is the fastest; applying a row gives a plan whose whole-graph cost is
-    // what the row predicted, its weights pinned. On 4x2 the six weights
-    // have 9^4 combinations, so each block is enumerated alone.
+    // what the row predicted, its weights pinned. The four weights (c_attn,
+    // attn.c_proj, mlp.c_fc, mlp.c_proj) have 3^4 combinations on 4 and 9^4
+    // on 4x2; on 2x2x2, 27^4, so each block is enumerated alone.
     void classCandidates_data()
     {
         QTest::addColumn<QString>("shape");
-        QTest::addColumn<bool>("perBlock");
-        QTest::newRow("4") << QStringLiteral("4") << false;
-        QTest::newRow("4x2") << QStringLiteral("4x2") << true;
+        QTest::addColumn<int>("enumerated");  // 0: per block
+        QTest::newRow("4") << QStringLiteral("4") << 81;
+        QTest::newRow("4x2") << QStringLiteral("4x2") << 6561;
+        QTest::newRow("2x2x2") << QStringLiteral("2x2x2") << 0;
     }
     void classCandidates()
     {
         QFETCH(QString, shape);
-        QFETCH(bool, perBlock);
+        QFETCH(int, enumerated);
         const std::string source = "zoo:gpt2?layers=2&heads=4&hidden=256";
         const auto g = io::loadModel(source);
         const auto sizes = sharding::parseMeshShape(shape.toStdString());
-        const auto m = mesh(std::vector<int>(sizes.begin(), sizes.end()));
+        const std::vector<int> dims(sizes.begin(), sizes.end());
+        const auto m = dims.size() == 3 ? sharding::findMeshProfile("dgx-h100").mesh(dims, {"a", "b", "c"}) : mesh(dims);
         const auto coarse = passes::Coarsen().run(g);
         const auto classes = passes::Prune().run(g, coarse);
         const auto p = search::tapSearch(g, classes, source, m).plan;
         const auto c = analysis::classCandidates(g, classes, p, 0, 50);
-        QCOMPARE(c.perBlock, perBlock);
-        if (!perBlock)
-            // 3^4 (c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: replicate,
-            // split rows, split columns), each with a stored tensor kept as
-            // written or re-stored.
-            QCOMPARE(c.enumerated, std::size_t(162));
+        QCOMPARE(c.perBlock, enumerated == 0);
+        if (enumerated > 0)
+            QCOMPARE(c.enumerated, std::size_t(enumerated));
         QVERIFY(c.candidates.size() <= 51);
         QCOMPARE(std::count_if(c.candidates.begin(), c.candidates.end(), [](const auto &x) { return x.chosen; }), 1);
         QVERIFY(c.candidates.front().chosen);
@@ -1017,9 +1017,8 @@ private slots:
             for (const auto &c : segment.choices)
                 combos *= c.size();
             // c_attn's weight [3, h, h] and attn.c_proj's, 9 specs each on
-            // 2x2, and c_attn's bias [3, 1, h] (not 1-D, so chosen as a
-            // weight is), 4.
-            QVERIFY(b > 0 || combos == 9 * 4 * 9);
+            // 2x2 (c_attn's bias, [3, 1, h], follows its Add as biases do).
+            QVERIFY(b > 0 || combos == 9 * 9);
             double time = std::numeric_limits<double>::max(), comm = time;
             for (std::size_t n = 0; n < combos; ++n) {
                 std::vector<sharding::ShardingSpec> weights;
