@@ -8,6 +8,9 @@
 # reused while it has torch. Needs root (debootstrap, chroot) and Debian's mirror.
 set -eu
 root=${TAPESTRY_TORCH_ROOT:-/var/tmp/tapestry-torch-root}
+# The Debian suite it is made from: trixie (Debian 13, torch 2.6) by default;
+# TAPESTRY_TORCH_SUITE=sid for the newest torch Debian has.
+suite=${TAPESTRY_TORCH_SUITE:-trixie}
 fail() { echo "torch_root: $*" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || fail "needs root to make and enter $root (debootstrap, chroot)"
 ready() { chroot "$root" sh -c 'python3 -c "import torch" && test -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0' >/dev/null 2>&1; }
@@ -16,13 +19,16 @@ if ! ready; then
   [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
   [ -n "$mirror" ] || fail "no Debian mirror in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
   command -v debootstrap >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null || fail "cannot install debootstrap"; }
-  echo "torch_root: making a Debian 13 root with python3-torch in $root (about a minute)" >&2
+  echo "torch_root: making a Debian $suite root with python3-torch in $root (about a minute)" >&2
   rm -rf "$root.new"
   log=$(mktemp)
-  debootstrap --variant=minbase trixie "$root.new" "$mirror" >"$log" 2>&1 || { tail -5 "$log" >&2; fail "debootstrap trixie from $mirror failed"; }
+  debootstrap --variant=minbase "$suite" "$root.new" "$mirror" >"$log" 2>&1 || { tail -5 "$log" >&2; fail "debootstrap $suite from $mirror failed"; }
   cp /etc/resolv.conf "$root.new/etc/resolv.conf"
-  chroot "$root.new" apt-get update -q >"$log" 2>&1 || { tail -5 "$log" >&2; fail "apt-get update in the root failed"; }
-  DEBIAN_FRONTEND=noninteractive chroot "$root.new" apt-get install -y -q --no-install-recommends \
+  # (A mirror's sid snapshot may be past its Release file's Valid-Until.)
+  fresh=()
+  [ "$suite" = sid ] && fresh=(-o Acquire::Check-Valid-Until=false)
+  chroot "$root.new" apt-get "${fresh[@]}" update -q >"$log" 2>&1 || { tail -5 "$log" >&2; fail "apt-get update in the root failed"; }
+  DEBIAN_FRONTEND=noninteractive chroot "$root.new" apt-get "${fresh[@]}" install -y -q --no-install-recommends \
     python3-torch python3-numpy libopenblas0-pthread >"$log" 2>&1 || { tail -5 "$log" >&2; fail "installing python3-torch failed"; }
   rm -f "$log"
   rm -rf "$root"
