@@ -92,6 +92,20 @@ std::string moduleOf(const std::string &parameterName)
     return {};
 }
 
+bool isFusedQkvWeight(const ir::Tensor &parameter)
+{
+    const ir::Shape &s = parameter.shape;
+    return parameter.role == ir::Role::Parameter && s.size() == 3 && s[0] == 3 &&
+           parameter.name.ends_with("c_attn.weight");
+}
+
+bool isFusedQkvBias(const ir::Tensor &parameter)
+{
+    const ir::Shape &s = parameter.shape;
+    return parameter.role == ir::Role::Parameter && s.size() == 3 && s[0] == 3 && s[1] == 1 &&
+           parameter.name.ends_with("c_attn.bias");
+}
+
 std::string torchLayout(const sharding::ShardingSpec &spec, int axis, std::size_t tensorRank)
 {
     const auto &p = spec.placements[static_cast<std::size_t>(axis)];

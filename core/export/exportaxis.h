@@ -54,6 +54,12 @@ std::string exportProvenance(const plan::Plan &source, const std::string &format
 // empty when the name does not end in ".weight" or ".bias".
 std::string moduleOf(const std::string &parameterName);
 
+// GPT-2's fused query/key/value projection as the zoo holds it: the weight
+// [3, in, out] (q, k and v stacked; Hugging Face's [in, 3 out] Conv1D
+// weight viewed so) and the bias [3, 1, out], of a module named c_attn.
+bool isFusedQkvWeight(const ir::Tensor &parameter);
+bool isFusedQkvBias(const ir::Tensor &parameter);
+
 // The placement of `spec` on `axis` in DTensor notation, the last dim as -1
 // as torch's layouts write it: "Replicate()", "Shard(1)", "Shard(-1)".
 std::string torchLayout(const sharding::ShardingSpec &spec, int axis, std::size_t tensorRank);

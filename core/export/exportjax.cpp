@@ -234,8 +234,7 @@ JaxPlan jaxPlan(const ExportInput &in)
     // GPT-2's fused q/k/v, held [3, h, h]: Flax's c_attn kernel is [3h, h].
     for (std::size_t i = 0; i < g.tensorCount(); ++i) {
         const ir::Tensor &w = g.tensor(ir::TensorId(static_cast<std::int32_t>(i)));
-        if (w.role == ir::Role::Parameter && w.shape.size() == 3 && w.shape[0] == 3 &&
-            w.name.find("c_attn.weight") != std::string::npos) {
+        if (isFusedQkvWeight(w)) {
             out.notes.push_back("c_attn (" + w.name + " and the other layers'): specs are of q, k and v stacked, [3, "
                                 "in, out]; Flax's FlaxConv1D kernel [3 * out, in] is that with "
                                 "kernel.reshape(3, out, in).transpose(0, 2, 1), and a split of out is by heads");

@@ -25,21 +25,14 @@ bool isNorm(const ir::Op &op)
     return op.type == "LayerNormalization" || op.type == "RMSNorm";
 }
 
-// Whether `shape` is a fused query/key/value weight, [3, in, out] (GPT-2's
-// c_attn, as the zoo holds it): Megatron-LM's linear_qkv, split by heads.
-bool fusedQkv(const ir::Shape &shape)
-{
-    return shape.size() == 3 && shape[0] == 3;
-}
-
 // The parameter a linear (MatMul, Gemm) reads as its weight: [in, out], or
-// a fused query/key/value weight.
+// a fused query/key/value weight (Megatron-LM's linear_qkv, split by heads).
 std::optional<ir::TensorId> weightOf(const ir::Graph &g, const ir::Op &op)
 {
     if (op.type != "MatMul" && op.type != "Gemm")
         return std::nullopt;
     for (auto x : op.inputs)
-        if (g.tensor(x).role == ir::Role::Parameter && (g.tensor(x).shape.size() == 2 || fusedQkv(g.tensor(x).shape)))
+        if (g.tensor(x).role == ir::Role::Parameter && (g.tensor(x).shape.size() == 2 || isFusedQkvWeight(g.tensor(x))))
             return x;
     return std::nullopt;
 }
@@ -69,15 +62,10 @@ ir::TensorId linearResult(const ir::Graph &g, ir::OpId linear, bool *bias = null
     const ir::TensorId y = g.op(linear).outputs[0];
     if (g.tensor(y).consumers.size() == 1) {
         const ir::Op &next = g.op(g.tensor(y).consumers[0]);
-        // A bias: [out], or a fused q/k/v bias [3, 1, out].
-        auto biasParameter = [&](ir::TensorId x) {
-            const ir::Tensor &t = g.tensor(x);
-            return t.role == ir::Role::Parameter &&
-                   (t.shape.size() == 1 || (t.shape.size() == 3 && t.shape[0] == 3 && t.shape[1] == 1));
-        };
         if (next.type == "Add")
             for (auto x : next.inputs)
-                if (biasParameter(x)) {
+                if (const ir::Tensor &t = g.tensor(x);
+                    t.role == ir::Role::Parameter && (t.shape.size() == 1 || isFusedQkvBias(t))) {
                     if (bias)
                         *bias = true;
                     return next.outputs[0];

@@ -20,12 +20,6 @@ bool isParameter(const ir::Graph &g, ir::TensorId t)
     return g.tensor(t).role == ir::Role::Parameter;
 }
 
-// GPT-2's fused q/k/v bias, held [3, 1, out].
-bool fusedBias(const ir::Tensor &t)
-{
-    return t.shape.size() == 3 && t.shape[0] == 3 && t.shape[1] == 1 && t.name.ends_with("c_attn.bias");
-}
-
 bool isIndex(const std::string &atom)
 {
     return !atom.empty() && std::all_of(atom.begin(), atom.end(), [](unsigned char c) { return std::isdigit(c); });
@@ -299,7 +293,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         if (!module.empty())
             byModule.emplace(module, TorchModulePlan{module, {}, {}, {}, {}, {}, true});
         const auto p = in.specs[i].placements[ax];
-        if (!p.isShard() || tensor.shape.size() == 1 || fusedBias(tensor))
+        if (!p.isShard() || tensor.shape.size() == 1 || isFusedQkvBias(tensor))
             continue;  // biases follow their module's style; checked below
         if (module.empty())
             fail(tensor.name, "a split parameter needs a module name (NAME.weight) for parallelize_module");
@@ -308,12 +302,11 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         // out] (q, k and v), split by heads on its last dim.
         const std::string leaf = module.substr(module.rfind('.') + 1);
         const bool conv1d = leaf == "c_attn" || leaf == "c_fc" || leaf == "c_proj";
-        const bool fused = tensor.shape.size() == 3 && tensor.shape[0] == 3 && conv1d;
+        const bool fused = isFusedQkvWeight(tensor);
         if (fused && p.dim != 2)
             fail(tensor.name, "a fused q/k/v weight [3, in, out] split on dim " + std::to_string(p.dim) +
                                   "; torch splits it by heads (its output features) only");
-        if (!fused)
-        if (tensor.shape.size() != 2)
+        if (!fused && tensor.shape.size() != 2)
             fail(tensor.name, "split on dim " + std::to_string(p.dim) + " of a rank-" +
                                   std::to_string(tensor.shape.size()) +
                                   " parameter; ColwiseParallel and RowwiseParallel split linear and embedding "
@@ -626,7 +619,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
     // its outputs, every other one (row-parallel biases, norm scales) whole.
     for (std::size_t i = 0; i < g.tensorCount(); ++i) {
         const ir::Tensor &tensor = g.tensor(ir::TensorId(static_cast<std::int32_t>(i)));
-        if (tensor.role != ir::Role::Parameter || (tensor.shape.size() != 1 && !fusedBias(tensor)))
+        if (tensor.role != ir::Role::Parameter || (tensor.shape.size() != 1 && !isFusedQkvBias(tensor)))
             continue;
         const auto it = byModule.find(moduleOf(tensor.name));
         const bool splitBias = it != byModule.end() && it->second.style == "ColwiseParallel" &&
@@ -768,8 +761,7 @@ std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source)
     const bool conv1d = std::any_of(plan.modules.begin(), plan.modules.end(),
                                     [](const TorchModulePlan &m) { return m.conv1d; });
     if (conv1d) {
-        s += "import fnmatch\n"
-             "from functools import partial\n\n"
+        s += "from functools import partial\n\n"
              "from torch import nn\n"
              "from torch.distributed.tensor import distribute_module, distribute_tensor\n\n\n"
              "def _is_conv1d(module):\n"

@@ -21,9 +21,9 @@ ir::TensorId conv1d(GraphBuilder &g, const std::string &module, ir::TensorId x, 
 // [h, 3h] and bias [3h], its output split into q, k and v. The weight is
 // held as [3, h, h], q's, k's and v's [in, out] weights stacked (Hugging
 // Face's [h, 3h] is W.view(h, 3, h).permute(1, 0, 2) of it), the bias as
-// [3, 1, h] (broadcast over the sequence), so that a split of their last dim splits each of q, k and v by
-// heads (a column split of [h, 3h] would hand one device all of q and half
-// of k). One batched matmul, as one fused GEMM:
+// [3, 1, h] (broadcast over the sequence), so that a split of their last
+// dim splits each of q, k and v by heads (a column split of [h, 3h] would
+// hand one device all of q and half of k). One batched matmul, as one fused GEMM:
 // [b, 1, s, h] · [3, h, h] → [b, 3, s, h], split along that dim of 3.
 std::array<ir::TensorId, 3> fusedQkv(GraphBuilder &g, ir::TensorId x)
 {
