@@ -246,6 +246,9 @@ ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh
     // ZeRO's collectives beyond stage 0's (see ParameterLoad).
     const double gathers = stage >= 3 ? 2.0 * m - 1 : 0, scatters = stage >= 2 ? m - 1.0 : 0;
     c.zero.comm = gathers * load.gatherSeconds + scatters * load.scatterSeconds;
+    // Every micro-batch's forward gather runs forward, the rest backward
+    // (forEachZeroCollective's phases).
+    c.zeroBackward = (stage >= 3 ? m - 1.0 : 0) * load.gatherSeconds + scatters * load.scatterSeconds;
     c.zero.commBytes = std::llround(gathers * load.gatherWireBytes + scatters * load.scatterWireBytes);
     c.zero.collectives = static_cast<int>(std::llround(gathers * load.gatherCalls + scatters * load.scatterCalls));
     return c;

@@ -184,6 +184,7 @@ void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSp
 struct ParameterCharge {
     CostTotals optimizer;       // the update: its FLOPs and seconds (the optimizer phase)
     CostTotals zero;            // ZeRO's collectives (comm, commBytes, collectives)
+    double zeroBackward = 0;    // of zero.comm, the seconds in the backward pass (the rest: forward)
     MemoryCost memory;          // parameter, gradient and optimizer-state bytes, each rounded (a plan's breakdown)
     double unroundedBytes = 0;  // their sum
     std::int64_t bytes = 0;     // their sum rounded once (a segment's or a choice's memory)

@@ -196,18 +196,26 @@ OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, 
     struct Totals {
         const ir::Graph &graph;
         const sharding::Mesh &mesh;
-        double forwardCompute = 0, backwardCompute = 0, comm = 0;
+        double forwardCompute = 0, backwardCompute = 0, comm = 0, backwardComm = 0;
         void compute(std::size_t, const OpCompute &c)
         {
             forwardCompute += c.forward;
             backwardCompute += c.backward;
         }
-        void collective(std::size_t, Phase, const sharding::Collective &c) { comm += collectiveSeconds(c, mesh); }
-        void reshard(std::size_t, Phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
+        void collective(std::size_t, Phase phase, const sharding::Collective &c)
+        {
+            const double t = collectiveSeconds(c, mesh);
+            comm += t;
+            backwardComm += phase == Phase::Backward ? t : 0;
+        }
+        void reshard(std::size_t, Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
                      std::string_view)
         {
-            for (const auto &c : sharding::reshard(graph.tensor(t), from, to, mesh).collectives)
-                comm += collectiveSeconds(c, mesh);
+            for (const auto &c : sharding::reshard(graph.tensor(t), from, to, mesh).collectives) {
+                const double s = collectiveSeconds(c, mesh);
+                comm += s;
+                backwardComm += phase == Phase::Backward ? s : 0;
+            }
         }
         void sum(std::size_t k, Phase phase, ir::TensorId t, const ShardingSpec &from, const ShardingSpec &to,
                  std::string_view reason)
@@ -217,7 +225,7 @@ OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, 
     } sink{graph, mesh};
     walkOps(graph, specs, ops, strategies, flow, mesh, recomputation, sink);
     // Summed as evaluateOps sums its phases (backward, then forward).
-    return {sink.backwardCompute + sink.forwardCompute, sink.comm};
+    return {sink.backwardCompute + sink.forwardCompute, sink.comm, sink.backwardCompute, sink.backwardComm};
 }
 
 PlanCost evaluatePlan(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,

@@ -64,6 +64,10 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
 struct OpsTotals {
     double compute = 0;  // s
     double comm = 0;     // s
+    // Their backward-pass parts (recomputed forward work included), which
+    // CostOptions::overlap runs side by side (cost::stepSeconds).
+    double backwardCompute = 0;  // s
+    double backwardComm = 0;     // s
 };
 OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh,
                             const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,

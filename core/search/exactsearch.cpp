@@ -36,6 +36,9 @@ struct Strategy {
     double time = 0;
     double comm = 0;
     std::int64_t memory = 0;
+    // The backward pass' compute and communication within time, which
+    // CostOptions::overlap runs side by side.
+    double backwardCompute = 0, backwardComm = 0;
 };
 
 struct NodeSpace {
@@ -61,8 +64,11 @@ bool advance(std::vector<std::size_t> &digits, const std::vector<std::size_t> &s
 }
 
 // Of strategies sharing every shared spec, only those no other beats in
-// both time and memory can be part of an optimum.
-void keepFront(std::vector<Strategy> &strategies)
+// both time and memory can be part of an optimum; with `overlap`, in the
+// forward time, the backward compute, the backward communication and the
+// memory together (a step takes the larger of the backward pass' two
+// sides, so less of either may decide it).
+void keepFront(std::vector<Strategy> &strategies, bool overlap)
 {
     std::stable_sort(strategies.begin(), strategies.end(), [](const Strategy &a, const Strategy &b) {
         if (a.shared != b.shared)
@@ -70,9 +76,26 @@ void keepFront(std::vector<Strategy> &strategies)
         return a.time != b.time ? a.time < b.time : a.memory < b.memory;
     });
     std::vector<Strategy> kept;
-    for (auto &s : strategies)
-        if (kept.empty() || kept.back().shared != s.shared || s.memory < kept.back().memory)
+    std::size_t group = 0;  // where kept's strategies of the current shared specs begin
+    auto forward = [](const Strategy &s) { return s.time - s.backwardCompute - s.backwardComm; };
+    for (auto &s : strategies) {
+        if (kept.empty() || kept.back().shared != s.shared) {
+            group = kept.size();
             kept.push_back(std::move(s));
+            continue;
+        }
+        if (!overlap) {
+            if (s.memory < kept.back().memory)
+                kept.push_back(std::move(s));
+            continue;
+        }
+        const bool beaten = std::any_of(kept.begin() + static_cast<std::ptrdiff_t>(group), kept.end(), [&](const Strategy &k) {
+            return forward(k) <= forward(s) && k.backwardCompute <= s.backwardCompute &&
+                   k.backwardComm <= s.backwardComm && k.memory <= s.memory;
+        });
+        if (!beaten)
+            kept.push_back(std::move(s));
+    }
     strategies = std::move(kept);
 }
 
@@ -95,8 +118,12 @@ private:
     };
     // Minimises sum(objective(strategy)) subject to the one-hot and
     // agreement constraints and, when `capacity` is positive, memory.
+    // With `backward` (a weight), plus that weight times the larger of the
+    // sums of the backward compute and of the backward communication: the
+    // step of CostOptions::overlap, linear in one more variable bounded
+    // below by both sums.
     std::optional<Solution> solve(const std::function<double(const Strategy &)> &objective, std::int64_t capacity,
-                                  double seconds) const;
+                                  double seconds, double backward = 0) const;
     plan::Plan assemble(const std::string &modelSource, const Solution &solution);
 
     const ir::Graph &m_graph;
@@ -213,7 +240,7 @@ void ExactSearch::enumerate(NodeSpace &node)
                 if (duplicate)
                     continue;  // the same as storing it as produced
                 const SegmentCost c = m_coster.evaluate(seg, b, weights);
-                Strategy s{combo, {}, c.time, c.comm, c.memory};
+                Strategy s{combo, {}, c.time, c.comm, c.memory, c.backwardCompute, c.backwardComm};
                 for (auto t : node.shared)
                     s.shared.push_back(m_coster.spec(t));
                 if (produced.empty())
@@ -223,7 +250,7 @@ void ExactSearch::enumerate(NodeSpace &node)
             } while (advance(out, outputSizes));
         }
     } while (advance(in, inputSizes));
-    keepFront(node.strategies);
+    keepFront(node.strategies, m_options.cost.overlap);
 
     for (std::size_t k = node.inputs; k < node.shared.size(); ++k) {
         std::set<ShardingSpec> specs;
@@ -243,16 +270,16 @@ struct CbcModel {
 };
 
 std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<double(const Strategy &)> &objective,
-                                                        std::int64_t capacity, double seconds) const
+                                                        std::int64_t capacity, double seconds, double backward) const
 {
     // The program is gathered first and handed to CBC in one piece: adding
     // rows one by one to its column-ordered matrix moves every column each
     // time, which on a 2D mesh took minutes before the solver started.
     std::vector<double> objectives, upper;
     std::vector<char> integer;
-    auto addColumn = [&](double cost, bool isInteger) {
+    auto addColumn = [&](double cost, bool isInteger, double upperBound = 1.0) {
         objectives.push_back(cost);
-        upper.push_back(1.0);
+        upper.push_back(upperBound);
         integer.push_back(isInteger ? 1 : 0);
         return static_cast<int>(objectives.size() - 1);
     };
@@ -303,6 +330,22 @@ std::optional<ExactSearch::Solution> ExactSearch::solve(const std::function<doub
                     }
                 addRow(cols, coefs, 0.0, 0.0);
             }
+        }
+    }
+    if (backward > 0) {
+        // z >= sum of backward compute, z >= sum of backward communication,
+        // in microseconds as the objective's seconds are.
+        const int z = addColumn(backward, false, std::numeric_limits<double>::max());
+        for (const bool compute : {true, false}) {
+            std::vector<int> cols{z};
+            std::vector<double> coefs{-1.0};
+            for (std::size_t n = 0; n < m_nodes.size(); ++n)
+                for (std::size_t s = 0; s < m_nodes[n].strategies.size(); ++s) {
+                    const Strategy &strategy = m_nodes[n].strategies[s];
+                    cols.push_back(column[n][s]);
+                    coefs.push_back(1e6 * (compute ? strategy.backwardCompute : strategy.backwardComm));
+                }
+            addRow(cols, coefs, -std::numeric_limits<double>::max(), 0.0);
         }
     }
     if (capacity > 0) {
@@ -411,13 +454,20 @@ SearchResult ExactSearch::run(const std::string &modelSource)
     const std::int64_t capacity = m_mesh.device.memoryBytes;  // none when not positive
     // Seconds scaled to microseconds, so that the objective is not lost in
     // the solver's tolerances; ties broken by the other metric.
-    auto fastest = [](const Strategy &s) { return 1e6 * s.time + 1e-3 * s.comm; };
+    // With overlap, the forward time and the update here, the larger of
+    // the backward pass' sides through solve's extra variable.
+    const bool overlap = m_options.cost.overlap;
+    auto fastestOf = [overlap](const Strategy &s) {
+        const double time = overlap ? s.time - s.backwardCompute - s.backwardComm : s.time;
+        return 1e6 * time + 1e-3 * s.comm;
+    };
+    const double backward = overlap ? 1.0 : 0.0;
     auto leastComm = [](const Strategy &s) { return 1e6 * s.comm + 1e-3 * s.time; };
 
     std::vector<std::string> warnings;
     // The least-communication solve gets what the first leaves, but never
     // less than a tenth of the limit.
-    auto best = solve(fastest, capacity, remaining() - 0.1 * limit);
+    auto best = solve(fastestOf, capacity, remaining() - 0.1 * limit, backward);
     std::optional<Solution> comm;
     if (best) {
         if (m_options.progress)
@@ -432,7 +482,7 @@ SearchResult ExactSearch::run(const std::string &modelSource)
             std::int64_t least = 0;
             for (std::size_t n = 0; n < m_nodes.size(); ++n)
                 least += m_nodes[n].strategies[best->chosen[n]].memory;
-            if (auto faster = solve(fastest, least, std::max(remaining(), 0.1 * limit))) {
+            if (auto faster = solve(fastestOf, least, std::max(remaining(), 0.1 * limit), backward)) {
                 faster->optimal = faster->optimal && best->optimal;
                 best = faster;
             }

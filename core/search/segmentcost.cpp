@@ -1059,8 +1059,9 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     out.recomputeComm = again.comm;
     out.comm += again.comm * sink.forward;
     const cost::OpCompute computed = cost::opCompute(s, out.flows, m_mesh, again);
-    const double compute = computed.forward + computed.backward;
-    out.time = compute + out.comm;
+    // The forward collectives run again in the backward pass are backward.
+    const double backwardComm = out.comm - sink.forward;
+    out.time = computed.forward + m_backwardCompute * computed.backward + sink.forward + m_backwardComm * backwardComm;
     cost::ParameterLoad derived;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (pending[i])
@@ -1069,7 +1070,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     if (std::any_of(pending.begin(), pending.end(), [](bool p) { return p; })) {
         const cost::ParameterCharge charge = cost::chargeParameters(derived, m_mesh, m_options);
         out.derivedBytes = charge.unroundedBytes;
-        out.derivedSeconds = charge.seconds();
+        out.derivedSeconds = weightedSeconds(charge);
     }
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         out.inputIds.push_back(intern(out.inputs[i]));
@@ -1108,7 +1109,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                     m_parameterShares[segment.weights[w].index()]),
                 m_mesh, m_options);
             choiceBytes.back().push_back(charge.unroundedBytes);
-            choiceSeconds.back().push_back(charge.seconds());
+            choiceSeconds.back().push_back(weightedSeconds(charge));
         }
     }
 
@@ -1182,7 +1183,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             cost::parameterLoad(m_graph.tensor(t), spec, m_mesh, m_options, m_parameterShares[t.index()]), m_mesh,
             m_options);
         heldBytes += charge.unroundedBytes;
-        heldSeconds += charge.seconds();
+        heldSeconds += weightedSeconds(charge);
     }
     // Where each Segment::stored tensor is first read, in the search's order.
     std::map<ir::TensorId, std::size_t> firstReads;
@@ -1410,11 +1411,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                                                        m_options.techniques.flashAttention)
                                                    .comm
                                              : 0;
-                    double r = reshardTime(t, from, spec) * (1 + again);
+                    const double forward = reshardTime(t, from, spec);
+                    double backward = forward * again;
                     if (m_flow[t.index()] && sharding::isFloat(m_graph.tensor(t).dtype))
-                        r += reshardTime(t, gradientId(spec), gradientId(from));
-                    time += r;
-                    comm += r;
+                        backward += reshardTime(t, gradientId(spec), gradientId(from));
+                    time += forward + m_backwardComm * backward;
+                    comm += forward + backward;
                     if (m_saved[t.index()])
                         activations += savedBytes(t, spec) - savedBytes(t, from);
                     st.setSpec(at, spec);
@@ -1442,9 +1444,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     if (oc.needIds[i] != stored && st.add(at, 0, oc.needIds[i])) {
                         const double seconds =
                             stored == oc.inputIds[i] ? oc.needSeconds[i] : reshardTime(t, stored, oc.needIds[i]);
-                        const double r = seconds * shareOf(t) * (1 + oc.recomputeComm);
-                        time += r;
-                        comm += r;
+                        const double r = seconds * shareOf(t);
+                        time += r * (1 + m_backwardComm * oc.recomputeComm);
+                        comm += r * (1 + oc.recomputeComm);
                     }
                     if (oc.flows && m_flow[t.index()] && oc.gradientIds[i] != gradientId(stored) &&
                         st.add(st.find(static_cast<std::int32_t>(t.index())), 1, oc.gradientIds[i])) {
@@ -1452,7 +1454,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                                    ? oc.gradientSeconds[i]
                                                    : reshardTime(t, oc.gradientIds[i], gradientId(stored));
                         const double r = seconds * shareOf(t);
-                        time += r;
+                        time += m_backwardComm * r;
                         comm += r;
                     }
                 }
@@ -1757,15 +1759,22 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
 
     SegmentCost result;
     cost::PlanCost c;
+    double backwardCompute = 0, backwardComm = 0;
     if (withBreakdown) {
         c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
                               {&m_roles, &m_modes, m_options.techniques.flashAttention});
+        if (auto it = c.byPhase.find("backward"); it != c.byPhase.end()) {
+            backwardCompute = it->second.compute;
+            backwardComm = it->second.comm;
+        }
     } else {
         const auto totals = cost::evaluateOpsTotals(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
                                                     {&m_roles, &m_modes, m_options.techniques.flashAttention});
         c.compute = totals.compute;
         c.comm = totals.comm;
         c.stepTime = totals.compute + totals.comm;
+        backwardCompute = totals.backwardCompute;
+        backwardComm = totals.backwardComm;
     }
     // Inputs other copies also read: this copy carries its share of their
     // reshards, as the whole plan makes them once.
@@ -1773,7 +1782,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         const ir::Tensor &tensor = m_graph.tensor(t);
         const ShardingSpec &stored = m_specs[t.index()];
         std::vector<ShardingSpec> needs, contributions;
-        double reshards = 0;
+        double reshards = 0, backwardReshards = 0;
         for (std::size_t k = 0; k < segment.ops.size(); ++k) {
             const ir::Op &op = m_graph.op(segment.ops[k]);
             const sharding::OpStrategy &s = strategies[k];
@@ -1789,19 +1798,25 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                                                                        m_options.techniques.flashAttention)
                                                    .comm
                                              : 0;
-                    reshards += cost::reshardSeconds(tensor, stored, s.inputs[i], m_mesh) * (1 + again);
+                    const double forward = cost::reshardSeconds(tensor, stored, s.inputs[i], m_mesh);
+                    reshards += forward * (1 + again);
+                    backwardReshards += forward * again;
                 }
                 if (cost::gradientFlows(op, s, m_flow) && m_flow[t.index()] &&
                     s.inputGradients[i] != sharding::gradientSpec(stored) &&
                     std::find(contributions.begin(), contributions.end(), s.inputGradients[i]) ==
                         contributions.end()) {
                     contributions.push_back(s.inputGradients[i]);
-                    reshards += cost::reshardSeconds(tensor, s.inputGradients[i], sharding::gradientSpec(stored), m_mesh);
+                    const double backward =
+                        cost::reshardSeconds(tensor, s.inputGradients[i], sharding::gradientSpec(stored), m_mesh);
+                    reshards += backward;
+                    backwardReshards += backward;
                 }
             }
         }
         c.comm -= reshards * (1 - share);
         c.stepTime -= reshards * (1 - share);
+        backwardComm -= backwardReshards * (1 - share);
     }
     cost::ParameterLoad load;
     for (const auto *parameters : {&segment.weights, &segment.derived})
@@ -1809,8 +1824,11 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
             load += cost::parameterLoad(m_graph.tensor(t), m_specs[t.index()], m_mesh, m_options,
                                         m_parameterShares[t.index()]);
     const cost::ParameterCharge perParameter = cost::chargeParameters(load, m_mesh, m_options);
-    result.time = c.stepTime + perParameter.seconds();
     result.comm = c.comm + perParameter.zero.comm;
+    result.backwardCompute = backwardCompute;
+    result.backwardComm = backwardComm + perParameter.zeroBackward;
+    result.time = c.stepTime + perParameter.seconds() - (1 - m_backwardCompute) * result.backwardCompute -
+                  (1 - m_backwardComm) * result.backwardComm;
     result.parameterMemory = perParameter.bytes;
 
     std::int64_t activations = 0;

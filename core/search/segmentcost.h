@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/chargerules.h"
 #include "cost/costoptions.h"
 #include "cost/plancoster.h"
 #include "cost/plancost.h"
@@ -31,8 +32,13 @@ inline constexpr sharding::PartialResolution kPartialWays[] = {sharding::Partial
 // One segment under one choice of weights and boundary specs, costed for a
 // single copy.
 struct SegmentCost {
-    double time = 0;             // compute + communication + optimizer update, s
+    // compute + communication + optimizer update, s, the backward pass'
+    // compute and communication weighted as SegmentCoster::setBackwardWeights says
+    double time = 0;
     double comm = 0;             // s
+    // The backward pass' compute and communication within them, s,
+    // unweighted: what CostOptions::overlap runs side by side.
+    double backwardCompute = 0, backwardComm = 0;
     std::int64_t memory = 0;     // model states and activations per device, bytes
     std::int64_t parameterMemory = 0;
     cost::PlanCost breakdown;    // by op and collective, for explanations
@@ -120,6 +126,19 @@ public:
         m_flow = m_flows[static_cast<std::size_t>(variant)];
         m_flowVariant = variant;
     }
+    // The weights of the backward pass' compute and of its communication
+    // in the time searchWeights and evaluate() give (1 and 1 by default:
+    // a step's compute plus its communication, as without overlap). With
+    // CostOptions::overlap a step takes the larger of the two, not their
+    // sum, and no sum of per-block times says which plan is faster; tap
+    // searches again with one of them weighted down and keeps the plan
+    // the whole step prefers (tapSearch). Set before the first search or
+    // evaluation: memoised costs are kept with the weights they had.
+    void setBackwardWeights(double compute, double comm)
+    {
+        m_backwardCompute = compute;
+        m_backwardComm = comm;
+    }
     // Whether memory can decide between plans (default). When the caller
     // knows every plan fits, searchWeights keeps per state only the fastest
     // and the least-communication partial plan (ties: less memory, then
@@ -174,6 +193,12 @@ private:
     std::vector<cost::Recompute> m_modes;  // by op id: cost::recomputeModes()
     std::vector<double> m_shares;       // by op id: cost::layerShares()
     std::vector<double> m_parameterShares;  // by tensor id: cost::parameterShares()
+    double m_backwardCompute = 1, m_backwardComm = 1;  // setBackwardWeights
+    // A parameter charge's seconds with its backward collectives weighted.
+    double weightedSeconds(const cost::ParameterCharge &charge) const
+    {
+        return charge.seconds() - (1 - m_backwardComm) * charge.zeroBackward;
+    }
     bool m_memoryBinds = true;
     bool m_dropDominatedCharges = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
@@ -185,7 +210,7 @@ private:
         sharding::OpStrategy strategy;
         std::vector<sharding::ShardingSpec> inputs;   // stored, with the small parameters it decides
         std::vector<sharding::ShardingSpec> outputs;  // stored
-        double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes)
+        double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes; weighted)
         double comm = 0;
         bool flows = false;
         bool partialsStored = false;  // an output not fixed was produced as a partial sum

@@ -165,8 +165,10 @@ struct Group {
 
 class TapSearch {
 public:
+    // `backwardCompute`, `backwardComm`: SegmentCoster::setBackwardWeights.
     TapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse, const passes::SubgraphClasses &classes,
-              const sharding::Mesh &mesh, const SearchOptions &options)
+              const sharding::Mesh &mesh, const SearchOptions &options, double backwardCompute = 1,
+              double backwardComm = 1)
         : m_planCoster(std::make_unique<cost::PlanCoster>(graph, mesh, options.cost)), m_graph(graph),
           m_coarse(coarse), m_classes(classes), m_mesh(mesh), m_options(options),
           m_coster(graph, mesh, options.cost, *m_planCoster),
@@ -174,6 +176,7 @@ public:
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
     {
+        m_coster.setBackwardWeights(backwardCompute, backwardComm);
         for (const auto &[name, spec] : options.pinned) {
             const auto t = graph.findTensor(name);
             if (!t)
@@ -1543,6 +1546,262 @@ SearchResult TapSearch::run(const std::string &modelSource)
     return result;
 }
 
+// The classes tap searches once for all their copies: all but those whose
+// copies are each one coarse node with a weight to split. A class of
+// single linears (an MLP whose two linears have one shape, a model of one
+// layer) is no subgraph worth sharing a plan: its copies read and write
+// different layouts (the first column-parallel, the second row-parallel),
+// which one plan for every copy cannot say, and searching each where it
+// is costs as little. Its ops are searched with the ops outside classes.
+// A class of single norms stays: it has no such choice, and its boundary
+// is a layout the search chooses, which the block around it would leave
+// to the strategy rules on larger meshes. (The pruner's classes are kept
+// as they are: the studio shows them.)
+passes::SubgraphClasses searchedClasses(const ir::Graph &graph, const passes::SubgraphClasses &pruned)
+{
+    auto single = [&](const passes::SubgraphClass &c) {
+        return std::all_of(c.instances.begin(), c.instances.end(), [&](const passes::SubgraphInstance &i) {
+            return i.nodes.size() <= 1 && std::any_of(i.parameters.begin(), i.parameters.end(), [&](ir::TensorId t) {
+                       return graph.tensor(t).shape.size() >= 2;
+                   });
+        });
+    };
+    if (std::none_of(pruned.classes.begin(), pruned.classes.end(), single))
+        return pruned;
+    passes::SubgraphClasses kept = pruned;
+    kept.classes.clear();
+    std::vector<passes::ClassId> renumbered(pruned.classes.size());
+    for (std::size_t c = 0; c < pruned.classes.size(); ++c) {
+        if (single(pruned.classes[c]))
+            continue;
+        renumbered[c] = passes::ClassId(static_cast<std::int32_t>(kept.classes.size()));
+        kept.classes.push_back(pruned.classes[c]);
+        kept.classes.back().id = renumbered[c];
+    }
+    for (auto &id : kept.classOfOp)
+        if (id.valid())
+            id = renumbered[id.index()];
+    return kept;
+}
+
+// With CostOptions::overlap, the searches run after the first to find the
+// weights of the backward pass' two sides (overlappedSearch).
+constexpr int kOverlapBisections = 3;
+
+// A class's copies mixed between two plans (overlappedSearch): every k
+// of the first or last k copies up to this many copies, else a grid of
+// this many refined around its best.
+constexpr int kMixGrid = 16;
+
+// With CostOptions::overlap a step is forward + max(backward compute,
+// backward communication) + the update (cost::stepSeconds), which no sum of
+// per-block costs gives: a search summing both counts the most a step can
+// take, and ranks a data-parallel plan whose gradient all-reduces the
+// backward pass hides behind one that communicates nothing. For every plan
+// and every l in [0, 1], forward + l x backward compute + (1 - l) x
+// backward communication is at most its step, and equal where l weighs
+// the side that outlasts the other (l = 1: the compute hides the
+// communication). The plan minimising that sum for a larger l computes
+// less and communicates more, so the best step lies where the two sides
+// meet: after the summed search, l is bisected towards it (a plan whose
+// compute outlasts its communication asks for a larger l), each plan
+// costed whole. Where the sides meet between two plans, the fastest is
+// mixed with the last plans found on either side, block by block (cut at
+// the residual stream, as tap searches them): per block of a class, the
+// first or the last k copies taking the other plan's specs (as copies
+// apart do under memory); per block of the ops outside classes, one or
+// the other; while that improves the step. exact balances the sides node
+// by node, which one weighted sum cannot. The least-communication plan is
+// the summed search's.
+SearchResult overlappedSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse,
+                              const passes::SubgraphClasses &classes, const std::string &modelSource,
+                              const sharding::Mesh &mesh, const SearchOptions &options)
+{
+    SearchOptions ranked = options;
+    ranked.rankedPlans = true;
+    auto once = [&](double backwardCompute, double backwardComm) {
+        return TapSearch(graph, coarse, classes, mesh, ranked, backwardCompute, backwardComm).run(modelSource);
+    };
+    SearchResult result = once(1, 1);
+    auto backwardOf = [](const plan::Plan &p) {
+        const auto it = p.cost.byPhase.find("backward");
+        return it == p.cost.byPhase.end() ? cost::CostTotals{} : it->second;
+    };
+    auto better = [](const plan::Plan &a, const plan::Plan &b) {
+        return cost::Objective::of(a.cost) < cost::Objective::of(b.cost);
+    };
+    // The last plans found on either side of the meeting point.
+    std::vector<sharding::ShardingSpec> computeSide, commSide;
+    // A weighted search; true when its plan's compute outlasts its communication.
+    auto weighted = [&](double l) {
+        SearchResult r = once(l, 1 - l);
+        result.stats.seconds += r.stats.seconds;
+        result.stats.plansEvaluated += r.stats.plansEvaluated;
+        const cost::CostTotals backward = backwardOf(r.plan);
+        const bool computeBound = backward.compute > backward.comm;
+        (computeBound ? computeSide : commSide) = r.planSpecs;
+        if (better(r.plan, result.plan)) {
+            result.plan = std::move(r.plan);
+            result.planSpecs = std::move(r.planSpecs);
+            result.stats.copiesApart = std::move(r.stats.copiesApart);
+            result.stats.memoryBound = r.stats.memoryBound;
+        }
+        return computeBound;
+    };
+    // First the side that outlasts the other in the summed plan, alone:
+    // where its plan still outlasts the other side, that plan's step is
+    // its weighted sum, which no plan's undercuts (for l = 1: no plan
+    // computes less), and the search is done.
+    const cost::CostTotals summed = backwardOf(result.plan);
+    const bool computeFirst = summed.compute > summed.comm;
+    if (weighted(computeFirst ? 1.0 : 0.0) != computeFirst) {
+        double low = 0, high = 1;
+        for (int step = 0; step < kOverlapBisections; ++step) {
+            const double l = (low + high) / 2;
+            (weighted(l) ? low : high) = l;
+        }
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    cost::PlanCoster coster(graph, mesh, options.cost);
+    // Who owns each tensor: the block (cut at the residual stream, as tap
+    // searches them) of a class's copy, or of the ops outside classes,
+    // whose op writes it or, for a parameter, reads it first. Per class
+    // and block, its copies' units in order; the outside blocks' units.
+    std::vector<int> owner(graph.tensorCount(), -1);
+    std::vector<std::vector<int>> copiesOf;
+    std::vector<int> outside;
+    int units = 0;
+    auto own = [&](const std::vector<ir::OpId> &ops, int unit) {
+        for (ir::OpId id : ops) {
+            const ir::Op &op = graph.op(id);
+            for (ir::TensorId t : op.outputs)
+                owner[t.index()] = unit;
+            for (ir::TensorId t : op.inputs)
+                if (owner[t.index()] < 0 && graph.tensor(t).role == ir::Role::Parameter)
+                    owner[t.index()] = unit;
+        }
+    };
+    std::vector<ir::OpId> outsideOps;
+    for (std::size_t o = 0; o < graph.opCount(); ++o)
+        if (o >= classes.classOfOp.size() || !classes.classOfOp[o].valid())
+            outsideOps.push_back(ir::OpId(static_cast<std::int32_t>(o)));
+    for (const auto &cls : classes.classes) {
+        const std::size_t first = copiesOf.size();
+        for (const auto &instance : cls.instances) {
+            const auto blocks = splitAtResidualCuts(graph, instance.ops);
+            if (copiesOf.size() < first + blocks.size())
+                copiesOf.resize(first + blocks.size());
+            for (std::size_t b = 0; b < blocks.size(); ++b) {
+                copiesOf[first + b].push_back(units);
+                own(blocks[b], units++);
+            }
+        }
+    }
+    for (const auto &block : splitAtResidualCuts(graph, outsideOps)) {
+        outside.push_back(units);
+        own(block, units++);
+    }
+    const int unowned = units++;  // graph inputs and whatever else no op writes
+    for (auto &o : owner)
+        if (o < 0)
+            o = unowned;
+    outside.push_back(unowned);
+    for (const auto *side : {&computeSide, &commSide}) {
+        if (side->empty() || *side == result.planSpecs)
+            continue;
+        const std::vector<sharding::ShardingSpec> base = result.planSpecs;
+        std::vector<bool> differs(static_cast<std::size_t>(units), false);
+        for (std::size_t t = 0; t < base.size(); ++t)
+            if (base[t] != (*side)[t])
+                differs[static_cast<std::size_t>(owner[t])] = true;
+        std::vector<bool> fromSide(static_cast<std::size_t>(units), false);
+        cost::PlanCost bestCost = result.plan.cost;
+        std::vector<sharding::ShardingSpec> specs = base, bestSpecs = base;
+        // The mixture `from` says, costed; kept when it is the best yet.
+        auto tryMix = [&](const std::vector<bool> &from) {
+            for (std::size_t t = 0; t < base.size(); ++t)
+                specs[t] = from[static_cast<std::size_t>(owner[t])] ? (*side)[t] : base[t];
+            cost::PlanCost c = coster.totals(specs);
+            if (cost::Objective::of(c) < cost::Objective::of(bestCost)) {
+                bestCost = std::move(c);
+                bestSpecs = specs;
+                return true;
+            }
+            return false;
+        };
+        for (int pass = 0; pass < 3; ++pass) {
+            bool improved = false;
+            for (const int u : outside) {
+                if (!differs[static_cast<std::size_t>(u)])
+                    continue;
+                auto next = fromSide;
+                next[static_cast<std::size_t>(u)] = !next[static_cast<std::size_t>(u)];
+                if (tryMix(next)) {
+                    fromSide = next;
+                    improved = true;
+                }
+            }
+            for (const auto &copies : copiesOf) {
+                const auto n = static_cast<int>(copies.size());
+                if (std::none_of(copies.begin(), copies.end(),
+                                 [&](int u) { return differs[static_cast<std::size_t>(u)]; }))
+                    continue;
+                // The first or the last k copies from the other plan, the
+                // rest from the fastest: every k on short stacks, else a
+                // grid of k refined around its best.
+                std::vector<bool> kept = fromSide;
+                auto mixK = [&](int k, bool last) {
+                    auto next = fromSide;
+                    for (int i = 0; i < n; ++i)
+                        next[static_cast<std::size_t>(copies[static_cast<std::size_t>(i)])] =
+                            last ? i >= n - k : i < k;
+                    if (tryMix(next)) {
+                        kept = next;
+                        return true;
+                    }
+                    return false;
+                };
+                for (const bool last : {false, true}) {
+                    const int stride = std::max(1, n / kMixGrid);
+                    int bestK = -1;
+                    for (int k = 0; k <= n; k += stride)
+                        if (mixK(k, last))
+                            bestK = k;
+                    for (int step = stride / 2; bestK >= 0 && step >= 1; step /= 2)
+                        for (const int k : {bestK - step, bestK + step})
+                            if (k >= 0 && k <= n && mixK(k, last))
+                                bestK = k;
+                }
+                if (kept != fromSide) {
+                    fromSide = kept;
+                    improved = true;
+                }
+            }
+            if (!improved)
+                break;
+        }
+        if (bestSpecs != base) {
+            plan::Plan mixed = result.plan;
+            mixed.cost = std::move(bestCost);
+            mixed.axisCarries = plan::axisCarries(graph, mesh, bestSpecs);
+            result.plan = std::move(mixed);
+            result.planSpecs = std::move(bestSpecs);
+            result.stats.copiesApart.clear();
+        }
+    }
+    result.stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!options.rankedPlans) {
+        plan::completePlan(result.plan, graph, result.planSpecs, plan::SpecSource::Search, coster);
+        result.leastCommunication.model.fingerprint = result.plan.model.fingerprint;
+        plan::completePlan(result.leastCommunication, graph, result.leastCommunicationSpecs, plan::SpecSource::Search,
+                           coster);
+        result.planSpecs.clear();
+        result.leastCommunicationSpecs.clear();
+    }
+    return result;
+}
+
 } // namespace
 
 SearchResult tapSearch(const ir::Graph &graph, const passes::SubgraphClasses &classes,
@@ -1552,11 +1811,12 @@ SearchResult tapSearch(const ir::Graph &graph, const passes::SubgraphClasses &cl
 }
 
 SearchResult tapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse,
-                       const passes::SubgraphClasses &classes, const std::string &modelSource,
+                       const passes::SubgraphClasses &pruned, const std::string &modelSource,
                        const sharding::Mesh &mesh, const SearchOptions &options)
 {
-    TapSearch search(graph, coarse, classes, mesh, options);
-    auto result = search.run(modelSource);
+    const passes::SubgraphClasses classes = searchedClasses(graph, pruned);
+    SearchResult result = options.cost.overlap ? overlappedSearch(graph, coarse, classes, modelSource, mesh, options)
+                                               : TapSearch(graph, coarse, classes, mesh, options).run(modelSource);
     result.plan.axesConstrained = result.leastCommunication.axesConstrained = anyRole(options.axisRoles);
     return result;
 }
