@@ -1305,21 +1305,30 @@ private slots:
         QCOMPARE(QString::fromStdString(found.plan.specs.at("layers.0.fc2.weight").spec.toPlacements()), QString("[Shard(0)]"));
     }
 
-    // A one-layer GPT-2 on 4 devices where no plan fits: the plan that
-    // needs the least memory splits every weight over its output features
-    // and stores the residual stream split over the hidden features
-    // (Shard(2)), which tap stores between blocks as exact does.
-    void hiddenSplitBetweenBlocks()
+    // A one-layer GPT-2 on 4 devices where no plan fits: the plan shown
+    // needs the least memory. Its norms, a class of single nodes, are
+    // searched where they are on a 1D mesh, so the first runs on sequence
+    // shards (Korthikanti's activations with sequence parallelism, 132
+    // KiB where 222 KiB without) beside a residual stream stored whole:
+    // 956.5 KiB, under exact's 1.02 MiB (whose per-node memory cannot
+    // see a layer's sequence parallelism) and megatron-sp's 983.5 KiB,
+    // which tap's 1.02 MiB missed when the norms' copies shared a layout.
+    void leastMemoryWhereNothingFits()
     {
         const std::string source = "zoo:gpt2?batch=6&ffn=520&heads=16&hidden=128&layers=1&positions=16&seq=16&vocab=48";
         auto m = sharding::findMeshProfile("dgx-h100").mesh({4}, {"tp"});
         m.device.memoryBytes = 863'857;
         const auto [found, exact] = tapAndExact(source, m);
         QVERIFY(!found.plan.cost.fitsMemory);
-        QCOMPARE(found.plan.cost.memory.total(), exact.plan.cost.memory.total());
-        QVERIFY_NO_SLOWER_THAN_EXACT(found, exact);
-        QCOMPARE(QString::fromStdString(found.plan.specs.at("transformer/h.0/Add:0").spec.toPlacements()),
-                 QString("[Shard(2)]"));
+        QVERIFY(found.plan.cost.memory.total() <= exact.plan.cost.memory.total());
+        const auto g = io::loadModel(source);
+        search::ReferenceOptions sp;
+        sp.sequenceParallel = true;
+        const auto megatron = search::referencePlan(g, source, m, search::ReferenceMethod::Megatron, sp);
+        QVERIFY2(noWorse(cost::Objective::of(found.plan.cost), cost::Objective::of(megatron.cost)),
+                 qPrintable(QStringLiteral("tap %1 B, megatron-sp %2 B")
+                                .arg(found.plan.cost.memory.total())
+                                .arg(megatron.cost.memory.total())));
     }
 
     // Pins on one layer of two (an expert's weight and the key

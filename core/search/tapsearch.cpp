@@ -1553,17 +1553,21 @@ SearchResult TapSearch::run(const std::string &modelSource)
 // different layouts (the first column-parallel, the second row-parallel),
 // which one plan for every copy cannot say, and searching each where it
 // is costs as little. Its ops are searched with the ops outside classes.
-// A class of single norms stays: it has no such choice, and its boundary
-// is a layout the search chooses, which the block around it would leave
-// to the strategy rules on larger meshes. (The pruner's classes are kept
-// as they are: the studio shows them.)
-passes::SubgraphClasses searchedClasses(const ir::Graph &graph, const passes::SubgraphClasses &pruned)
+// A class of single norms goes too where the blocks around it store
+// every coarse output as searched (`everySingleNode`: meshes of at most
+// kStoredLayoutsUpTo layouts), and stays otherwise: its boundary is a
+// layout the search chooses, which the block around it would leave to
+// the strategy rules. (The pruner's classes are kept as they are: the
+// studio shows them.)
+passes::SubgraphClasses searchedClasses(const ir::Graph &graph, const passes::SubgraphClasses &pruned,
+                                        bool everySingleNode)
 {
     auto single = [&](const passes::SubgraphClass &c) {
         return std::all_of(c.instances.begin(), c.instances.end(), [&](const passes::SubgraphInstance &i) {
-            return i.nodes.size() <= 1 && std::any_of(i.parameters.begin(), i.parameters.end(), [&](ir::TensorId t) {
-                       return graph.tensor(t).shape.size() >= 2;
-                   });
+            return i.nodes.size() <= 1 &&
+                   (everySingleNode || std::any_of(i.parameters.begin(), i.parameters.end(), [&](ir::TensorId t) {
+                        return graph.tensor(t).shape.size() >= 2;
+                    }));
         });
     };
     if (std::none_of(pruned.classes.begin(), pruned.classes.end(), single))
@@ -1814,7 +1818,8 @@ SearchResult tapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse
                        const passes::SubgraphClasses &pruned, const std::string &modelSource,
                        const sharding::Mesh &mesh, const SearchOptions &options)
 {
-    const passes::SubgraphClasses classes = searchedClasses(graph, pruned);
+    const passes::SubgraphClasses classes = searchedClasses(
+        graph, pruned, options.storedLayouts && allowedLayouts(mesh.rank(), options.axisRoles).size() <= kStoredLayoutsUpTo);
     SearchResult result = options.cost.overlap ? overlappedSearch(graph, coarse, classes, modelSource, mesh, options)
                                                : TapSearch(graph, coarse, classes, mesh, options).run(modelSource);
     result.plan.axesConstrained = result.leastCommunication.axesConstrained = anyRole(options.axisRoles);
