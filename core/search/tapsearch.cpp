@@ -1652,6 +1652,12 @@ SearchResult overlappedSearch(const ir::Graph &graph, const passes::CoarseGraph 
         }
         return computeBound;
     };
+    // The least-communication plan is a plan of the same space: with the
+    // backward communication hidden, it may be the fastest.
+    if (better(result.leastCommunication, result.plan)) {
+        result.plan = result.leastCommunication;
+        result.planSpecs = result.leastCommunicationSpecs;
+    }
     // First the side that outlasts the other in the summed plan, alone:
     // where its plan still outlasts the other side, that plan's step is
     // its weighted sum, which no plan's undercuts (for l = 1: no plan
