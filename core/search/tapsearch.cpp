@@ -1559,8 +1559,9 @@ SearchResult TapSearch::run(const std::string &modelSource)
 // layout the search chooses, which the block around it would leave to
 // the strategy rules. (The pruner's classes are kept as they are: the
 // studio shows them.)
-passes::SubgraphClasses searchedClasses(const ir::Graph &graph, const passes::SubgraphClasses &pruned,
-                                        bool everySingleNode)
+// Empty where every class stays.
+std::optional<passes::SubgraphClasses> searchedClasses(const ir::Graph &graph, const passes::SubgraphClasses &pruned,
+                                                       bool everySingleNode)
 {
     auto single = [&](const passes::SubgraphClass &c) {
         return std::all_of(c.instances.begin(), c.instances.end(), [&](const passes::SubgraphInstance &i) {
@@ -1571,7 +1572,7 @@ passes::SubgraphClasses searchedClasses(const ir::Graph &graph, const passes::Su
         });
     };
     if (std::none_of(pruned.classes.begin(), pruned.classes.end(), single))
-        return pruned;
+        return std::nullopt;
     passes::SubgraphClasses kept = pruned;
     kept.classes.clear();
     std::vector<passes::ClassId> renumbered(pruned.classes.size());
@@ -1596,6 +1597,134 @@ constexpr int kOverlapBisections = 3;
 // of the first or last k copies up to this many copies, else a grid of
 // this many refined around its best.
 constexpr int kMixGrid = 16;
+
+// The blocks (cut at the residual stream, as tap searches them) of each
+// class's copies and of the ops outside classes, as units a plan's specs
+// are mixed by (overlappedSearch).
+struct BlockUnits {
+    // Per tensor, the unit whose op writes it or, for a parameter, reads
+    // it first; graph inputs and whatever no op writes, a unit of their own.
+    std::vector<int> owner;
+    int count = 0;
+    std::vector<std::vector<int>> copiesOf;  // per class and block: its copies' units in order
+    std::vector<int> outside;                // the outside blocks' units, and the unowned tensors'
+};
+
+BlockUnits blockUnits(const ir::Graph &graph, const passes::SubgraphClasses &classes)
+{
+    BlockUnits u;
+    u.owner.assign(graph.tensorCount(), -1);
+    auto own = [&](const std::vector<ir::OpId> &ops) {
+        for (ir::OpId id : ops) {
+            const ir::Op &op = graph.op(id);
+            for (ir::TensorId t : op.outputs)
+                u.owner[t.index()] = u.count;
+            for (ir::TensorId t : op.inputs)
+                if (u.owner[t.index()] < 0 && graph.tensor(t).role == ir::Role::Parameter)
+                    u.owner[t.index()] = u.count;
+        }
+        return u.count++;
+    };
+    for (const auto &cls : classes.classes) {
+        const std::size_t first = u.copiesOf.size();
+        for (const auto &instance : cls.instances) {
+            const auto blocks = splitAtResidualCuts(graph, instance.ops);
+            if (u.copiesOf.size() < first + blocks.size())
+                u.copiesOf.resize(first + blocks.size());
+            for (std::size_t b = 0; b < blocks.size(); ++b)
+                u.copiesOf[first + b].push_back(own(blocks[b]));
+        }
+    }
+    std::vector<ir::OpId> outsideOps;
+    for (std::size_t o = 0; o < graph.opCount(); ++o)
+        if (o >= classes.classOfOp.size() || !classes.classOfOp[o].valid())
+            outsideOps.push_back(ir::OpId(static_cast<std::int32_t>(o)));
+    for (const auto &block : splitAtResidualCuts(graph, outsideOps))
+        u.outside.push_back(own(block));
+    const int unowned = u.count++;
+    for (auto &o : u.owner)
+        if (o < 0)
+            o = unowned;
+    u.outside.push_back(unowned);
+    return u;
+}
+
+// `base` (costing `baseCost`) with some of its units taking `side`'s specs,
+// while that improves the whole plan under the objective: per outside
+// block, one or the other; per block of a class, the first or the last k
+// copies from `side` (every k on short stacks, else a grid of k refined
+// around its best). The specs and cost of the best mixture, or nothing
+// where none beats `base`.
+std::optional<std::pair<std::vector<sharding::ShardingSpec>, cost::PlanCost>>
+mixBlockByBlock(const BlockUnits &units, const std::vector<sharding::ShardingSpec> &base, const cost::PlanCost &baseCost,
+                const std::vector<sharding::ShardingSpec> &side, cost::PlanCoster &coster)
+{
+    std::vector<bool> differs(static_cast<std::size_t>(units.count), false);
+    for (std::size_t t = 0; t < base.size(); ++t)
+        if (base[t] != side[t])
+            differs[static_cast<std::size_t>(units.owner[t])] = true;
+    auto differing = [&](int u) { return differs[static_cast<std::size_t>(u)]; };
+    std::optional<std::pair<std::vector<sharding::ShardingSpec>, cost::PlanCost>> best;
+    std::vector<sharding::ShardingSpec> specs = base;
+    // The mixture `from` says, costed; kept when it is the best yet.
+    auto tryMix = [&](const std::vector<bool> &from) {
+        for (std::size_t t = 0; t < base.size(); ++t)
+            specs[t] = from[static_cast<std::size_t>(units.owner[t])] ? side[t] : base[t];
+        cost::PlanCost c = coster.totals(specs);
+        if (cost::Objective::of(c) < cost::Objective::of(best ? best->second : baseCost)) {
+            best = {specs, std::move(c)};
+            return true;
+        }
+        return false;
+    };
+    std::vector<bool> fromSide(static_cast<std::size_t>(units.count), false);
+    for (int pass = 0; pass < 3; ++pass) {
+        bool improved = false;
+        for (const int u : units.outside) {
+            if (!differing(u))
+                continue;
+            auto next = fromSide;
+            next[static_cast<std::size_t>(u)] = !next[static_cast<std::size_t>(u)];
+            if (tryMix(next)) {
+                fromSide = std::move(next);
+                improved = true;
+            }
+        }
+        for (const auto &copies : units.copiesOf) {
+            if (std::none_of(copies.begin(), copies.end(), differing))
+                continue;
+            const auto n = static_cast<int>(copies.size());
+            std::vector<bool> kept = fromSide;
+            auto mixK = [&](int k, bool last) {
+                auto next = fromSide;
+                for (int i = 0; i < n; ++i)
+                    next[static_cast<std::size_t>(copies[static_cast<std::size_t>(i)])] = last ? i >= n - k : i < k;
+                if (!tryMix(next))
+                    return false;
+                kept = std::move(next);
+                return true;
+            };
+            for (const bool last : {false, true}) {
+                const int stride = std::max(1, n / kMixGrid);
+                int bestK = -1;
+                for (int k = 0; k <= n; k += stride)
+                    if (mixK(k, last))
+                        bestK = k;
+                for (int step = stride / 2; bestK >= 0 && step >= 1; step /= 2)
+                    for (const int k : {bestK - step, bestK + step})
+                        if (k >= 0 && k <= n && mixK(k, last))
+                            bestK = k;
+            }
+            if (kept != fromSide) {
+                fromSide = std::move(kept);
+                improved = true;
+            }
+        }
+        if (!improved)
+            break;
+    }
+    return best;
+}
 
 // With CostOptions::overlap a step is forward + max(backward compute,
 // backward communication) + the update (cost::stepSeconds), which no sum of
@@ -1674,129 +1803,16 @@ SearchResult overlappedSearch(const ir::Graph &graph, const passes::CoarseGraph 
 
     const auto start = std::chrono::steady_clock::now();
     cost::PlanCoster coster(graph, mesh, options.cost);
-    // Who owns each tensor: the block (cut at the residual stream, as tap
-    // searches them) of a class's copy, or of the ops outside classes,
-    // whose op writes it or, for a parameter, reads it first. Per class
-    // and block, its copies' units in order; the outside blocks' units.
-    std::vector<int> owner(graph.tensorCount(), -1);
-    std::vector<std::vector<int>> copiesOf;
-    std::vector<int> outside;
-    int units = 0;
-    auto own = [&](const std::vector<ir::OpId> &ops, int unit) {
-        for (ir::OpId id : ops) {
-            const ir::Op &op = graph.op(id);
-            for (ir::TensorId t : op.outputs)
-                owner[t.index()] = unit;
-            for (ir::TensorId t : op.inputs)
-                if (owner[t.index()] < 0 && graph.tensor(t).role == ir::Role::Parameter)
-                    owner[t.index()] = unit;
-        }
-    };
-    std::vector<ir::OpId> outsideOps;
-    for (std::size_t o = 0; o < graph.opCount(); ++o)
-        if (o >= classes.classOfOp.size() || !classes.classOfOp[o].valid())
-            outsideOps.push_back(ir::OpId(static_cast<std::int32_t>(o)));
-    for (const auto &cls : classes.classes) {
-        const std::size_t first = copiesOf.size();
-        for (const auto &instance : cls.instances) {
-            const auto blocks = splitAtResidualCuts(graph, instance.ops);
-            if (copiesOf.size() < first + blocks.size())
-                copiesOf.resize(first + blocks.size());
-            for (std::size_t b = 0; b < blocks.size(); ++b) {
-                copiesOf[first + b].push_back(units);
-                own(blocks[b], units++);
-            }
-        }
-    }
-    for (const auto &block : splitAtResidualCuts(graph, outsideOps)) {
-        outside.push_back(units);
-        own(block, units++);
-    }
-    const int unowned = units++;  // graph inputs and whatever else no op writes
-    for (auto &o : owner)
-        if (o < 0)
-            o = unowned;
-    outside.push_back(unowned);
+    std::optional<BlockUnits> units;
     for (const auto *side : {&computeSide, &commSide}) {
         if (side->empty() || *side == result.planSpecs)
             continue;
-        const std::vector<sharding::ShardingSpec> base = result.planSpecs;
-        std::vector<bool> differs(static_cast<std::size_t>(units), false);
-        for (std::size_t t = 0; t < base.size(); ++t)
-            if (base[t] != (*side)[t])
-                differs[static_cast<std::size_t>(owner[t])] = true;
-        std::vector<bool> fromSide(static_cast<std::size_t>(units), false);
-        cost::PlanCost bestCost = result.plan.cost;
-        std::vector<sharding::ShardingSpec> specs = base, bestSpecs = base;
-        // The mixture `from` says, costed; kept when it is the best yet.
-        auto tryMix = [&](const std::vector<bool> &from) {
-            for (std::size_t t = 0; t < base.size(); ++t)
-                specs[t] = from[static_cast<std::size_t>(owner[t])] ? (*side)[t] : base[t];
-            cost::PlanCost c = coster.totals(specs);
-            if (cost::Objective::of(c) < cost::Objective::of(bestCost)) {
-                bestCost = std::move(c);
-                bestSpecs = specs;
-                return true;
-            }
-            return false;
-        };
-        for (int pass = 0; pass < 3; ++pass) {
-            bool improved = false;
-            for (const int u : outside) {
-                if (!differs[static_cast<std::size_t>(u)])
-                    continue;
-                auto next = fromSide;
-                next[static_cast<std::size_t>(u)] = !next[static_cast<std::size_t>(u)];
-                if (tryMix(next)) {
-                    fromSide = next;
-                    improved = true;
-                }
-            }
-            for (const auto &copies : copiesOf) {
-                const auto n = static_cast<int>(copies.size());
-                if (std::none_of(copies.begin(), copies.end(),
-                                 [&](int u) { return differs[static_cast<std::size_t>(u)]; }))
-                    continue;
-                // The first or the last k copies from the other plan, the
-                // rest from the fastest: every k on short stacks, else a
-                // grid of k refined around its best.
-                std::vector<bool> kept = fromSide;
-                auto mixK = [&](int k, bool last) {
-                    auto next = fromSide;
-                    for (int i = 0; i < n; ++i)
-                        next[static_cast<std::size_t>(copies[static_cast<std::size_t>(i)])] =
-                            last ? i >= n - k : i < k;
-                    if (tryMix(next)) {
-                        kept = next;
-                        return true;
-                    }
-                    return false;
-                };
-                for (const bool last : {false, true}) {
-                    const int stride = std::max(1, n / kMixGrid);
-                    int bestK = -1;
-                    for (int k = 0; k <= n; k += stride)
-                        if (mixK(k, last))
-                            bestK = k;
-                    for (int step = stride / 2; bestK >= 0 && step >= 1; step /= 2)
-                        for (const int k : {bestK - step, bestK + step})
-                            if (k >= 0 && k <= n && mixK(k, last))
-                                bestK = k;
-                }
-                if (kept != fromSide) {
-                    fromSide = kept;
-                    improved = true;
-                }
-            }
-            if (!improved)
-                break;
-        }
-        if (bestSpecs != base) {
-            plan::Plan mixed = result.plan;
-            mixed.cost = std::move(bestCost);
-            mixed.axisCarries = plan::axisCarries(graph, mesh, bestSpecs);
-            result.plan = std::move(mixed);
-            result.planSpecs = std::move(bestSpecs);
+        if (!units)
+            units = blockUnits(graph, classes);
+        if (auto mixed = mixBlockByBlock(*units, result.planSpecs, result.plan.cost, *side, coster)) {
+            result.plan.cost = std::move(mixed->second);
+            result.plan.axisCarries = plan::axisCarries(graph, mesh, mixed->first);
+            result.planSpecs = std::move(mixed->first);
             result.stats.copiesApart.clear();
         }
     }
@@ -1824,8 +1840,9 @@ SearchResult tapSearch(const ir::Graph &graph, const passes::CoarseGraph &coarse
                        const passes::SubgraphClasses &pruned, const std::string &modelSource,
                        const sharding::Mesh &mesh, const SearchOptions &options)
 {
-    const passes::SubgraphClasses classes = searchedClasses(
+    const auto apart = searchedClasses(
         graph, pruned, options.storedLayouts && allowedLayouts(mesh.rank(), options.axisRoles).size() <= kStoredLayoutsUpTo);
+    const passes::SubgraphClasses &classes = apart ? *apart : pruned;
     SearchResult result = options.cost.overlap ? overlappedSearch(graph, coarse, classes, modelSource, mesh, options)
                                                : TapSearch(graph, coarse, classes, mesh, options).run(modelSource);
     result.plan.axesConstrained = result.leastCommunication.axesConstrained = anyRole(options.axisRoles);
