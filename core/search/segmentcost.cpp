@@ -865,7 +865,7 @@ constexpr std::size_t kMaxPartials = 1'000'000;
 
 struct SegmentCoster::Memo {
     struct Prefix {
-        Front front;
+        std::shared_ptr<const Front> front;  // shared by the checkpoints and the searches going on from them
         bool partialsStored = false;  // some op of the prefix stored a partial sum
     };
     std::map<std::vector<std::int64_t>, Prefix> fronts;
@@ -1609,34 +1609,85 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         key.push_back(t.value);
         key.push_back(intern(spec));
     }
+    // Checkpoints in the prefix: before each op that reads a tensor from
+    // outside (the link, a boundary input, a carried weight's spec), keyed
+    // by the specs read before it. A block searched once per spec of a
+    // tensor it reads late (the labels its loss reads last, a tied weight
+    // its head reads) runs the ops before that reader once for all of
+    // them, from the front kept there.
+    std::vector<std::size_t> points;
+    std::vector<std::vector<std::int64_t>> keys;
     {
         std::set<ir::TensorId> written;
+        std::vector<std::int64_t> specs;
+        auto keyAt = [&](std::size_t at) {
+            auto k = key;
+            k[2] = -1;  // the checkpoint, not where the prefix ends, says where the front stands
+            k.push_back(static_cast<std::int64_t>(at));
+            k.insert(k.end(), specs.begin(), specs.end());
+            return k;
+        };
         for (std::size_t k = 0; k < prefix; ++k) {
             const ir::Op &op = m_graph.op(ops[k]);
+            const std::size_t before = specs.size();
             for (ir::TensorId t : op.inputs) {
                 if (written.count(t) || weightOf(t) != kNotAWeight)
                     continue;
                 const auto it = boundary.find(t);
-                key.push_back(intern(it != boundary.end() ? it->second : m_specs[t.index()]));
+                specs.push_back(intern(it != boundary.end() ? it->second : m_specs[t.index()]));
+            }
+            if (k > 0 && specs.size() > before) {
+                std::vector<std::int64_t> read(specs.begin() + static_cast<std::ptrdiff_t>(before), specs.end());
+                specs.resize(before);
+                points.push_back(k);
+                keys.push_back(keyAt(k));
+                specs.insert(specs.end(), read.begin(), read.end());
             }
             written.insert(op.outputs.begin(), op.outputs.end());
         }
+        points.push_back(prefix);
+        keys.push_back(keyAt(prefix));
     }
-    auto cached = m_memo->fronts.find(key);
-    if (cached == m_memo->fronts.end()) {
-        const bool storedBefore = std::exchange(m_partialsStored, false);
-        Front f;
-        f.states.emplace_back();
-        f.partials.emplace_back();
-        f.begins.push_back(1);
-        for (std::size_t k = 0; k < prefix; ++k)
-            f = advance(f, k, -1);
-        cached = m_memo->fronts.emplace(std::move(key), Memo::Prefix{std::move(f), m_partialsStored}).first;
+    // The latest checkpoint kept, and the prefix advanced from it to its
+    // end, keeping the front at each checkpoint passed.
+    std::size_t from = points.size();
+    auto cached = m_memo->fronts.end();
+    for (std::size_t j = points.size(); j-- > 0;)
+        if (cached = m_memo->fronts.find(keys[j]); cached != m_memo->fronts.end()) {
+            from = j;
+            break;
+        }
+    if (from + 1 != points.size()) {
+        const bool storedBefore = m_partialsStored;
+        std::shared_ptr<const Front> at;
+        std::size_t k = 0;
+        if (from < points.size()) {
+            at = cached->second.front;
+            m_partialsStored = cached->second.partialsStored;
+            k = points[from];
+        } else {
+            auto first = std::make_shared<Front>();
+            first->states.emplace_back();
+            first->partials.emplace_back();
+            first->begins.push_back(1);
+            at = std::move(first);
+            m_partialsStored = false;
+        }
+        std::size_t next = from < points.size() ? from + 1 : 0;
+        for (; k < prefix; ++k) {
+            at = std::make_shared<const Front>(advance(*at, k, -1));
+            if (next < points.size() && points[next] == k + 1) {
+                if (next + 1 < points.size())
+                    m_memo->fronts.emplace(keys[next], Memo::Prefix{at, m_partialsStored});
+                ++next;
+            }
+        }
+        cached = m_memo->fronts.emplace(std::move(keys.back()), Memo::Prefix{std::move(at), m_partialsStored}).first;
         m_partialsStored = m_partialsStored || storedBefore;
     }
     m_partialsStored = m_partialsStored || cached->second.partialsStored;
     // The cached front is read in place, not copied: advancing makes a new one.
-    const Front *front = &cached->second.front;
+    const Front *front = cached->second.front.get();
     Front advanced;
     std::size_t k = prefix;
     for (; k < ops.size() && !writesLink(k); ++k) {

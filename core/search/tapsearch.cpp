@@ -562,18 +562,35 @@ void TapSearch::buildGroups()
         holdPins(g.whole, pins);
         for (Segment &block : g.blocks)
             holdPins(block, pins);
-        std::set<int> vars{variableOf(classIndex)};
-        for (auto t : g.whole.inputs) {
-            const ir::OpId p = m_graph.tensor(t).producer;
-            if (!p.valid() && classIndex < 0 && m_graph.tensor(t).role != ir::Role::Parameter)
-                vars.insert(m_inputVariable);
-            if (p.valid() && m_classes.classOfOp[p.index()].valid())
-                vars.insert(static_cast<int>(m_classes.classOfOp[p.index()].index()));
+        // The variables whose layouts the blocks' boundaries read (as
+        // boundaryOf and inputSpec read them), and no other: the search
+        // of the group is kept per combination of these. The ops outside
+        // classes read variable 0 only for a tensor one block writes and
+        // a later one reads besides the link (an encoder's output read by
+        // the decoder); with no such tensor and no class, variable 0 is
+        // no layout of theirs, and combining it would search them once per
+        // layout of it for nothing.
+        std::set<int> vars;
+        if (classIndex >= 0)
+            vars.insert(classIndex);
+        for (std::size_t b = 0; b < g.blocks.size(); ++b) {
+            for (ir::TensorId t : g.blocks[b].inputs) {
+                const ir::Tensor &tensor = m_graph.tensor(t);
+                if (tensor.role == ir::Role::Parameter || (b > 0 && t == g.links[b - 1]))
+                    continue;
+                const ir::OpId p = tensor.producer;
+                if (!p.valid())
+                    vars.insert(classIndex < 0 ? m_inputVariable : classIndex);
+                else if (m_classes.classOfOp[p.index()].valid())
+                    vars.insert(static_cast<int>(m_classes.classOfOp[p.index()].index()));
+                else
+                    vars.insert(variableOf(classIndex));
+            }
+            for (ir::TensorId t : g.blocks[b].outputs)
+                for (auto c : m_graph.tensor(t).consumers)
+                    if (m_classes.classOfOp[c.index()].valid())
+                        vars.insert(static_cast<int>(m_classes.classOfOp[c.index()].index()));
         }
-        for (auto t : g.whole.outputs)
-            for (auto c : m_graph.tensor(t).consumers)
-                if (m_classes.classOfOp[c.index()].valid())
-                    vars.insert(static_cast<int>(m_classes.classOfOp[c.index()].index()));
         g.variables.assign(vars.begin(), vars.end());
         return g;
     };
@@ -1566,9 +1583,9 @@ std::optional<passes::SubgraphClasses> searchedClasses(const ir::Graph &graph, c
     auto single = [&](const passes::SubgraphClass &c) {
         return std::all_of(c.instances.begin(), c.instances.end(), [&](const passes::SubgraphInstance &i) {
             return i.nodes.size() <= 1 &&
-                   (everySingleNode || std::any_of(i.parameters.begin(), i.parameters.end(), [&](ir::TensorId t) {
-                        return graph.tensor(t).shape.size() >= 2;
-                    }));
+                   (everySingleNode ||
+                    std::any_of(i.parameters.begin(), i.parameters.end(),
+                                [&](ir::TensorId t) { return graph.tensor(t).shape.size() >= 2; }));
         });
     };
     if (std::none_of(pruned.classes.begin(), pruned.classes.end(), single))
