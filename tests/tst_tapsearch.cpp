@@ -1435,6 +1435,25 @@ private slots:
         QCOMPARE(QString::fromStdString(found.plan.specs.at("attention_mask").spec.toPlacements()),
                  QString("[Replicate()]"));
     }
+
+    // A T5 encoder's position bias ([1, heads, s, s], computed once outside
+    // the layers and added to every layer's attention scores) takes a
+    // layout of its own: split by heads as the attention runs, while the
+    // residual stream stays whole. Tied to the layers' layout, splitting
+    // the bias split the residual stream by sequence too (19.018 ms where
+    // exact takes 18.520 ms).
+    void positionBiasTakesALayoutOfItsOwn()
+    {
+        const std::string source = "zoo:t5-base?batch=32&decoder_layers=1&ffn=32&head_dim=32&heads=4&hidden=32&"
+                                   "layers=2&seq=128&target_seq=6&vocab=64";
+        const auto m = sharding::findMeshProfile("cpu-loopback").mesh({4}, {"tp"});
+        const auto [found, exact] = tapAndExact(source, m);
+        QVERIFY_NO_SLOWER_THAN_EXACT(found, exact);
+        QCOMPARE(QString::fromStdString(found.plan.specs.at("encoder/Add:0").spec.toPlacements()),
+                 QString("[Shard(1)]"));
+        QCOMPARE(QString::fromStdString(found.plan.specs.at("encoder/block.1/layer.0/Add:0").spec.toPlacements()),
+                 QString("[Replicate()]"));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestTapSearch)

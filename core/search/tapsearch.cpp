@@ -344,6 +344,15 @@ private:
     // Whether the blocks outside classes choose their inputs' layouts
     // instead (buildGroups): then there is no input variable.
     bool m_inputsChosen = false;
+    // Per tensor, -1 for most: the layout variable of a tensor every copy
+    // of a class reads that ops outside classes compute, of another rank
+    // than the class's residual stream (a position bias [1, heads, s, s]
+    // added to every layer's attention scores). The class's layout would
+    // tie the two: a bias split by heads as the attention runs would split
+    // the residual stream by sequence alike. One variable per class serves
+    // its side tensors.
+    std::vector<int> m_sideVariable;
+    std::vector<int> m_sideOwner;  // per side variable (from the classes' count on): its class
     // Graph inputs (not pinned) that copies of a class read: stored in the
     // class's layout, or replicated (assembleApart).
     std::vector<ir::TensorId> m_classGraphInputs;
@@ -474,7 +483,41 @@ std::optional<TapSearch::FlowSplit> TapSearch::splitByFlow(const passes::Subgrap
 
 void TapSearch::buildGroups()
 {
-    m_inputVariable = std::max<int>(1, static_cast<int>(m_classes.classes.size()));
+    const int classes = static_cast<int>(m_classes.classes.size());
+    m_sideVariable.assign(m_graph.tensorCount(), -1);
+    m_sideOwner.clear();
+    int sides = 0;
+    for (int c = 0; c < classes; ++c) {
+        const auto &cls = m_classes.classes[static_cast<std::size_t>(c)];
+        std::map<ir::TensorId, std::size_t> readers;
+        for (const auto &inst : cls.instances)
+            for (ir::TensorId t : std::set<ir::TensorId>(inst.inputs.begin(), inst.inputs.end()))
+                ++readers[t];
+        // Only a tensor of another rank than what the class writes for
+        // others to read (its residual stream): one of the same rank (an
+        // encoder's output every decoder layer attends to) is an
+        // activation the class's layout says well.
+        std::set<std::size_t> ranks;
+        for (const auto &inst : cls.instances)
+            for (ir::TensorId t : inst.outputs)
+                ranks.insert(m_graph.tensor(t).shape.size());
+        bool any = false;
+        for (const auto &[t, copies] : readers) {
+            const ir::Tensor &tensor = m_graph.tensor(t);
+            if (copies < 2 || ranks.count(tensor.shape.size()) || tensor.role == ir::Role::Parameter ||
+                !tensor.producer.valid() ||
+                m_classes.classOfOp[tensor.producer.index()].valid() || m_sideVariable[t.index()] >= 0 ||
+                m_options.pinned.count(tensor.name))
+                continue;
+            m_sideVariable[t.index()] = classes + sides;
+            any = true;
+        }
+        if (any) {
+            m_sideOwner.push_back(c);
+            ++sides;
+        }
+    }
+    m_inputVariable = std::max<int>(1, classes + sides);
     m_variables = m_inputVariable + 1;
     auto makeGroup = [&](int classIndex, int instances, const std::vector<ir::OpId> &ops, const std::string &name,
                          const std::map<ir::TensorId, ShardingSpec> &pins) {
@@ -579,17 +622,26 @@ void TapSearch::buildGroups()
                 if (tensor.role == ir::Role::Parameter || (b > 0 && t == g.links[b - 1]))
                     continue;
                 const ir::OpId p = tensor.producer;
-                if (!p.valid())
+                if (m_sideVariable[t.index()] >= 0)
+                    vars.insert(m_sideVariable[t.index()]);
+                else if (!p.valid())
                     vars.insert(classIndex < 0 ? m_inputVariable : classIndex);
                 else if (m_classes.classOfOp[p.index()].valid())
                     vars.insert(static_cast<int>(m_classes.classOfOp[p.index()].index()));
                 else
                     vars.insert(variableOf(classIndex));
             }
-            for (ir::TensorId t : g.blocks[b].outputs)
+            for (ir::TensorId t : g.blocks[b].outputs) {
+                if (b < g.links.size() && t == g.links[b])
+                    continue;
+                if (classIndex < 0 && m_sideVariable[t.index()] >= 0) {
+                    vars.insert(m_sideVariable[t.index()]);
+                    continue;
+                }
                 for (auto c : m_graph.tensor(t).consumers)
                     if (m_classes.classOfOp[c.index()].valid())
                         vars.insert(static_cast<int>(m_classes.classOfOp[c.index()].index()));
+            }
         }
         g.variables.assign(vars.begin(), vars.end());
         return g;
@@ -694,7 +746,9 @@ ShardingSpec TapSearch::inputSpec(const Group &g, ir::TensorId t, const std::vec
 {
     const ir::Tensor &tensor = m_graph.tensor(t);
     int var = variableOf(g.classIndex);
-    if (!tensor.producer.valid() && g.classIndex < 0) {
+    if (m_sideVariable[t.index()] >= 0)
+        var = m_sideVariable[t.index()];
+    else if (!tensor.producer.valid() && g.classIndex < 0) {
         if (m_inputsChosen)  // replicated, unless the block reading it chooses otherwise
             return ShardingSpec::replicated(m_mesh.rank());
         var = m_inputVariable;
@@ -726,6 +780,8 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
         // Class boundaries are stored in the layout of the class written
         // or read; graph outputs (the loss) as they come out.
         int var = g.classIndex;
+        if (var < 0 && m_sideVariable[t.index()] >= 0)
+            var = m_sideVariable[t.index()];
         for (auto c : m_graph.tensor(t).consumers)
             if (var < 0 && m_classes.classOfOp[c.index()].valid())
                 var = static_cast<int>(m_classes.classOfOp[c.index()].index());
@@ -1341,9 +1397,18 @@ SearchResult TapSearch::run(const std::string &modelSource)
     // Every combination of the classes' boundary layouts while there are
     // few; past that (many classes, a 2D or 3D mesh: layouts^variables
     // grows past billions) the layouts are improved one variable at a time.
+    // The side variables (m_sideVariable) are not combined: each takes its
+    // class's layout in the combinations, and is then changed one at a time
+    // from the best of them while that improves it. Combining them would
+    // search the ops outside classes, which read and write them all, once
+    // per combination of twice the variables.
+    const int classes = static_cast<int>(m_classes.classes.size());
+    const int sides = static_cast<int>(m_sideOwner.size());
+    auto isSide = [&](int v) { return v >= classes && v < classes + sides; };
     std::size_t tuples = 1;
     for (int v = 0; v < m_variables && tuples <= m_options.layoutCombinations; ++v)
-        tuples *= static_cast<std::size_t>(layouts);
+        if (!isSide(v))
+            tuples *= static_cast<std::size_t>(layouts);
     const bool exhaustive = tuples <= m_options.layoutCombinations;
     // Axes of one size and one link, with no role and no pin telling them
     // apart, are interchangeable: permuting them maps any plan to one of
@@ -1369,9 +1434,16 @@ SearchResult TapSearch::run(const std::string &modelSource)
         return true;
     };
     auto combination = [&](std::size_t tuple) {
-        std::vector<int> vars;
-        for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v, r /= layouts)
-            vars.push_back(static_cast<int>(r % static_cast<std::size_t>(layouts)));
+        std::vector<int> vars(static_cast<std::size_t>(m_variables));
+        for (std::size_t r = tuple, v = 0; v < static_cast<std::size_t>(m_variables); ++v)
+            if (!isSide(static_cast<int>(v))) {
+                vars[v] = static_cast<int>(r % static_cast<std::size_t>(layouts));
+                r /= static_cast<std::size_t>(layouts);
+            }
+        for (int side = 0; side < sides; ++side) {
+            const int owner = m_sideOwner[static_cast<std::size_t>(side)];
+            vars[static_cast<std::size_t>(classes + side)] = vars[static_cast<std::size_t>(owner)];
+        }
         return vars;
     };
     std::size_t enumerated = tuples;
@@ -1381,7 +1453,8 @@ SearchResult TapSearch::run(const std::string &modelSource)
             enumerated += first(combination(tuple)) ? 1 : 0;
     }
     const std::size_t planned =
-        (exhaustive ? enumerated : static_cast<std::size_t>(layouts) * (1 + 4 * static_cast<std::size_t>(m_variables))) *
+        (exhaustive ? enumerated + 2 * static_cast<std::size_t>(layouts * sides)
+                    : static_cast<std::size_t>(layouts) * (1 + 4 * static_cast<std::size_t>(m_variables))) *
         m_groups.size();
 
     struct Best {
@@ -1429,47 +1502,80 @@ SearchResult TapSearch::run(const std::string &modelSource)
         memo.clear();
         tried.clear();
         done = 0;
-        if (exhaustive) {
-            for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
-                const std::vector<int> vars = combination(tuple);
-                if (!permutations.empty() && !first(vars))
-                    continue;
-                evaluate(vars);
+        // Per side variable, one layout per different set of specs it
+        // gives its tensors (a position bias of batch 1 takes many
+        // layouts alike).
+        std::vector<std::vector<int>> sideLayout(static_cast<std::size_t>(sides));  // per layout, the first alike
+        for (int side = 0; side < sides; ++side) {
+            std::map<std::vector<ShardingSpec>, int> seen;
+            for (int l = 0; l < layouts; ++l) {
+                std::vector<ShardingSpec> specs;
+                for (std::size_t t = 0; t < m_sideVariable.size(); ++t)
+                    if (m_sideVariable[t] == classes + side)
+                        specs.push_back(m_layouts[static_cast<std::size_t>(l)].specFor(
+                            m_graph.tensor(ir::TensorId(static_cast<std::int32_t>(t))), m_mesh));
+                sideLayout[static_cast<std::size_t>(side)].push_back(seen.emplace(std::move(specs), l).first->second);
             }
-            return;
         }
-        // From the best of the uniform combinations (one layout
-        // everywhere), change one variable's layout at a time while that
+        auto alike = [&](int v, int a, int b) {
+            const auto &first = sideLayout[static_cast<std::size_t>(v - classes)];
+            return first[static_cast<std::size_t>(a)] == first[static_cast<std::size_t>(b)];
+        };
+        // Change one of `which` variables' layout at a time while that
         // improves the fastest plan (the least memory while none fits),
         // then the least-communication one.
+        auto descend = [&](const std::vector<int> &which) {
+            for (const bool byComm : {false, true}) {
+                const Best &goal = byComm ? leastComm : fastest;
+                auto score = [&]() -> std::pair<int, double> {
+                    if (goal.found)
+                        return {0, byComm ? goal.candidate.comm : goal.candidate.time};
+                    return {1, static_cast<double>(leastMemory.candidate.memory)};
+                };
+                for (bool improved = true; improved;) {
+                    improved = false;
+                    const std::vector<int> current = (goal.found ? goal : leastMemory).vars;
+                    for (auto w = which.begin(); w != which.end() && !improved; ++w)
+                        for (int v = *w, l = 0; l < layouts && !improved; ++l) {
+                            if (current[static_cast<std::size_t>(v)] == l ||
+                                (isSide(v) && (sideLayout[static_cast<std::size_t>(v - classes)]
+                                                         [static_cast<std::size_t>(l)] != l ||
+                                               alike(v, l, current[static_cast<std::size_t>(v)]))))
+                                continue;
+                            auto next = current;
+                            next[static_cast<std::size_t>(v)] = l;
+                            if (!tried.insert(next).second)
+                                continue;
+                            const auto before = score();
+                            evaluate(next);
+                            improved = score() < before;
+                        }
+                }
+            }
+        };
+        std::vector<int> sideVariables, every;
+        for (int v = 0; v < m_variables; ++v) {
+            every.push_back(v);
+            if (isSide(v))
+                sideVariables.push_back(v);
+        }
+        if (exhaustive) {
+            for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
+                std::vector<int> vars = combination(tuple);
+                if (!permutations.empty() && !first(vars))
+                    continue;
+                tried.insert(vars);
+                evaluate(vars);
+            }
+            descend(sideVariables);
+            return;
+        }
+        // From the best of the uniform combinations (one layout everywhere).
         for (int l = 0; l < layouts; ++l) {
             tried.insert(std::vector<int>(static_cast<std::size_t>(m_variables), l));
             evaluate(std::vector<int>(static_cast<std::size_t>(m_variables), l));
         }
-        for (const bool byComm : {false, true}) {
-            const Best &goal = byComm ? leastComm : fastest;
-            auto score = [&]() -> std::pair<int, double> {
-                if (goal.found)
-                    return {0, byComm ? goal.candidate.comm : goal.candidate.time};
-                return {1, static_cast<double>(leastMemory.candidate.memory)};
-            };
-            for (bool improved = true; improved;) {
-                improved = false;
-                const std::vector<int> current = (goal.found ? goal : leastMemory).vars;
-                for (int v = 0; v < m_variables && !improved; ++v)
-                    for (int l = 0; l < layouts && !improved; ++l) {
-                        if (current[static_cast<std::size_t>(v)] == l)
-                            continue;
-                        auto next = current;
-                        next[static_cast<std::size_t>(v)] = l;
-                        if (!tried.insert(next).second)
-                            continue;
-                        const auto before = score();
-                        evaluate(next);
-                        improved = score() < before;
-                    }
-            }
-        }
+        descend(every);
     };
     // Where some block's weights cannot fit even split as far as they go,
     // the bounded search would find nothing: go to the unbounded one at once.
