@@ -1454,6 +1454,22 @@ private slots:
         QCOMPARE(QString::fromStdString(found.plan.specs.at("encoder/block.1/layer.0/Add:0").spec.toPlacements()),
                  QString("[Replicate()]"));
     }
+
+    // BERT's layers are post-norm: the residual stream between blocks is a
+    // LayerNorm's output, which the next Add reads again. Cut there, a
+    // one-layer BERT is three blocks, not one: its MLM head is a block
+    // without an attention core, whose outputs may be stored in any layout
+    // on a 2x3 mesh (a batch-split head beside replicated weights, as
+    // exact plans it). As one block it took 75.738 us, exact 72.003 us.
+    void postNormLayersCutAtTheirNorms()
+    {
+        const std::string source =
+            "zoo:bert-base?batch=8&ffn=104&heads=2&hidden=96&layers=1&positions=256&seq=128&vocab=4096";
+        const auto m = sharding::findMeshProfile("dgx-h100").mesh({2, 3}, sharding::defaultAxisNames(2));
+        const auto [found, exact] = tapAndExact(source, m);
+        QVERIFY_NO_SLOWER_THAN_EXACT(found, exact);
+        QCOMPARE(found.stats.segments, std::size_t(3));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestTapSearch)

@@ -1941,8 +1941,15 @@ std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, c
         blocks.back().push_back(ops[k]);
         if (k + 1 == ops.size() || crossing[k] != 1)
             continue;
+        // The residual stream: an Add's output (pre-norm layers), or a
+        // norm's that an Add reads again (post-norm layers, BERT's).
         const ir::Tensor &t = graph.tensor(lastCrossing[k]);
-        if (t.producer == ops[k] && graph.op(ops[k]).type == "Add" && t.consumers.size() >= 2)
+        const std::string &type = graph.op(ops[k]).type;
+        const bool residual =
+            type == "Add" || ((type == "LayerNormalization" || type == "RMSNorm") &&
+                              std::any_of(t.consumers.begin(), t.consumers.end(),
+                                          [&](ir::OpId c) { return graph.op(c).type == "Add"; }));
+        if (t.producer == ops[k] && t.consumers.size() >= 2 && residual)
             blocks.emplace_back();
     }
     return blocks;

@@ -288,8 +288,9 @@ private:
 };
 
 // Splits `ops` (topological order) into blocks at residual-stream tensors:
-// an Add's output read by two or more ops, that is the only tensor written
-// before it and read after it.
+// an Add's output, or a norm's output an Add reads (post-norm layers), read
+// by two or more ops, that is the only tensor written before it and read
+// after it.
 std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, const std::vector<ir::OpId> &ops);
 
 // A segment of `ops` with its weights, derived parameters, boundary tensors
