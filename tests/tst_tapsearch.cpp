@@ -1470,6 +1470,23 @@ private slots:
         QVERIFY_NO_SLOWER_THAN_EXACT(found, exact);
         QCOMPARE(found.stats.segments, std::size_t(3));
     }
+
+    // Two GPT-2 layers under a tight limit: one layer with its MLP's second
+    // linear row-parallel, the other with it replicated, fits and is the
+    // fastest plan. The replicated one lies above the class front's lower
+    // convex hull, so mixing only the hull's adjacent pairs missed it
+    // (74.871 us, exact 66.511 us); with two copies every pair is mixed.
+    void copiesMixedFromEveryPairWhereFew()
+    {
+        const std::string source = "zoo:gpt2?batch=4&ffn=384&heads=3&hidden=96&layers=2&positions=8&seq=8&vocab=100";
+        auto m = sharding::findMeshProfile("dgx-a100").mesh({4}, sharding::defaultAxisNames(1));
+        m.device.memoryBytes = 2'846'954;
+        const auto [found, exact] = tapAndExact(source, m);
+        QVERIFY(found.plan.cost.fitsMemory);
+        QVERIFY_NO_SLOWER_THAN_EXACT(found, exact);
+        QVERIFY(found.plan.specs.at("transformer.h.0.mlp.c_proj.weight").spec !=
+                found.plan.specs.at("transformer.h.1.mlp.c_proj.weight").spec);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestTapSearch)
