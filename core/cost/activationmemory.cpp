@@ -299,7 +299,7 @@ bool savesInputs(const ir::Op &op)
 bool normOnSequenceShards(const ir::Graph &graph, const sharding::Mesh &mesh, const ir::Op &op,
                           const sharding::ShardingSpec &input)
 {
-    return (op.type == "LayerNormalization" || op.type == "RMSNorm") && !op.inputs.empty() &&
+    return op.isNorm() && !op.inputs.empty() &&
            graph.tensor(op.inputs[0]).shape.size() == 3 && input.splitFactor(1, mesh) > 1;
 }
 

@@ -20,11 +20,6 @@ bool startsWith(const std::string &s, const std::string &prefix)
     return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-bool isNorm(const ir::Op &op)
-{
-    return op.type == "LayerNormalization" || op.type == "RMSNorm";
-}
-
 // The parameter a linear (MatMul, Gemm) reads as its weight: [in, out], or
 // a fused query/key/value weight (Megatron-LM's linear_qkv, split by heads).
 std::optional<ir::TensorId> weightOf(const ir::Graph &g, const ir::Op &op)
@@ -194,7 +189,7 @@ MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
     if (const ir::OpId view = g.tensor(attnIn).producer; view.valid() && g.op(view).type == "Reshape")
         attnIn = g.op(view).inputs[0];
     const ir::OpId norm = g.tensor(attnIn).producer;
-    if (!norm.valid() || !isNorm(g.op(norm)) || !startsWith(g.op(norm).name, scope))
+    if (!norm.valid() || !g.op(norm).isNorm() || !startsWith(g.op(norm).name, scope))
         fail(g.tensor(attnIn).name, "the attention reads its input without a norm before it (post-norm); "
                                     "Megatron-LM's GPT layers normalise first");
     const ir::Op &normOp = g.op(norm);
@@ -234,7 +229,7 @@ MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
     // The input linears read the second norm's output.
     std::vector<ir::OpId> in;
     for (const auto &[input, linears] : mlpByInput)
-        if (const ir::OpId p = g.tensor(ir::TensorId(input)).producer; p.valid() && isNorm(g.op(p)))
+        if (const ir::OpId p = g.tensor(ir::TensorId(input)).producer; p.valid() && g.op(p).isNorm())
             in = linears;
     if (!in.empty() && in.size() == mlp.size() - 1 && in.size() <= 2)
         m.ffnHidden = outFeatures(g.tensor(*weightOf(g, g.op(in[0]))));
@@ -473,7 +468,7 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
     if (in.tensorParallelAxis >= 0)
         for (std::size_t o = 0; o < g.opCount(); ++o) {
             const ir::Op &op = g.op(ir::OpId(static_cast<std::int32_t>(o)));
-            if (isNorm(op) && !op.inputs.empty()) {
+            if (op.isNorm() && !op.inputs.empty()) {
                 const auto &p = in.specs[op.inputs[0].index()].placements[static_cast<std::size_t>(in.tensorParallelAxis)];
                 out.sequenceParallel = out.sequenceParallel || (p.isShard() && p.dim == 1);
             }

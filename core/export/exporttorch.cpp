@@ -448,7 +448,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
             if (isParameter(g, x) || g.tensor(x).shape.empty() || weightViews.count(x.value))
                 continue;
             const std::string need = readAs(opId, x);
-            if (module.empty() || op.type == "LayerNormalization" || op.type == "RMSNorm") {
+            if (module.empty() || op.isNorm()) {
                 if (need != held(x))
                     fail(g.tensor(x).name, "held as " + held(x) + " in torch and read as " + need + " by " + op.name +
                                                ", between modules, where parallelize_module redistributes only a "

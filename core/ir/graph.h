@@ -52,6 +52,8 @@ struct Op {
     // Scope path of the op: its name split on '/' and '.', without the last
     // component (the op's own leaf name).
     std::vector<std::string> scope() const;
+    // A layer or RMS norm (LayerNormalization, RMSNorm).
+    bool isNorm() const { return type == "LayerNormalization" || type == "RMSNorm"; }
 };
 
 // Splits a hierarchical name on '/' and '.', dropping empty parts.

@@ -1629,20 +1629,16 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         };
         for (std::size_t k = 0; k < prefix; ++k) {
             const ir::Op &op = m_graph.op(ops[k]);
-            const std::size_t before = specs.size();
-            for (ir::TensorId t : op.inputs) {
-                if (written.count(t) || weightOf(t) != kNotAWeight)
-                    continue;
-                const auto it = boundary.find(t);
-                specs.push_back(intern(it != boundary.end() ? it->second : m_specs[t.index()]));
-            }
-            if (k > 0 && specs.size() > before) {
-                std::vector<std::int64_t> read(specs.begin() + static_cast<std::ptrdiff_t>(before), specs.end());
-                specs.resize(before);
+            auto outside = [&](ir::TensorId t) { return !written.count(t) && weightOf(t) == kNotAWeight; };
+            if (k > 0 && std::any_of(op.inputs.begin(), op.inputs.end(), outside)) {
                 points.push_back(k);
                 keys.push_back(keyAt(k));
-                specs.insert(specs.end(), read.begin(), read.end());
             }
+            for (ir::TensorId t : op.inputs)
+                if (outside(t)) {
+                    const auto it = boundary.find(t);
+                    specs.push_back(intern(it != boundary.end() ? it->second : m_specs[t.index()]));
+                }
             written.insert(op.outputs.begin(), op.outputs.end());
         }
         points.push_back(prefix);
@@ -1944,11 +1940,11 @@ std::vector<std::vector<ir::OpId>> splitAtResidualCuts(const ir::Graph &graph, c
         // The residual stream: an Add's output (pre-norm layers), or a
         // norm's that an Add reads again (post-norm layers, BERT's).
         const ir::Tensor &t = graph.tensor(lastCrossing[k]);
-        const std::string &type = graph.op(ops[k]).type;
-        const bool residual =
-            type == "Add" || ((type == "LayerNormalization" || type == "RMSNorm") &&
-                              std::any_of(t.consumers.begin(), t.consumers.end(),
-                                          [&](ir::OpId c) { return graph.op(c).type == "Add"; }));
+        const ir::Op &op = graph.op(ops[k]);
+        const bool residual = op.type == "Add" || (op.isNorm() && std::any_of(t.consumers.begin(), t.consumers.end(),
+                                                                               [&](ir::OpId c) {
+                                                                                   return graph.op(c).type == "Add";
+                                                                               }));
         if (t.producer == ops[k] && t.consumers.size() >= 2 && residual)
             blocks.emplace_back();
     }

@@ -353,7 +353,13 @@ private:
     // the residual stream by sequence alike. One variable per class serves
     // its side tensors.
     std::vector<int> m_sideVariable;
-    std::vector<int> m_sideOwner;  // per side variable (from the classes' count on): its class
+    // Per side variable (numbered from the classes' count on): its class
+    // and the tensors it lays out.
+    struct SideVariable {
+        int owner;
+        std::vector<ir::TensorId> tensors;
+    };
+    std::vector<SideVariable> m_sides;
     // Graph inputs (not pinned) that copies of a class read: stored in the
     // class's layout, or replicated (assembleApart).
     std::vector<ir::TensorId> m_classGraphInputs;
@@ -486,8 +492,7 @@ void TapSearch::buildGroups()
 {
     const int classes = static_cast<int>(m_classes.classes.size());
     m_sideVariable.assign(m_graph.tensorCount(), -1);
-    m_sideOwner.clear();
-    int sides = 0;
+    m_sides.clear();
     for (int c = 0; c < classes; ++c) {
         const auto &cls = m_classes.classes[static_cast<std::size_t>(c)];
         std::map<ir::TensorId, std::size_t> readers;
@@ -502,23 +507,20 @@ void TapSearch::buildGroups()
         for (const auto &inst : cls.instances)
             for (ir::TensorId t : inst.outputs)
                 ranks.insert(m_graph.tensor(t).shape.size());
-        bool any = false;
+        SideVariable side{c, {}};
         for (const auto &[t, copies] : readers) {
             const ir::Tensor &tensor = m_graph.tensor(t);
             if (copies < 2 || ranks.count(tensor.shape.size()) || tensor.role == ir::Role::Parameter ||
-                !tensor.producer.valid() ||
-                m_classes.classOfOp[tensor.producer.index()].valid() || m_sideVariable[t.index()] >= 0 ||
-                m_options.pinned.count(tensor.name))
+                !tensor.producer.valid() || m_classes.classOfOp[tensor.producer.index()].valid() ||
+                m_sideVariable[t.index()] >= 0 || m_options.pinned.count(tensor.name))
                 continue;
-            m_sideVariable[t.index()] = classes + sides;
-            any = true;
+            m_sideVariable[t.index()] = classes + static_cast<int>(m_sides.size());
+            side.tensors.push_back(t);
         }
-        if (any) {
-            m_sideOwner.push_back(c);
-            ++sides;
-        }
+        if (!side.tensors.empty())
+            m_sides.push_back(std::move(side));
     }
-    m_inputVariable = std::max<int>(1, classes + sides);
+    m_inputVariable = std::max<int>(1, classes + static_cast<int>(m_sides.size()));
     m_variables = m_inputVariable + 1;
     auto makeGroup = [&](int classIndex, int instances, const std::vector<ir::OpId> &ops, const std::string &name,
                          const std::map<ir::TensorId, ShardingSpec> &pins) {
@@ -1408,7 +1410,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
     // search the ops outside classes, which read and write them all, once
     // per combination of twice the variables.
     const int classes = static_cast<int>(m_classes.classes.size());
-    const int sides = static_cast<int>(m_sideOwner.size());
+    const int sides = static_cast<int>(m_sides.size());
     auto isSide = [&](int v) { return v >= classes && v < classes + sides; };
     std::size_t tuples = 1;
     for (int v = 0; v < m_variables && tuples <= m_options.layoutCombinations; ++v)
@@ -1446,7 +1448,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 r /= static_cast<std::size_t>(layouts);
             }
         for (int side = 0; side < sides; ++side) {
-            const int owner = m_sideOwner[static_cast<std::size_t>(side)];
+            const int owner = m_sides[static_cast<std::size_t>(side)].owner;
             vars[static_cast<std::size_t>(classes + side)] = vars[static_cast<std::size_t>(owner)];
         }
         return vars;
@@ -1503,29 +1505,27 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 leastComm = {vars, c, true};
     };
     std::set<std::vector<int>> tried;
+    // Per side variable and layout, the first layout that gives its
+    // tensors the same specs (a position bias of batch 1 takes many
+    // layouts alike): the descent tries one layout of each such set.
+    std::vector<std::vector<int>> sideLayout;
+    for (const SideVariable &side : m_sides) {
+        std::map<std::vector<ShardingSpec>, int> seen;
+        sideLayout.emplace_back();
+        for (int l = 0; l < layouts; ++l) {
+            std::vector<ShardingSpec> specs;
+            for (ir::TensorId t : side.tensors)
+                specs.push_back(m_layouts[static_cast<std::size_t>(l)].specFor(m_graph.tensor(t), m_mesh));
+            sideLayout.back().push_back(seen.emplace(std::move(specs), l).first->second);
+        }
+    }
+    auto firstAlike = [&](int v, int l) {
+        return sideLayout[static_cast<std::size_t>(v - classes)][static_cast<std::size_t>(l)];
+    };
     auto explore = [&] {
         memo.clear();
         tried.clear();
         done = 0;
-        // Per side variable, one layout per different set of specs it
-        // gives its tensors (a position bias of batch 1 takes many
-        // layouts alike).
-        std::vector<std::vector<int>> sideLayout(static_cast<std::size_t>(sides));  // per layout, the first alike
-        for (int side = 0; side < sides; ++side) {
-            std::map<std::vector<ShardingSpec>, int> seen;
-            for (int l = 0; l < layouts; ++l) {
-                std::vector<ShardingSpec> specs;
-                for (std::size_t t = 0; t < m_sideVariable.size(); ++t)
-                    if (m_sideVariable[t] == classes + side)
-                        specs.push_back(m_layouts[static_cast<std::size_t>(l)].specFor(
-                            m_graph.tensor(ir::TensorId(static_cast<std::int32_t>(t))), m_mesh));
-                sideLayout[static_cast<std::size_t>(side)].push_back(seen.emplace(std::move(specs), l).first->second);
-            }
-        }
-        auto alike = [&](int v, int a, int b) {
-            const auto &first = sideLayout[static_cast<std::size_t>(v - classes)];
-            return first[static_cast<std::size_t>(a)] == first[static_cast<std::size_t>(b)];
-        };
         // Change one of `which` variables' layout at a time while that
         // improves the fastest plan (the least memory while none fits),
         // then the least-communication one.
@@ -1542,10 +1542,9 @@ SearchResult TapSearch::run(const std::string &modelSource)
                     const std::vector<int> current = (goal.found ? goal : leastMemory).vars;
                     for (auto w = which.begin(); w != which.end() && !improved; ++w)
                         for (int v = *w, l = 0; l < layouts && !improved; ++l) {
-                            if (current[static_cast<std::size_t>(v)] == l ||
-                                (isSide(v) && (sideLayout[static_cast<std::size_t>(v - classes)]
-                                                         [static_cast<std::size_t>(l)] != l ||
-                                               alike(v, l, current[static_cast<std::size_t>(v)]))))
+                            const int now = current[static_cast<std::size_t>(v)];
+                            if (now == l ||
+                                (isSide(v) && (firstAlike(v, l) != l || firstAlike(v, l) == firstAlike(v, now))))
                                 continue;
                             auto next = current;
                             next[static_cast<std::size_t>(v)] = l;
