@@ -1,5 +1,6 @@
 #include "searchdiff.h"
 
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "ir/error.h"
 #include "passes/coarsen.h"
@@ -272,12 +273,12 @@ std::string replayCommands(const SearchCase &c, const CaseResult &result, const 
     std::string model = c.source;
     if (c.built) {
         model = (fs::path(directory) / "model.json").string();
-        io::writeFileAtomically(model, io::writeModelJson(c.graph));
+        io::writeOutputFile(model, io::writeModelJson(c.graph));
     }
     std::string profile = c.profile.name;
     if (c.customProfile) {
         profile = (fs::path(directory) / "profile.json").string();
-        io::writeFileAtomically(profile, sharding::writeMeshProfileJson(c.profile));
+        io::writeOutputFile(profile, sharding::writeMeshProfileJson(c.profile));
     }
     std::string base = cli + " plan " + shellQuoted(model) + " --mesh " + shellQuoted(sharding::meshText(c.mesh)) +
                        " --mesh-profile " + shellQuoted(profile);

@@ -2,8 +2,12 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QDir>
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <sys/stat.h>
 
 namespace {
 
@@ -110,6 +114,34 @@ private slots:
         QTest::newRow("names twice") << plan + QStringList{QStringLiteral("2x2 (a, b)"), QStringLiteral("--axes"),
                                                            QStringLiteral("c,d")}
                                      << QByteArray() << QByteArray("names its axes already");
+
+        // Sizes past the limits (ir/sizes.h, zoo.h) are refused before a
+        // model is built, not wrapped into a model of 0 bytes that "fits".
+        QTest::newRow("batch past 64 bits")
+            << QStringList{QStringLiteral("plan"), QStringLiteral("zoo:gpt2?batch=4611686018427387904"),
+                           QStringLiteral("--mesh"), QStringLiteral("4"), QStringLiteral("--search"),
+                           QStringLiteral("megatron")}
+            << QByteArray() << QByteArray("batch=4611686018427387904 exceeds 16777216");
+        QTest::newRow("a billion layers") << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:gpt2?layers=1000000000")}
+                                          << QByteArray() << QByteArray("layers=1000000000 exceeds 10000");
+        QTest::newRow("ops past the limit")
+            << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:mixtral-8x7b?layers=10000&experts=1024&hidden=64&heads=8&kv_heads=8&ffn=64&vocab=64&seq=8")}
+            << QByteArray() << QByteArray("a layer); Tapestry plans at most 1048576");
+        QTest::newRow("config sizes past 64 bits")
+            << QStringList{QStringLiteral("plan"), QStringLiteral("FILE"), QStringLiteral("--mesh"), QStringLiteral("4"),
+                           QStringLiteral("--search"), QStringLiteral("megatron")}
+            << QByteArray(R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2,
+                             "n_embd": 4611686018427387904, "n_head": 72057594037927936, "vocab_size": 50257,
+                             "n_positions": 1024})")
+            << QByteArray("n_embd: n_embd=4611686018427387904 exceeds 16777216");
+        QTest::newRow("config with a billion layers")
+            << QStringList{QStringLiteral("inspect"), QStringLiteral("FILE")}
+            << QByteArray(R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 1000000000,
+                             "n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024})")
+            << QByteArray("n_layer: n_layer=1000000000 exceeds 10000");
+        QTest::newRow("tensor past the model limit")
+            << QStringList{QStringLiteral("inspect"), QStringLiteral("zoo:gpt2?batch=16777216&seq=1024&hidden=65536&heads=1")}
+            << QByteArray() << QByteArray("the most a model may hold");
     }
 
     // A mesh names its axes after its sizes, as a plan's report prints it.
@@ -198,6 +230,90 @@ private slots:
         QCOMPARE(r.code, 0);
         for (const char *option : {"--batch", "--seq", "--json", "--help"})
             QVERIFY2(r.out.contains(option), option);
+    }
+
+    // `-o` writes regular files (through a symbolic link to its target), '-'
+    // is standard output, and anything else is refused and left as it was.
+    void outputsAreRegularFilesOrStandardOutput()
+    {
+        QTemporaryDir dir;
+        const QStringList plan{QStringLiteral("plan"), QStringLiteral("zoo:mlp"), QStringLiteral("--mesh"),
+                               QStringLiteral("2"), QStringLiteral("--search"), QStringLiteral("megatron"),
+                               QStringLiteral("-o")};
+        const Run toStdout = cli(plan + QStringList{QStringLiteral("-")});
+        QCOMPARE(toStdout.code, 0);
+        QVERIFY2(QJsonDocument::fromJson(toStdout.out).object().value(QStringLiteral("format")) ==
+                     QStringLiteral("tapestry.plan"),
+                 toStdout.out.left(200).constData());
+        QVERIFY(toStdout.err.contains("step time"));  // the report, out of the pipe's way
+        QVERIFY(!QFile::exists(QStringLiteral("-")));
+
+        const QByteArray fifo = dir.filePath(QStringLiteral("plan.fifo")).toLocal8Bit();
+        QCOMPARE(::mkfifo(fifo.constData(), 0600), 0);
+        const Run toFifo = cli(plan + QStringList{QString::fromLocal8Bit(fifo)});
+        QCOMPARE(toFifo.code, 2);
+        QVERIFY2(toFifo.err.contains("is a FIFO, not a regular file"), toFifo.err.constData());
+        QCOMPARE(toFifo.err.count('\n'), 1);
+        struct stat st {};
+        QCOMPARE(::lstat(fifo.constData(), &st), 0);
+        QVERIFY(S_ISFIFO(st.st_mode));
+
+        const Run toDirectory = cli(plan + QStringList{dir.path()});
+        QCOMPARE(toDirectory.code, 2);
+        QVERIFY2(toDirectory.err.contains("is a directory"), toDirectory.err.constData());
+
+        // A link is followed: the link stays, its target gets the plan and
+        // keeps its permissions.
+        const QString target = dir.filePath(QStringLiteral("target.json"));
+        writeFile(target, "old");
+        QVERIFY(QFile::setPermissions(target, QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+        const QString link = dir.filePath(QStringLiteral("link.json"));
+        QVERIFY(QFile::link(target, link));
+        QCOMPARE(cli(plan + QStringList{link}).code, 0);
+        QVERIFY(QFileInfo(link).isSymLink());
+        QFile file(target);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(file.readAll().contains("tapestry.plan"));
+        struct stat written {};
+        QCOMPARE(::stat(QFile::encodeName(target).constData(), &written), 0);
+        QCOMPARE(written.st_mode & 0777, 0600u);
+        QVERIFY(QDir(dir.path()).entryList({QStringLiteral("*.tmp-*")}, QDir::Files | QDir::Hidden).isEmpty());
+    }
+
+    // Inputs that are not regular files are refused at once: a FIFO named
+    // like a model would otherwise block the read forever.
+    void inputsThatAreNotFilesAreRefused()
+    {
+        QTemporaryDir dir;
+        for (const char *name : {"model.onnx", "model.json"}) {
+            const QByteArray fifo = dir.filePath(QString::fromLatin1(name)).toLocal8Bit();
+            QCOMPARE(::mkfifo(fifo.constData(), 0600), 0);
+            const Run r = cli({QStringLiteral("inspect"), QString::fromLocal8Bit(fifo)});
+            QCOMPARE(r.code, 2);
+            QVERIFY2(r.err.contains(fifo + ": is a FIFO, not a regular file"), r.err.constData());
+        }
+        const QString folder = dir.filePath(QStringLiteral("folder.onnx"));
+        QVERIFY(QDir().mkpath(folder));
+        const Run r = cli({QStringLiteral("inspect"), folder});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("is a directory"), r.err.constData());
+    }
+
+    // --keep-pins takes pins from a plan of the same model only, as `cost`
+    // takes plans.
+    void keepPinsRefusesAnotherModelsPlan()
+    {
+        QTemporaryDir dir;
+        const QString mlpPlan = dir.filePath(QStringLiteral("mlp.plan.json"));
+        QCOMPARE(cli({QStringLiteral("plan"), QStringLiteral("zoo:mlp"), QStringLiteral("--mesh"), QStringLiteral("2"),
+                      QStringLiteral("-o"), mlpPlan})
+                     .code,
+                 0);
+        const Run r = cli({QStringLiteral("plan"), QStringLiteral("zoo:abc"), QStringLiteral("--mesh"), QStringLiteral("2"),
+                           QStringLiteral("--keep-pins"), mlpPlan});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("model.fingerprint"), r.err.constData());
+        QCOMPARE(r.err.count('\n'), 1);
     }
 
     void convertWritesWholeFileOrNothing()

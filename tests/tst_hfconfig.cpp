@@ -1,4 +1,5 @@
 #include "io/hfconfig.h"
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "io/modelloader.h"
 #include "io/zoo/zoo.h"
@@ -34,7 +35,7 @@ std::string editedSample(const QTemporaryDir &dir, const QString &file, const QS
             config[field] = value;
     }
     const std::string path = dir.filePath(QStringLiteral("config.json")).toStdString();
-    io::writeFileAtomically(path, config.dump(2));
+    io::writeOutputFile(path, config.dump(2));
     return path;
 }
 
@@ -157,6 +158,22 @@ private slots:
         QVERIFY2(error.find(message.toStdString()) != std::string::npos, error.c_str());
     }
 
+    // A number no double holds is a JSON error like any other, named with
+    // the file.
+    void numberPastADoubleIsRejected()
+    {
+        std::string text = io::readFile(sample(QStringLiteral("gpt2.json")));
+        text.replace(text.find("1e-05"), 5, "1e999");
+        try {
+            io::readHfConfig(text, "config.json", {});
+            QFAIL("expected an error");
+        } catch (const TapestryError &e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.starts_with("config.json: invalid JSON"), msg.c_str());
+            QVERIFY2(msg.find("1e999") != std::string::npos, msg.c_str());
+        }
+    }
+
     void seqBeyondContextNamesTheOption()
     {
         io::LoadOptions options;
@@ -204,7 +221,7 @@ private slots:
         QVERIFY(!io::isHfConfig(text));
         QVERIFY(io::isHfConfig(io::readFile(sample(QStringLiteral("t5-small.json")))));
         const std::string path = dir.filePath(QStringLiteral("mlp.json")).toStdString();
-        io::writeFileAtomically(path, text);
+        io::writeOutputFile(path, text);
         QCOMPARE(io::writeModelJson(io::loadModel(path)), text);
     }
 };

@@ -1,3 +1,4 @@
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "io/modelloader.h"
 #include "io/zoo/zoo.h"
@@ -103,6 +104,8 @@ private slots:
                                          << "m.json: $.tensors[1].shape[1]: integer overflows 64 bits or is not whole: 1e+20";
         QTest::newRow("overflowing count") << QString::fromStdString(withReplacement(m, "[3, 4]", "[4294967296, 4294967296]"))
                                            << "m.json: $.tensors[1].shape[1]: shape's element count overflows 64 bits";
+        QTest::newRow("number past a double") << QString::fromStdString(withReplacement(m, "0.5", "1e999"))
+                                              << "m.json: not valid JSON (number overflow parsing '1e999')";
         QTest::newRow("bad dtype") << QString::fromStdString(withReplacement(m, "bfloat16", "float8"))
                                    << "m.json: $.tensors[1].dtype: unknown dtype \"float8\"";
         QTest::newRow("bad role") << QString::fromStdString(withReplacement(m, "\"role\": \"parameter\"", "\"role\": \"weight\""))
@@ -131,14 +134,14 @@ private slots:
     {
         QTemporaryDir dir;
         const std::string path = dir.filePath(QStringLiteral("model.json")).toStdString();
-        io::writeFileAtomically(path, "first");
+        io::writeOutputFile(path, "first");
         QCOMPARE(io::readFile(path), std::string("first"));
-        io::writeFileAtomically(path, "second");
+        io::writeOutputFile(path, "second");
         QCOMPARE(io::readFile(path), std::string("second"));
         QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), qsizetype(1));
         // A directory that does not exist: the error names the path, nothing is left.
         const std::string missing = dir.filePath(QStringLiteral("no/such/model.json")).toStdString();
-        QVERIFY_THROWS_EXCEPTION(TapestryError, io::writeFileAtomically(missing, "x"));
+        QVERIFY_THROWS_EXCEPTION(TapestryError, io::writeOutputFile(missing, "x"));
         QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), qsizetype(1));
     }
 

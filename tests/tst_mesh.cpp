@@ -171,6 +171,7 @@ private slots:
         QTest::newRow("dtype") << QString(good).replace(R"("float32":1e12)", R"("float32":1e12,"fp7":1)")
                                << "$.device.peak_flops.fp7";
         QTest::newRow("fraction") << QString(good).replace("0.5", "1.5") << "$.device.achievable_fraction";
+        QTest::newRow("number past a double") << QString(good).replace("1e-6", "1e999") << "not valid JSON";
         QTest::newRow("good") << good << "";
     }
     void badProfileNamesFileAndPath()

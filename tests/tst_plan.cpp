@@ -1,3 +1,4 @@
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "io/modelloader.h"
 #include "ir/error.h"
@@ -199,6 +200,16 @@ private slots:
         QTest::newRow("source") << "\"source\":\"reference\"" << "\"source\":\"guess\"" << ".source";
         QTest::newRow("kind") << "\"kind\":\"all-reduce\"" << "\"kind\":\"broadcast\"" << "$.collectives[0].kind";
         QTest::newRow("truncated") << "\"warnings\"" << "" << "not valid JSON";
+        // Sizes that make no device or setting: refused, not costed.
+        QTest::newRow("negative memory") << "\"memory_bytes\":85899345920" << "\"memory_bytes\":-1"
+                                         << "$.mesh.device.memory_bytes: is negative";
+        QTest::newRow("memory past 64 bits") << "\"memory_bytes\":85899345920"
+                                             << "\"memory_bytes\":18446744073709551615"
+                                             << "$.mesh.device.memory_bytes: integer overflows 64 bits";
+        QTest::newRow("negative parameter bytes") << "\"parameter_bytes\":2.0" << "\"parameter_bytes\":-2.0"
+                                                  << "$.cost_options.parameter_bytes";
+        QTest::newRow("number past a double") << "\"parameter_bytes\":2.0" << "\"parameter_bytes\":1e999"
+                                              << "not valid JSON";
     }
     void malformedJsonNamesPath()
     {
@@ -275,11 +286,11 @@ private slots:
         std::string text = io::readFile(file.toStdString());
         const auto at = text.find("\"Shard(1)\"");
         text.replace(at, 10, "\"Shard(0)\"");  // fc1.weight [4, 8] split by rows: 4 over 4 fits
-        io::writeFileAtomically(file.toStdString(), text);
+        io::writeOutputFile(file.toStdString(), text);
         r = runCli({"cost", "zoo:mlp", file});
         QCOMPARE(r.code, 0);
         text.replace(at, 10, "\"Shard(7)\"");
-        io::writeFileAtomically(file.toStdString(), text);
+        io::writeOutputFile(file.toStdString(), text);
         r = runCli({"cost", "zoo:mlp", file});
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains(QStringLiteral("tensor 'mlp.fc1.weight'")), qPrintable(r.err));

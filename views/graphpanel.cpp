@@ -1,9 +1,10 @@
 #include "graphpanel.h"
 
 #include "ir/error.h"
+#include "imagefile.h"
 #include "palette.h"
 
-#include <QFile>
+#include <QBuffer>
 #include <QGridLayout>
 #include <QImage>
 #include <QPainter>
@@ -237,12 +238,17 @@ void GraphPanel::rebuild()
     }));
 }
 
-bool GraphPanel::exportImage(const QString &path, const QString &title) const
+bool GraphPanel::exportImage(const QString &path, const QString &title, QString *error) const
 {
+    // Drawn into memory first: the file is written whole or not at all, and
+    // an image already at `path` stays until the new one replaces it.
     const QRectF source = m_scene->sceneRect();
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
     if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
         QSvgGenerator svg;
-        svg.setFileName(path + QStringLiteral(".part"));
+        svg.setOutputDevice(&buffer);
         svg.setSize(source.size().toSize());
         svg.setViewBox(QRectF(QPointF(0, 0), source.size()));
         svg.setTitle(title);
@@ -260,11 +266,10 @@ bool GraphPanel::exportImage(const QString &path, const QString &title) const
         painter.setRenderHint(QPainter::Antialiasing);
         m_scene->render(&painter, QRectF(QPointF(0, 0), source.size() * scale), source);
         painter.end();
-        if (!image.save(path + QStringLiteral(".part"), "PNG"))
+        if (!image.save(&buffer, "PNG"))
             return false;
     }
-    QFile::remove(path);
-    return QFile::rename(path + QStringLiteral(".part"), path);
+    return writeImageFile(path, bytes, error);
 }
 
 } // namespace tapestry::views

@@ -58,7 +58,7 @@ public:
     bool expandClass(int classId);
     // The whole graph as an image, .png or .svg by suffix; `title` names
     // the drawing. Written to a temporary name and renamed.
-    bool exportImage(const QString &path, const QString &title) const;
+    bool exportImage(const QString &path, const QString &title, QString *error = nullptr) const;
 
 signals:
     void viewNodeSelected(int viewNode);  // -1: cleared

@@ -42,8 +42,9 @@ MeshDock::MeshDock(PlanDocument *document, QWidget *parent)
     connect(exportMesh, &QPushButton::clicked, this, [this] {
         const QString path = QFileDialog::getSaveFileName(this, tr("Export mesh diagram"), QStringLiteral("mesh.png"),
                                                           tr("PNG image (*.png);;SVG drawing (*.svg)"));
-        if (!path.isEmpty() && !m_view->exportImage(path))
-            emit failed(tr("%1: cannot write the image").arg(path));
+        QString error;
+        if (!path.isEmpty() && !m_view->exportImage(path, &error))
+            emit failed(error.isEmpty() ? tr("%1: cannot draw the image").arg(path) : error);
     });
     connect(m_document, &PlanDocument::planChanged, this, [this] {
         const auto &plan = *m_document->planned().plan;

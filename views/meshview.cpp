@@ -1,10 +1,11 @@
 #include "meshview.h"
 
+#include "imagefile.h"
 #include "layout/viewgraph.h"
 #include "palette.h"
 #include "sharding/deviceblock.h"
 
-#include <QFile>
+#include <QBuffer>
 #include <QPainter>
 #include <QPainterPath>
 #include <QSvgGenerator>
@@ -312,12 +313,15 @@ void MeshView::paintMesh(QPainter &p, const QRect &area)
     }
 }
 
-bool MeshView::exportImage(const QString &path)
+bool MeshView::exportImage(const QString &path, QString *error)
 {
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
     const QRect area(0, 0, std::max(width(), 640), std::max(height(), 400));
     if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
         QSvgGenerator svg;
-        svg.setFileName(path + QStringLiteral(".part"));
+        svg.setOutputDevice(&buffer);
         svg.setSize(area.size());
         svg.setViewBox(area);
         QPainter p;
@@ -332,11 +336,10 @@ bool MeshView::exportImage(const QString &path)
         p.scale(2, 2);
         paintMesh(p, area);
         p.end();
-        if (!image.save(path + QStringLiteral(".part"), "PNG"))
+        if (!image.save(&buffer, "PNG"))
             return false;
     }
-    QFile::remove(path);
-    return QFile::rename(path + QStringLiteral(".part"), path);
+    return writeImageFile(path, bytes, error);
 }
 
 } // namespace tapestry::views

@@ -59,7 +59,7 @@ public:
     const ir::Shape &shownShape() const;
     // Notation of the block `device` holds in the current frame.
     QString deviceLabel(int device) const;
-    bool exportImage(const QString &path);
+    bool exportImage(const QString &path, QString *error = nullptr);
     // Where device `device`'s tile lies when the view is drawn into `area`.
     QRectF deviceRect(int device, const QRect &area) const;
     const sharding::Mesh &mesh() const { return m_mesh; }

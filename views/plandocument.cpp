@@ -5,6 +5,7 @@
 #include "analysis/explain.h"
 #include "analysis/pinpropagation.h"
 #include "export/exportplan.h"
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
@@ -277,7 +278,7 @@ bool PlanDocument::exportPlan(const QString &format, const QString &path)
         return false;
     }
     try {
-        io::writeFileAtomically(path.toStdString(), exports::exportPlanText(*m_model.graph, *m_planned.plan,
+        io::writeOutputFile(path.toStdString(), exports::exportPlanText(*m_model.graph, *m_planned.plan,
                                                                            m_model.source.toStdString(),
                                                                            format.toStdString()));
         return true;

@@ -72,8 +72,9 @@ void StudioActions::createFileMenu()
     m_exportImage = file->addAction(tr("Export &image…"), m_window, [this] {
         const QString path = QFileDialog::getSaveFileName(m_window, tr("Export graph image"), QStringLiteral("graph.png"),
                                                           tr("PNG image (*.png);;SVG drawing (*.svg)"));
-        if (!path.isEmpty() && !m_window->exportImage(path))
-            m_window->showError(tr("%1: cannot write the image").arg(path));
+        QString error;
+        if (!path.isEmpty() && !m_window->exportImage(path, &error))
+            m_window->showError(error.isEmpty() ? tr("%1: cannot draw the image").arg(path) : error);
     });
     file->addSeparator();
     file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows)->setShortcut(QKeySequence::Quit);

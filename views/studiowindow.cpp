@@ -484,9 +484,9 @@ bool StudioWindow::expandClass(int classId)
     return m_graph->expandClass(classId);
 }
 
-bool StudioWindow::exportImage(const QString &path)
+bool StudioWindow::exportImage(const QString &path, QString *error)
 {
-    return m_graph->exportImage(path, document().source);
+    return m_graph->exportImage(path, document().source, error);
 }
 
 bool StudioWindow::showPanel(const QString &panel)

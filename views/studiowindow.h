@@ -68,7 +68,8 @@ public:
     // Expands the first run of class `classId`.
     bool expandClass(int classId);
 
-    bool exportImage(const QString &path);  // .png or .svg by suffix
+    // .png or .svg by suffix; on failure `error` (when given) says why.
+    bool exportImage(const QString &path, QString *error = nullptr);
 
     // The plan: derived after every load with the toolbar's method, mesh and
     // profile; derivePlan() runs it again on a worker.

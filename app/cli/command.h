@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,6 +27,10 @@ struct Args {
     std::optional<std::string> value(const std::string &name) const;
     // Integer option; throws TapestryError naming the option when it is not one.
     std::optional<long long> integer(const std::string &name) const;
+    // Where the command's report goes: standard output, or standard error
+    // when `-o -` writes the command's file to standard output, so that a
+    // pipe reads the file alone.
+    std::ostream &report() const;
 };
 
 struct Command {

@@ -1,6 +1,7 @@
 #include "cli/command.h"
 #include "cli/modelargs.h"
 
+#include "io/files.h"
 #include "io/jsonmodel.h"
 
 #include <iostream>
@@ -17,10 +18,7 @@ int runConvert(const Args &args)
     }
     const auto graph = loadModelFromArgs(args.positional[0], args);
     const std::string out = *args.value("-o");
-    if (out == "-")
-        std::cout << io::writeModelJson(graph);
-    else
-        io::writeFileAtomically(out, io::writeModelJson(graph));
+    io::writeOutputFile(out, io::writeModelJson(graph));
     return Ok;
 }
 
@@ -32,7 +30,7 @@ Registration convert([] {
     c.details = "The file keeps structure, names and shapes (no weights); shapes are bound with\n"
                 "--batch/--seq. Use -o - to print to stdout.\n";
     c.options = modelOptions();
-    c.options.push_back({"-o", "FILE", "where to write the model (written whole or not at all)"});
+    c.options.push_back({"-o", "FILE", "where to write the model (written whole or not at all; - for stdout)"});
     c.run = runConvert;
     return c;
 }());

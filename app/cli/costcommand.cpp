@@ -23,9 +23,9 @@ int runCost(const Args &args)
     if (auto path = args.value("-o"))
         plan::writePlanFile(*path, p);
     if (args.has("--json"))
-        std::cout << planReportJson(p).dump(2) << '\n';
+        args.report() << planReportJson(p).dump(2) << '\n';
     else
-        printPlanReport(p, std::cout);
+        printPlanReport(p, args.report());
     return Ok;
 }
 
@@ -38,7 +38,7 @@ Registration cost([] {
                 "legal spec; otherwise the command names the tensor and exits 2. A plan that does not\n"
                 "fit in device memory is still costed, and the report says so.\n";
     c.options = modelOptions();
-    c.options.push_back({"-o", "FILE", "write the re-costed plan"});
+    c.options.push_back({"-o", "FILE", "write the re-costed plan (- for stdout; the report then goes to stderr)"});
     c.options.push_back({"--json", "", "print the summary as one JSON object"});
     c.run = runCost;
     return c;

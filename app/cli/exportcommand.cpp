@@ -1,6 +1,7 @@
 #include "cli/command.h"
 #include "cli/modelargs.h"
 
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "ir/error.h"
 #include "plan/planjson.h"
@@ -96,9 +97,9 @@ int runExport(const Args &args)
         summary["notes"] = jax.notes;
     }
     if (auto path = args.value("-o")) {
-        io::writeFileAtomically(*path, text);
+        io::writeOutputFile(*path, text);
         summary["file"] = *path;
-        if (!args.has("--json"))
+        if (!args.has("--json") && *path != "-")
             std::cout << to << " export written to " << *path << '\n';
     } else if (!args.has("--json")) {
         std::cout << text;
@@ -106,7 +107,7 @@ int runExport(const Args &args)
     if (args.has("--json")) {
         if (!args.value("-o"))
             summary["text"] = text;
-        std::cout << summary.dump(2) << '\n';
+        args.report() << summary.dump(2) << '\n';
     }
     return Ok;
 }
@@ -142,7 +143,7 @@ Registration exportCommand([] {
     c.options = modelOptions();
     c.options.push_back({"--to", "FORMAT", "torch, jax or megatron"});
     c.options.push_back({"--model", "MODEL", "the plan's model, where its source does not load as recorded"});
-    c.options.push_back({"-o", "FILE", "write the export there (atomically) instead of stdout"});
+    c.options.push_back({"-o", "FILE", "write the export there (whole or not at all) instead of stdout"});
     c.options.push_back({"--json", "", "print a summary as one JSON object (with the text when no -o)"});
     c.run = runExport;
     return c;

@@ -28,6 +28,11 @@ std::optional<std::string> Args::value(const std::string &name) const
     return it->second;
 }
 
+std::ostream &Args::report() const
+{
+    return value("-o") == std::optional<std::string>("-") ? std::cerr : std::cout;
+}
+
 std::optional<long long> Args::integer(const std::string &name) const
 {
     auto v = value(name);

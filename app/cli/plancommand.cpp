@@ -160,6 +160,9 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         if (method != "tap")
             throw TapestryError(Error{"--keep-pins", {}, "works with --search tap only"});
         pinnedFrom = plan::readPlanFile(*from);
+        // A plan made for another model (its fingerprint), or one that does
+        // not fit this model, is refused, as `cost` refuses it.
+        plan::planSpecs(*pinnedFrom, graph, *from);
         options.pinned = analysis::pinsOf(*pinnedFrom);
     }
     auto run = [&](const sharding::Mesh &m, const search::SearchOptions &o) {
@@ -273,15 +276,15 @@ int runPlan(const Args &args)
             j["plan_file"] = *path;
         if (auto target = args.value("--target"))
             j["target"] = {{"framework", *target}, {"note", targetNote}};
-        std::cout << j.dump(2) << '\n';
+        args.report() << j.dump(2) << '\n';
     } else {
-        printPlanReport(p, std::cout, reasons);
+        printPlanReport(p, args.report(), reasons);
         if (result)
-            printSearchReport(*result, loadSeconds, std::cout);
+            printSearchReport(*result, loadSeconds, args.report());
         if (!targetNote.empty())
-            std::cout << "target        " << targetNote << '\n';
-        if (auto path = args.value("-o"))
-            std::cout << "\nplan written to " << *path << '\n';
+            args.report() << "target        " << targetNote << '\n';
+        if (auto path = args.value("-o"); path && *path != "-")
+            args.report() << "\nplan written to " << *path << '\n';
     }
     return Ok;
 }
@@ -327,7 +330,7 @@ Registration plan([] {
                          "keep to plans the framework's export expresses: the axes' names are roles, no optimizer "
                          "offload, and where the search's plan still cannot be exported, the best reference plan "
                          "that can"});
-    c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON)"});
+    c.options.push_back({"-o", "FILE", "write the plan (tapestry.plan JSON; - for stdout, the report then goes to stderr)"});
     c.options.push_back({"--json", "", "print the summary as one JSON object"});
     c.run = runPlan;
     return c;

@@ -1,7 +1,9 @@
 #include "graphpanel.h"
+#include "imagefile.h"
 #include "studiowindow.h"
 
 #include <QApplication>
+#include <QBuffer>
 #include <QCommandLineParser>
 #include <QTimer>
 
@@ -9,6 +11,8 @@
 #include <string>
 
 using tapestry::views::StudioWindow;
+using tapestry::views::imageFormatFor;
+using tapestry::views::writeImageFile;
 
 namespace {
 
@@ -104,20 +108,33 @@ int main(int argc, char **argv)
     // The screenshot waits until the layout is on screen and the plan settled.
     bool laidOut = false;
     bool shot = false;
+    // A plan that failed (a malformed --mesh, a model that does not load) is
+    // still shown, but the run exits 2: a script taking screenshots must see it.
+    bool planFailed = false;
     auto shoot = [&] {
         if (!shooting || shot || !laidOut || window.isBusy())
             return;
         shot = true;
         QTimer::singleShot(50, &window, [&] {
             const QString file = parser.value(screenshot);
-            const bool ok = window.grab().save(file);
+            QByteArray bytes;
+            QBuffer buffer(&bytes);
+            buffer.open(QIODevice::WriteOnly);
+            QString error;
+            const bool ok = window.grab().save(&buffer, imageFormatFor(file).constData()) &&
+                            writeImageFile(file, bytes, &error);
             if (!ok)
-                std::cerr << "tapestry: " << file.toStdString() << ": cannot write the screenshot\n";
-            QApplication::exit(ok ? 0 : 2);
+                std::cerr << "tapestry: "
+                          << (error.isEmpty() ? file + QStringLiteral(": cannot draw the screenshot") : error).toStdString()
+                          << '\n';
+            QApplication::exit(ok && !planFailed ? 0 : 2);
         });
     };
     QObject::connect(&window, &StudioWindow::planReady, &window, shoot);
-    QObject::connect(&window, &StudioWindow::planFailed, &window, shoot);
+    QObject::connect(&window, &StudioWindow::planFailed, &window, [&] {
+        planFailed = true;
+        shoot();
+    });
 
     // After the model loads: expand (which lays out again), then select, then
     // take the screenshot once the last layout is on screen.

@@ -1,5 +1,6 @@
 #include "io/hfconfig.h"
 
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "io/zoo/zoo.h"
 #include "ir/error.h"
@@ -33,7 +34,9 @@ public:
         return m_config.contains(field) && !m_config.at(field).is_null();
     }
 
-    std::int64_t positive(const std::string &field) const
+    // A positive integer of at most `most`, checked as it is read: the
+    // config's sizes are multiplied together before the zoo checks its knobs.
+    std::int64_t positive(const std::string &field, std::int64_t most = zoo::kMaxKnob) const
     {
         if (!m_config.contains(field))
             fail(field, "missing field (a positive integer)");
@@ -43,6 +46,9 @@ public:
         const auto n = v.get<std::int64_t>();
         if (n <= 0)
             fail(field, "expected a positive integer, got " + std::to_string(n));
+        if (n > most)
+            fail(field, field + "=" + std::to_string(n) + " exceeds " + std::to_string(most) +
+                            ", the most Tapestry builds");
         return n;
     }
 
@@ -102,7 +108,7 @@ void set(ConfigKnobs &c, const std::string &knob, const std::string &field, std:
 
 void take(ConfigKnobs &c, const ConfigFields &f, const std::string &knob, const std::string &field)
 {
-    set(c, knob, field, f.positive(field));
+    set(c, knob, field, f.positive(field, zoo::knobLimit(knob)));
 }
 
 ConfigKnobs gpt2(const ConfigFields &f)
@@ -263,7 +269,7 @@ ir::Graph readHfConfig(const std::string &text, const std::string &input, const 
     json config;
     try {
         config = json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {  // a syntax error, or a number past a double's range (1e999)
         throw TapestryError(Error{input, {}, std::string("invalid JSON: ") + e.what()});
     }
     if (!config.is_object() || !(config.contains("model_type") || config.contains("architectures")))

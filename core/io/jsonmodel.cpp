@@ -1,15 +1,15 @@
 #include "io/jsonmodel.h"
 
+#include "io/files.h"
+
 #include "ir/error.h"
+#include "ir/sizes.h"
 #include "ir/validate.h"
 
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <fstream>
 #include <limits>
 #include <sstream>
-#include <unistd.h>
 
 namespace tapestry::io {
 
@@ -78,9 +78,10 @@ public:
             const std::int64_t d = integer(a[i], p);
             if (d < 0)
                 fail(p, "negative dim " + std::to_string(d));
-            if (d > 0 && elements > std::numeric_limits<std::int64_t>::max() / d)
+            const auto next = ir::checkedMul(elements, d);
+            if (!next)
                 fail(p, "shape's element count overflows 64 bits");
-            elements *= d;
+            elements = *next;
             s.push_back(d);
         }
         return s;
@@ -137,6 +138,10 @@ ir::Graph readModelJson(const std::string &text, const std::string &input)
     } catch (const json::parse_error &e) {
         throw TapestryError(Error{input, {}, "not valid JSON (syntax error at byte " +
                                                  std::to_string(e.byte) + ")"});
+    } catch (const json::out_of_range &e) {
+        // A number past a double's range (1e999): "[json.exception...] number overflow parsing '1e999'".
+        const std::string what = e.what();
+        throw TapestryError(Error{input, {}, "not valid JSON (" + what.substr(what.find("] ") + 2) + ")"});
     }
     Reader r(input);
     if (!doc.is_object())
@@ -210,18 +215,6 @@ ir::Graph readModelJson(const std::string &text, const std::string &input)
     return graph;
 }
 
-std::string readFile(const std::string &path)
-{
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw TapestryError(Error{path, {}, "cannot open file"});
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad())
-        throw TapestryError(Error{path, {}, "read error"});
-    return ss.str();
-}
-
 ir::Graph readModelJsonFile(const std::string &path)
 {
     return readModelJson(readFile(path), path);
@@ -271,26 +264,6 @@ std::string writeModelJson(const ir::Graph &graph)
     }
     out += "\n ]\n}\n";
     return out;
-}
-
-void writeFileAtomically(const std::string &path, const std::string &contents)
-{
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out)
-            throw TapestryError(Error{path, {}, "cannot write file"});
-        out << contents;
-        out.flush();
-        if (!out) {
-            std::remove(tmp.c_str());
-            throw TapestryError(Error{path, {}, "write failed"});
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw TapestryError(Error{path, {}, "cannot rename temporary file into place"});
-    }
 }
 
 } // namespace tapestry::io

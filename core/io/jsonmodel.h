@@ -15,9 +15,4 @@ ir::Graph readModelJsonFile(const std::string &path);
 // writeModelJson(readModelJson(writeModelJson(g))) == writeModelJson(g).
 std::string writeModelJson(const ir::Graph &graph);
 
-// Writes to a temporary name beside `path` and renames, so a failed write
-// never leaves a half-written file.
-void writeFileAtomically(const std::string &path, const std::string &contents);
-std::string readFile(const std::string &path);
-
 } // namespace tapestry::io

@@ -1,6 +1,7 @@
 #include "io/modelloader.h"
 
 #include "io/hfconfig.h"
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "io/onnx/onnxloader.h"
 #include "io/zoo/zoo.h"

@@ -1,5 +1,7 @@
 #include "ir/validate.h"
 
+#include "ir/sizes.h"
+
 #include <algorithm>
 #include <functional>
 #include <unordered_set>
@@ -277,14 +279,23 @@ std::optional<Error> validate(const Graph &graph, const std::string &input)
     // The graph maps each name to its first tensor and op: a later one of the
     // same name is a duplicate. A graph that never saw a name twice has none.
     const bool lookUpNames = !graph.namesKnownUnique();
+    if (static_cast<std::int64_t>(graph.opCount()) > kMaxOps)
+        return fail({}, "the model has " + std::to_string(graph.opCount()) + " ops; Tapestry plans at most " +
+                            std::to_string(kMaxOps));
+    // Every size past this point is plain int64 arithmetic (ir/sizes.h).
+    std::int64_t modelBytes = 0;
     for (std::size_t i = 0; i < graph.tensorCount(); ++i) {
         const TensorId id(static_cast<std::int32_t>(i));
         if (lookUpNames && graph.findTensor(graph.tensor(id).name) != id)
             return fail("tensor '" + graph.tensor(id).name + "'", "duplicate tensor name");
-        const auto shape = arrays.shape(id);
-        if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; }))
+        std::int64_t bytes = 0;
+        if (auto problem = tensorSizeProblem(arrays.shape(id), byteSize(arrays.dtype(id)), bytes))
+            return fail("tensor '" + graph.tensor(id).name + "'", *problem);
+        modelBytes += bytes;  // each term is at most kMaxModelBytes, so the sum stays below 2^63 until checked
+        if (modelBytes > kMaxModelBytes)
             return fail("tensor '" + graph.tensor(id).name + "'",
-                        "negative dim in shape " + shapeToString(graph.tensor(id).shape));
+                        "the model's tensors hold more than " + limitBytesText(kMaxModelBytes) +
+                            " together, the most a model may hold");
     }
     const auto tensorCount = static_cast<std::int32_t>(graph.tensorCount());
     for (std::size_t i = 0; i < graph.opCount(); ++i) {

@@ -1,5 +1,6 @@
 #include "plan/planjson.h"
 
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "ir/error.h"
 
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <string_view>
 
 namespace tapestry::plan {
@@ -15,6 +17,11 @@ namespace tapestry::plan {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// Bounds on a plan's per-parameter cost options: fp64 Adam with fp64 master
+// weights keeps 32 bytes a parameter; anything past these is not a setting.
+constexpr double kMostBytesPerParameter = 1024;
+constexpr double kMostFlopsPerParameter = 1e6;
 
 Json linkJson(const sharding::LinkProfile &l)
 {
@@ -192,7 +199,27 @@ public:
         const auto &v = at(obj, path, key);
         if (!v.is_number_integer())
             fail(path + "." + key, "expected an integer");
+        if (v.is_number_unsigned() &&
+            v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+            fail(path + "." + key, "integer overflows 64 bits");
         return v.get<std::int64_t>();
+    }
+    // A byte count, a size or a rate: not negative (and, for a number, at
+    // most `most`).
+    std::int64_t count(const nlohmann::json &obj, const std::string &path, const std::string &key) const
+    {
+        const std::int64_t n = integer(obj, path, key);
+        if (n < 0)
+            fail(path + "." + key, "is negative (" + std::to_string(n) + ")");
+        return n;
+    }
+    double amount(const nlohmann::json &obj, const std::string &path, const std::string &key, double most) const
+    {
+        const double x = number(obj, path, key);
+        if (!(x >= 0) || x > most)
+            fail(path + "." + key, "expected a number from 0 to " + nlohmann::json(most).dump() + ", got " +
+                                       nlohmann::json(x).dump());
+        return x;
     }
     bool boolean(const nlohmann::json &obj, const std::string &path, const std::string &key) const
     {
@@ -390,7 +417,7 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     nlohmann::json doc;
     try {
         doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error &e) {
+    } catch (const nlohmann::json::exception &e) {  // a syntax error, or a number past a double's range (1e999)
         r.fail("", std::string("not valid JSON: ") + e.what());
     }
     if (!doc.is_object())
@@ -446,11 +473,11 @@ Plan readPlanJson(const std::string &text, const std::string &input)
         p.axesConstrained = r.boolean(mesh, "$.mesh", "axes_constrained");
     const auto &device = r.object(mesh, "$.mesh", "device");
     p.mesh.device.name = r.string(device, "$.mesh.device", "name");
-    p.mesh.device.memoryBytes = r.integer(device, "$.mesh.device", "memory_bytes");
-    p.mesh.device.achievableFraction = r.number(device, "$.mesh.device", "achievable_fraction");
+    p.mesh.device.memoryBytes = r.count(device, "$.mesh.device", "memory_bytes");
+    p.mesh.device.achievableFraction = r.amount(device, "$.mesh.device", "achievable_fraction", 1.0);
     for (const auto &[dtype, value] : r.object(device, "$.mesh.device", "peak_flops").items()) {
-        if (!value.is_number())
-            r.fail("$.mesh.device.peak_flops." + dtype, "expected a number");
+        if (!value.is_number() || !(value.get<double>() > 0))
+            r.fail("$.mesh.device.peak_flops." + dtype, "expected a positive number");
         p.mesh.device.peakFlops[dtype] = value.get<double>();
     }
 
@@ -460,10 +487,11 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     p.searchWarnings = r.strings(search, "$.search", "warnings");
 
     const auto &options = r.object(doc, "$", "cost_options");
-    p.costOptions.parameterBytes = r.number(options, "$.cost_options", "parameter_bytes");
-    p.costOptions.gradientBytes = r.number(options, "$.cost_options", "gradient_bytes");
-    p.costOptions.optimizerBytes = r.number(options, "$.cost_options", "optimizer_bytes");
-    p.costOptions.optimizerFlopsPerParameter = r.number(options, "$.cost_options", "optimizer_flops_per_parameter");
+    p.costOptions.parameterBytes = r.amount(options, "$.cost_options", "parameter_bytes", kMostBytesPerParameter);
+    p.costOptions.gradientBytes = r.amount(options, "$.cost_options", "gradient_bytes", kMostBytesPerParameter);
+    p.costOptions.optimizerBytes = r.amount(options, "$.cost_options", "optimizer_bytes", kMostBytesPerParameter);
+    p.costOptions.optimizerFlopsPerParameter =
+        r.amount(options, "$.cost_options", "optimizer_flops_per_parameter", kMostFlopsPerParameter);
     p.costOptions.overlap = r.boolean(options, "$.cost_options", "overlap");
     // Written since the optimizer could be offloaded; older files keep the defaults.
     if (options.contains("host_bandwidth_bytes_per_s"))
@@ -591,7 +619,7 @@ Plan readPlanFile(const std::string &path)
 
 void writePlanFile(const std::string &path, const Plan &plan)
 {
-    io::writeFileAtomically(path, writePlanJson(plan));
+    io::writeOutputFile(path, writePlanJson(plan));
 }
 
 } // namespace tapestry::plan

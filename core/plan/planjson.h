@@ -15,7 +15,7 @@ std::string writePlanJson(const Plan &plan);
 Plan readPlanJson(const std::string &text, const std::string &input);
 
 Plan readPlanFile(const std::string &path);
-// Through io::writeFileAtomically: no half-written plan is ever left behind.
+// Through io::writeOutputFile: no half-written plan is ever left behind.
 void writePlanFile(const std::string &path, const Plan &plan);
 
 } // namespace tapestry::plan

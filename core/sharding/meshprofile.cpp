@@ -1,6 +1,7 @@
 #include "sharding/meshprofile.h"
 #include "sharding/shardingspec.h"
 
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "ir/error.h"
 
@@ -98,7 +99,7 @@ MeshProfile readMeshProfileJson(const std::string &text, const std::string &inpu
     json doc;
     try {
         doc = json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {  // a syntax error, or a number past a double's range (1e999)
         r.fail("", std::string("not valid JSON: ") + e.what());
     }
     if (!doc.is_object())

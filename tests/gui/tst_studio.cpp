@@ -22,6 +22,7 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QDir>
+#include <QFileInfo>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
@@ -238,6 +239,39 @@ private slots:
         QVERIFY(text.contains("<svg"));
         QVERIFY(text.contains("</svg>"));
         QVERIFY(!QFile::exists(png + QStringLiteral(".part")));
+
+        // An image already there stays until the new one replaces it whole:
+        // through a link, the link stays and its target is replaced; where
+        // the export cannot go (a directory), what is there is kept and the
+        // error says why in one line.
+        const QString link = dir.filePath(QStringLiteral("latest.png"));
+        QVERIFY(QFile::link(png, link));
+        QVERIFY(w.exportImage(link));
+        QVERIFY(QFileInfo(link).isSymLink());
+        QVERIFY(!QImage(png).isNull());
+        const QString folder = dir.filePath(QStringLiteral("shots.png"));
+        QVERIFY(QDir().mkpath(folder));
+        QString error;
+        QVERIFY(!w.exportImage(folder, &error));
+        QVERIFY2(error.contains(QStringLiteral("is a directory")), qPrintable(error));
+        QVERIFY(QFileInfo(folder).isDir());
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 3);  // g.png, g.svg, the link
+    }
+
+    // The studio's --screenshot mode is for scripts: a plan that fails (a
+    // malformed --mesh) still gets its screenshot, and the exit says 2.
+    void screenshotOfAFailedPlanExitsTwo()
+    {
+        QTemporaryDir dir;
+        const QString shot = dir.filePath(QStringLiteral("shot.png"));
+        QProcess studio;
+        studio.start(QStringLiteral(TAPESTRY_GUI), {QStringLiteral("zoo:mlp"), QStringLiteral("--mesh"),
+                                                    QStringLiteral("3x"), QStringLiteral("--screenshot"), shot});
+        QVERIFY(studio.waitForFinished(120000));
+        QCOMPARE(studio.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(studio.exitCode(), 2);
+        QVERIFY2(studio.readAllStandardError().contains("3x"), "the error names the mesh");
+        QVERIFY(!QImage(shot).isNull());
     }
 
     void badFileKeepsPreviousModel()

@@ -1,5 +1,7 @@
 #include "io/onnx/onnxtypes.h"
 
+#include "ir/sizes.h"
+
 #include <limits>
 
 namespace tapestry::io::onnximport {
@@ -54,9 +56,10 @@ ShapeResult concreteShape(const ::onnx::TypeProto &type)
             return {{}, "dim " + std::to_string(i) + " is unknown"};
         if (d.dim_value() < 0)
             return {{}, "dim " + std::to_string(i) + " is negative (" + std::to_string(d.dim_value()) + ")"};
-        if (d.dim_value() > 0 && elements > std::numeric_limits<std::int64_t>::max() / d.dim_value())
+        const auto next = ir::checkedMul(elements, d.dim_value());
+        if (!next)
             return {{}, "element count overflows 64 bits"};
-        elements *= d.dim_value();
+        elements = *next;
         r.shape.push_back(d.dim_value());
     }
     return r;

@@ -1,6 +1,7 @@
 #include "io/onnx/shapeevaluator.h"
 
 #include "io/onnx/tensorvalue.h"
+#include "ir/sizes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,13 +123,7 @@ std::optional<T> binary(const T &a, const T &b, F f, int resultType)
     return out;
 }
 
-std::optional<std::int64_t> checkedAdd(std::int64_t a, std::int64_t b)
-{
-    std::int64_t r;
-    if (__builtin_add_overflow(a, b, &r))
-        return std::nullopt;
-    return r;
-}
+using ir::checkedAdd;
 
 std::optional<std::int64_t> checkedSub(std::int64_t a, std::int64_t b)
 {
@@ -138,13 +133,7 @@ std::optional<std::int64_t> checkedSub(std::int64_t a, std::int64_t b)
     return r;
 }
 
-std::optional<std::int64_t> checkedMul(std::int64_t a, std::int64_t b)
-{
-    std::int64_t r;
-    if (__builtin_mul_overflow(a, b, &r))
-        return std::nullopt;
-    return r;
-}
+using ir::checkedMul;
 
 std::optional<std::int64_t> checkedDiv(std::int64_t a, std::int64_t b)
 {
@@ -189,11 +178,10 @@ std::optional<Ints> evaluateInts(const ::onnx::NodeProto &node,
         auto dims = inputTypes.empty() ? std::nullopt : concreteDims(inputTypes[0]);
         if (!dims)
             return std::nullopt;
-        std::int64_t n = 1;
-        for (auto d : *dims)
-            if (__builtin_mul_overflow(n, d, &n))
-                return std::nullopt;
-        return Ints{{}, {n}};
+        const auto n = ir::checkedElementCount(*dims);
+        if (!n)
+            return std::nullopt;
+        return Ints{{}, {*n}};
     }
     if (op == "Cast") {
         auto x = in(0);

@@ -1,5 +1,8 @@
 #include "io/zoo/graphbuilder.h"
 
+#include "ir/error.h"
+#include "ir/sizes.h"
+
 #include <algorithm>
 
 namespace tapestry::io::zoo {
@@ -26,9 +29,28 @@ std::string GraphBuilder::scoped(const std::string &leaf) const
     return m_prefix + leaf;
 }
 
+void GraphBuilder::fail(const std::string &where, const std::string &problem) const
+{
+    throw TapestryError(Error{"zoo:" + m_graph.name, where, problem});
+}
+
+ir::TensorId GraphBuilder::addTensor(const std::string &name, ir::Shape shape, ir::DType dtype, ir::Role role)
+{
+    // Checked as the model grows, so that sizes past the limits are refused
+    // before they are built, and before any count of them overflows.
+    std::int64_t bytes = 0;
+    if (auto problem = ir::tensorSizeProblem(shape, ir::byteSize(dtype), bytes))
+        fail("tensor '" + name + "'", *problem);
+    m_bytes += bytes;
+    if (m_bytes > ir::kMaxModelBytes)
+        fail("tensor '" + name + "'", "the model's tensors hold more than " + ir::limitBytesText(ir::kMaxModelBytes) +
+                                          " together, the most a model may hold");
+    return m_graph.addTensor(name, std::move(shape), dtype, role);
+}
+
 ir::TensorId GraphBuilder::input(const std::string &name, ir::Shape shape, ir::DType dtype)
 {
-    return m_graph.addTensor(name, std::move(shape), dtype, ir::Role::Input);
+    return addTensor(name, std::move(shape), dtype, ir::Role::Input);
 }
 
 ir::TensorId GraphBuilder::parameter(const std::string &leaf, ir::Shape shape)
@@ -37,7 +59,7 @@ ir::TensorId GraphBuilder::parameter(const std::string &leaf, ir::Shape shape)
     std::string name;
     for (const auto &s : m_scope)
         name += s + ".";
-    return m_graph.addTensor(name + leaf, std::move(shape), m_dtype, ir::Role::Parameter);
+    return addTensor(name + leaf, std::move(shape), m_dtype, ir::Role::Parameter);
 }
 
 std::vector<ir::TensorId> GraphBuilder::opMulti(const std::string &type,
@@ -45,6 +67,8 @@ std::vector<ir::TensorId> GraphBuilder::opMulti(const std::string &type,
                                                 std::vector<ir::Shape> shapes,
                                                 ir::Attributes attributes)
 {
+    if (static_cast<std::int64_t>(m_graph.opCount()) >= ir::kMaxOps)
+        fail({}, "the model has more than " + std::to_string(ir::kMaxOps) + " ops, the most Tapestry plans");
     std::string name = scoped(type);
     if (m_graph.findOp(name)) {
         const std::string base = name + '_';
@@ -59,8 +83,7 @@ std::vector<ir::TensorId> GraphBuilder::opMulti(const std::string &type,
         std::string tensorName = name;
         tensorName += ':';
         tensorName += std::to_string(i);
-        outputs.push_back(
-            m_graph.addTensor(tensorName, std::move(shapes[i]), m_dtype, ir::Role::Activation));
+        outputs.push_back(addTensor(tensorName, std::move(shapes[i]), m_dtype, ir::Role::Activation));
     }
     m_graph.addOp(type, name, std::move(inputs), outputs, std::move(attributes));
     return outputs;

@@ -50,8 +50,13 @@ public:
     ir::Graph take();
 
 private:
+    // Adds a tensor after checking its size and the model's (ir/sizes.h).
+    ir::TensorId addTensor(const std::string &name, ir::Shape shape, ir::DType dtype, ir::Role role);
+    [[noreturn]] void fail(const std::string &where, const std::string &problem) const;
+
     ir::Graph m_graph;
     ir::DType m_dtype;
+    std::int64_t m_bytes = 0;  // the bytes of every tensor so far
     std::vector<std::string> m_scope;
     std::string m_prefix;
     // Last counter used per op base name, so naming the k-th op of a type in a

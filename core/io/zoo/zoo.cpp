@@ -2,7 +2,9 @@
 
 #include "io/zoo/families.h"
 #include "ir/error.h"
+#include "ir/sizes.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -71,6 +73,49 @@ const Preset *findPreset(const std::string &name)
     return nullptr;
 }
 
+std::int64_t knobLimit(const std::string &knob)
+{
+    if (knob == "layers" || knob == "decoder_layers")
+        return kMaxLayers;
+    return knob == "experts" ? kMaxExperts : kMaxKnob;
+}
+
+namespace {
+
+// Refuses a model of more than ir::kMaxOps ops before building it. A stack
+// repeats its layer, so its op count is affine in the layer count: the same
+// model built with one and with two layers gives it (an encoder-decoder's
+// two stacks are counted as deep as the deeper one, an upper bound).
+void checkOpCount(const std::function<ir::Graph(const std::string &, const Knobs &)> &builder,
+                  const std::string &name, const Knobs &knobs)
+{
+    std::int64_t layers = 0;
+    Knobs one = knobs, two = knobs;
+    for (const char *knob : {"layers", "decoder_layers"})
+        if (auto it = knobs.find(knob); it != knobs.end()) {
+            layers = std::max(layers, it->second);
+            one[knob] = 1;
+            two[knob] = 2;
+        }
+    if (layers <= 2)
+        return;  // built whole within the builders' own op limit
+    std::int64_t base = 0, perLayer = 0;
+    try {
+        base = static_cast<std::int64_t>(builder(name, one).opCount());
+        perLayer = static_cast<std::int64_t>(builder(name, two).opCount()) - base;
+    } catch (const TapestryError &) {
+        return;  // the model asked for says why it cannot be built
+    }
+    const std::int64_t ops = base + (layers - 1) * perLayer;
+    if (ops > ir::kMaxOps)
+        throw TapestryError(Error{"zoo:" + name, {},
+                                  "the model would have about " + std::to_string(ops) + " ops (" +
+                                      std::to_string(perLayer) + " a layer); Tapestry plans at most " +
+                                      std::to_string(ir::kMaxOps)});
+}
+
+} // namespace
+
 ir::Graph buildFamily(const std::string &family, const std::string &name, const Knobs &knobs)
 {
     static const std::map<std::string, std::function<ir::Graph(const std::string &, const Knobs &)>>
@@ -87,6 +132,18 @@ ir::Graph buildFamily(const std::string &family, const std::string &name, const 
     auto it = kFamilies.find(family);
     if (it == kFamilies.end())
         throw TapestryError(Error{"zoo:" + name, {}, "unknown model family '" + family + "'"});
+    // Checked before anything is built: a billion layers would take the
+    // machine's memory, and with every knob at most 2^24 the builders'
+    // products of two knobs cannot overflow (the tensors they make are then
+    // checked against ir::kMaxModelBytes as they are added).
+    for (const auto &[knob, value] : knobs) {
+        const std::int64_t limit = knobLimit(knob);
+        if (value > limit)
+            throw TapestryError(Error{"zoo:" + name, knob,
+                                      knob + "=" + std::to_string(value) + " exceeds " + std::to_string(limit) +
+                                          ", the most Tapestry builds"});
+    }
+    checkOpCount(it->second, name, knobs);
     return it->second(name, knobs);
 }
 

@@ -30,6 +30,14 @@ const Preset *findPreset(const std::string &name);
 // throw TapestryError naming the spec.
 ir::Graph build(const std::string &spec, const LoadOptions &options = {});
 
+// The largest knob values the builders take: layers (each of T5's stacks),
+// experts, and every other size (hidden, heads, vocab, batch, seq, ...).
+inline constexpr std::int64_t kMaxLayers = 10'000;
+inline constexpr std::int64_t kMaxExperts = 1'024;
+inline constexpr std::int64_t kMaxKnob = std::int64_t{1} << 24;
+// The limit of `knob`: one of the three above.
+std::int64_t knobLimit(const std::string &knob);
+
 // Builds a family's graph from complete, positive knobs (the preset's
 // defaults merged with the user's overrides). `name` becomes the graph's
 // name. Knob values that make no model throw TapestryError with input
