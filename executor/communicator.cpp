@@ -1,6 +1,7 @@
 #include "communicator.h"
 
 #include "kernels/strided.h"
+#include "watchdog.h"
 
 #include <utility>
 
@@ -34,7 +35,8 @@ Communicator::Communicator(MPI_Comm comm) : m_comm(comm)
 
 Communicator::Communicator(Communicator &&other) noexcept
     : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)), m_rank(other.m_rank),
-      m_size(other.m_size), m_stats(other.m_stats), m_scratch(std::move(other.m_scratch))
+      m_size(other.m_size), m_stats(other.m_stats), m_scratch(std::move(other.m_scratch)),
+      m_watchdog(other.m_watchdog)
 {
 }
 
@@ -48,6 +50,7 @@ Communicator &Communicator::operator=(Communicator &&other) noexcept
         m_size = other.m_size;
         m_stats = other.m_stats;
         m_scratch = std::move(other.m_scratch);
+        m_watchdog = other.m_watchdog;
     }
     return *this;
 }
@@ -64,7 +67,18 @@ Communicator Communicator::split(int color, int key) const
 {
     MPI_Comm comm;
     MPI_Comm_split(m_comm, color, key, &comm);
-    return Communicator(comm);
+    Communicator part(comm);
+    part.m_watchdog = m_watchdog;
+    return part;
+}
+
+void Communicator::barrier()
+{
+    if (m_watchdog)
+        m_watchdog->enterBarrier();
+    MPI_Barrier(m_comm);
+    if (m_watchdog)
+        m_watchdog->leave();
 }
 
 float *Communicator::scratch(std::size_t which, std::int64_t count)
@@ -77,6 +91,7 @@ float *Communicator::scratch(std::size_t which, std::int64_t count)
 
 void Communicator::allReduceSum(const TensorView &x)
 {
+    const Watchdog::Waiting waiting(m_watchdog, Collective::AllReduce);
     const double t0 = MPI_Wtime();
     MPI_Allreduce(MPI_IN_PLACE, x.data, mpiCount(x.size(), "all-reduce"), MPI_FLOAT, MPI_SUM,
                   m_comm);
@@ -88,6 +103,7 @@ void Communicator::allReduceSum(const TensorView &x)
 
 void Communicator::allReduceMax(const TensorView &x)
 {
+    const Watchdog::Waiting waiting(m_watchdog, Collective::AllReduce);
     const double t0 = MPI_Wtime();
     MPI_Allreduce(MPI_IN_PLACE, x.data, mpiCount(x.size(), "all-reduce"), MPI_FLOAT, MPI_MAX,
                   m_comm);
@@ -100,6 +116,7 @@ void Communicator::allReduceMax(const TensorView &x)
 void Communicator::allGather(const TensorView &local, const TensorView &full, std::size_t dim)
 {
     collective::checkBlocks("all-gather", local.shape, full.shape, dim, m_size);
+    const Watchdog::Waiting waiting(m_watchdog, Collective::AllGather);
     const double t0 = MPI_Wtime();
     const std::int64_t n = local.size();
     // MPI lays the gathered blocks out one after another (a new leading dim);
@@ -129,6 +146,7 @@ void Communicator::allGather(const TensorView &local, const TensorView &full, st
 void Communicator::reduceScatter(const TensorView &full, const TensorView &local, std::size_t dim)
 {
     collective::checkBlocks("reduce-scatter", local.shape, full.shape, dim, m_size);
+    const Watchdog::Waiting waiting(m_watchdog, Collective::ReduceScatter);
     const double t0 = MPI_Wtime();
     const std::int64_t n = local.size();
     const bool contiguous = collective::blocksContiguous(full.shape, dim);
@@ -154,6 +172,7 @@ void Communicator::allToAll(const TensorView &in, const TensorView &out, std::si
                             std::size_t concatDim)
 {
     collective::checkAllToAll(in.shape, out.shape, splitDim, concatDim, m_size);
+    const Watchdog::Waiting waiting(m_watchdog, Collective::AllToAll);
     const double t0 = MPI_Wtime();
     const std::int64_t n = in.size() / m_size;
     float *send = scratch(0, in.size());

@@ -10,6 +10,8 @@
 
 namespace tapestry::exec {
 
+class Watchdog;
+
 // The collectives of one group of ranks (one mesh axis) on float32 tensors
 // in host memory, over MPI: the CPU backend's, and the group every backend
 // starts from (NCCL's unique id is broadcast over it). Owns its MPI
@@ -29,8 +31,13 @@ public:
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     MPI_Comm handle() const { return m_comm; }
-    // Ranks with the same colour form a new communicator, ordered by key.
+    // Ranks with the same colour form a new communicator, ordered by key;
+    // it reports to the same watchdog.
     Communicator split(int color, int key) const;
+    // The rank's watchdog, told which collective the rank waits in (may be null).
+    void setWatchdog(Watchdog *watchdog) { m_watchdog = watchdog; }
+    Watchdog *watchdog() const { return m_watchdog; }
+    void barrier();
 
     void allReduceSum(const TensorView &x) override;
     void allReduceMax(const TensorView &x) override;
@@ -50,6 +57,7 @@ private:
     int m_size = 1;
     CollectiveStats m_stats;
     std::array<std::vector<float>, 2> m_scratch;  // send and receive packing buffers
+    Watchdog *m_watchdog = nullptr;
 };
 
 } // namespace tapestry::exec

@@ -7,11 +7,13 @@
 #include "rankmesh.h"
 #include "reportlink.h"
 #include "steploop.h"
+#include "watchdog.h"
 
 #ifdef TAPESTRY_HAVE_CUDA
 #include "cuda/cudabackend.h"
 #endif
 
+#include "io/files.h"
 #include "io/modelloader.h"
 #include "ir/error.h"
 #include "plan/runreport.h"
@@ -20,9 +22,9 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -34,8 +36,9 @@ using namespace tapestry;
 
 constexpr const char *kUsage =
     "usage: mpirun -np N tapestry-exec --model MODEL --plan plan.json [--steps K] [--warmup W]\n"
-    "                     [--verify] [--batch B --seq S] [--report -|tcp://HOST:PORT?token=T]\n"
+    "                     [--verify] [--batch B --seq S] [--report -|tcp://HOST:PORT]\n"
     "                     [--mesh-profile P] [--backend cpu|cuda] [--precision fp32|fp16|bf16]\n"
+    "                     [--step-timeout SECONDS]\n"
     "       mpirun -np N tapestry-exec --model MODEL [--batch B] [--seq S]\n"
     "       tapestry-exec --model MODEL --steps K [--seed S] [--optimizer sgd|adam] [--lr X]\n"
     "       mpirun -np N tapestry-exec --self-test collectives --mesh AxB [--fail-rank R]\n"
@@ -56,8 +59,20 @@ constexpr const char *kUsage =
     "                      collectives, bytes, tokens/s, GFLOP/s per rank), summary with the\n"
     "                      verdict, the cost model's predicted step time and TFLOP/s per rank\n"
     "                      against the device's peak (executor/REPORT.md)\n"
-    "  --report tcp://HOST:PORT?token=T  the same lines to a report server (the studio);\n"
-    "                      rank 0 connects before any work and the hello carries the token\n"
+    "  --report tcp://HOST:PORT  the same lines to a report server (the studio); rank 0\n"
+    "                      connects before any work and its hello carries the run's token,\n"
+    "                      read from the environment variable TAPESTRY_REPORT_TOKEN (mpirun\n"
+    "                      passes it to ranks on other hosts with -x TAPESTRY_REPORT_TOKEN).\n"
+    "                      The older tcp://HOST:PORT?token=T still works, with a warning: a\n"
+    "                      command line is readable by every user of the machine (ps), who\n"
+    "                      could take the run's place at the server\n"
+    "  --step-timeout S    end the job when a step (warm-up, measured, or the verification\n"
+    "                      step at ranks + 1 times S) takes longer than S seconds: a rank has\n"
+    "                      stalled or died and the others wait in a collective. The lowest\n"
+    "                      waiting rank's watchdog says, in one line, the step and the\n"
+    "                      collective it waits in, and aborts the job (exit 1). Default: 10\n"
+    "                      times the slower of the predicted step time and the slowest step\n"
+    "                      so far, at least 60 s\n"
     "  --mesh-profile P    profile for the predicted step time and the device's peak\n"
     "                      (default cpu-loopback; on cuda dgx-a100 for an A100, else dgx-h100)\n"
     "  --backend B         cpu: host memory, OpenBLAS, MPI; cuda: one GPU per rank (chosen by\n"
@@ -116,6 +131,7 @@ struct Options {
     std::string backend;  // "cpu", "cuda", or empty: chosen by what is there
     exec::Precision precision = exec::Precision::F32;
     int dropCollective = 0;
+    double stepTimeout = 0.0;
     bool quiet = false;
     bool help = false;
 };
@@ -196,7 +212,7 @@ Options parseOptions(int argc, char **argv)
         else if (arg == "--report") {
             o.report = value();
             try {
-                o.reportAddress = exec::parseReportAddress(o.report);
+                o.reportAddress = exec::parseReportAddress(o.report, std::getenv(exec::kReportTokenVariable));
             } catch (const TapestryError &e) {
                 throw UsageError{e.what()};
             }
@@ -212,6 +228,13 @@ Options parseOptions(int argc, char **argv)
             if (!p)
                 throw UsageError{"--precision expects fp32, fp16 or bf16, got '" + v + "'"};
             o.precision = *p;
+        } else if (arg == "--step-timeout") {
+            const std::string v = value();
+            char *end = nullptr;
+            const double seconds = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != '\0' || !(seconds > 0.0) || !std::isfinite(seconds))
+                throw UsageError{"--step-timeout expects a number of seconds above 0, got '" + v + "'"};
+            o.stepTimeout = seconds;
         } else if (arg == "--test-drop-collective")
             o.dropCollective = static_cast<int>(parseInt(arg, value(), 1));
         else
@@ -243,8 +266,8 @@ Options parseOptions(int argc, char **argv)
             throw UsageError{"--fail-rank only goes with --self-test"};
         if (!o.mesh.empty())
             throw UsageError{"--mesh only goes with --self-test and --calibrate; a plan brings its own mesh"};
-        if (o.plan.empty() && (o.verify || o.warmup || !o.report.empty() || o.dropCollective))
-            throw UsageError{"--verify, --warmup, --report and --test-drop-collective need --plan"};
+        if (o.plan.empty() && (o.verify || o.warmup || !o.report.empty() || o.dropCollective || o.stepTimeout > 0))
+            throw UsageError{"--verify, --warmup, --report, --step-timeout and --test-drop-collective need --plan"};
     }
     return o;
 }
@@ -347,17 +370,24 @@ bool openReport(const Options &o, int rank, int ranks, std::unique_ptr<exec::Rep
     if (o.report.empty())
         return true;
     int ok = 1;
+    if (rank == 0 && o.reportAddress.tokenOnCommandLine)
+        std::cerr << "tapestry-exec: warning: --report: the token in the address is readable by every user of "
+                     "this machine (ps), who could take the run's place at the report server; pass it in "
+                  << exec::kReportTokenVariable << " instead\n"
+                  << std::flush;
     if (rank == 0 && !o.reportAddress.toStdout) {
         try {
             link = exec::ReportLink::connect(o.reportAddress);
             out = &link->stream();
+            // At once: the server gives a connection a few seconds to say hello.
+            *out << exec::reportHello(o.reportAddress, ranks) << '\n' << std::flush;
         } catch (const TapestryError &e) {
             ok = 0;
             std::cerr << "tapestry-exec: " << e.what() << '\n' << std::flush;
         }
     }
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (ok && rank == 0)
+    if (ok && rank == 0 && o.reportAddress.toStdout)
         *out << exec::reportHello(o.reportAddress, ranks) << '\n' << std::flush;
     return ok != 0;
 }
@@ -397,19 +427,9 @@ int calibrate(const Options &o, int rank, int ranks)
         co.load = o.load;
         const nlohmann::json profile = exec::calibrateMeshProfile(world, co);
         if (rank == 0) {
-            if (o.calibrate == "-") {
-                std::cout << profile.dump(2) << '\n';
-            } else {
-                const std::string tmp = o.calibrate + ".tmp";
-                std::ofstream f(tmp);
-                f << profile.dump(2) << '\n';
-                f.close();
-                if (!f || std::rename(tmp.c_str(), o.calibrate.c_str()) != 0) {
-                    std::remove(tmp.c_str());
-                    throw TapestryError(Error{o.calibrate, {}, "cannot write the profile"});
-                }
+            io::writeOutputFile(o.calibrate, profile.dump(2) + '\n');
+            if (o.calibrate != "-")
                 std::cerr << "tapestry-exec: wrote " << o.calibrate << '\n';
-            }
             if (!o.report.empty())
                 *out << plan::reportLine(plan::ReportCalibration{o.calibrate, profile}) << '\n' << std::flush;
         }
@@ -429,9 +449,14 @@ int calibrate(const Options &o, int rank, int ranks)
 // tapestry-exec: runs on MPI ranks. Set-up errors (usage, model, mesh) are
 // the same on every rank: rank 0 reports them and all ranks exit 2. An error
 // while running may hit one rank only; that rank reports it and aborts the
-// whole job, so no other rank waits forever in a collective.
+// whole job, so no other rank waits forever in a collective. A rank that
+// stalls without an error, or dies unnoticed, is caught by the watchdog of
+// every other rank (watchdog.h), which ends the job once a step has run past
+// its limit; a rank whose launcher is gone ends itself.
 int main(int argc, char **argv)
 {
+    // Before MPI_Init, which may start helpers of its own.
+    const pid_t launcher = exec::Watchdog::launcherOfThisProcess();
     MPI_Init(&argc, &argv);
     // Ranks share the launcher's stderr: each line goes out in one write, so
     // lines of two ranks never interleave mid-line (std::cerr would write
@@ -443,6 +468,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (!std::getenv("OPENBLAS_NUM_THREADS"))
         openblas_set_num_threads(1);  // one rank per core: threads would fight over them
+    exec::Watchdog watchdog(rank, launcher);
 
     auto setupFailure = [&](const std::string &message) {
         if (rank == 0)
@@ -492,6 +518,7 @@ int main(int argc, char **argv)
         run.training.learningRate =
             o.learningRate.value_or(o.optimizer == exec::Optimizer::Adam ? 1e-3f : 1e-2f);
         run.dropAllReduce = o.dropCollective;
+        run.stepTimeout = o.stepTimeout;
         run.progress = !o.quiet;
         std::unique_ptr<exec::ReportLink> link;
         std::ostream *out = nullptr;
@@ -502,6 +529,7 @@ int main(int argc, char **argv)
         int rc = 0;
         {
             exec::Communicator world = exec::Communicator::world();
+            world.setWatchdog(&watchdog);
             try {
                 const std::unique_ptr<exec::Backend> backend = makeBackend(backendName, world, o.precision);
                 run.meshProfile = meshProfileFor(o, *backend);

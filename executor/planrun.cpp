@@ -4,6 +4,7 @@
 #include "shardedprogram.h"
 #include "steploop.h"
 #include "verification.h"
+#include "watchdog.h"
 
 #include "cost/costmodel.h"
 #include "ir/error.h"
@@ -138,6 +139,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     ShardedProgramOptions po;
     po.training = o.training;
     po.dropAllReduce = o.dropAllReduce;
+    po.watchdog = world.watchdog();
     po.gatherGradients = o.verify;
     po.techniques = plan.costOptions.techniques;
     if (po.techniques.offloadOptimizer)
@@ -190,12 +192,19 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
 
     // From here on a failure may hit one rank only: it ends the whole job
     // rather than leave the others waiting in a collective.
+    Watchdog *watchdog = world.watchdog();
+    if (watchdog)
+        watchdog->setLimit(o.stepTimeout, predicted);
     try {
         if (root && o.progress && !o.note.empty())
             progress << "tapestry-exec: " << o.note << '\n' << std::flush;
         std::optional<VerificationResult> verdict;
         if (o.verify) {
+            if (watchdog)
+                watchdog->beginStep(Watchdog::Phase::Verification, 0, world.size() + 1);
             verdict = verifyStep(program, reference ? &*reference : nullptr, world, tolerance);
+            if (watchdog)
+                watchdog->endStep();
             reference.reset();
             if (root && o.progress)
                 progress << "tapestry-exec: verification " << (verdict->passed ? "passed" : "FAILED")

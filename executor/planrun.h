@@ -27,6 +27,7 @@ struct PlanRunOptions {
     std::string note;                          // a line for the progress stream once set up (rank 0)
     InterpreterOptions training;
     int dropAllReduce = 0;             // test aid, see ShardedProgramOptions
+    double stepTimeout = 0.0;          // seconds a step may take; 0: the watchdog's automatic limit
 };
 
 // Runs a plan on the ranks of `world`, computing on `backend`: loads the model and the plan, checks
@@ -37,7 +38,10 @@ struct PlanRunOptions {
 // summary to `out` when `report` is set (with the achieved FLOP/s against
 // the device's peak from the mesh profile), and progress to `progress`.
 // Returns 0, or 1 when verification failed. Set-up problems (model, plan,
-// mesh) throw TapestryError identically on every rank.
+// mesh) throw TapestryError identically on every rank. The watchdog of
+// `world`, when it has one, gets the step limit and watches the verification
+// step (with ranks + 1 times the limit: rank 0 also runs the unsharded
+// reference) and every training step.
 int runPlan(const PlanRunOptions &options, Communicator &world, Backend &backend, std::ostream &out,
             std::ostream &progress);
 

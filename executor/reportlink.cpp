@@ -59,23 +59,36 @@ int connectWithin(const addrinfo &ai, int timeoutMs)
 
 } // namespace
 
-ReportAddress parseReportAddress(const std::string &text)
+ReportAddress parseReportAddress(const std::string &text, const char *environmentToken)
 {
     ReportAddress a;
     if (text == "-")
         return a;
     const std::string scheme = "tcp://";
     if (text.rfind(scheme, 0) != 0)
-        fail(text, "expected '-' (stdout) or tcp://HOST:PORT?token=T");
+        fail(text, "expected '-' (stdout) or tcp://HOST:PORT");
     a.toStdout = false;
     std::string rest = text.substr(scheme.size());
-    const auto query = rest.find('?');
-    if (query == std::string::npos || rest.compare(query + 1, 6, "token=") != 0)
-        fail(text, "needs ?token=T after HOST:PORT (the report server refuses connections without it)");
-    a.token = rest.substr(query + 7);
-    if (a.token.empty() || a.token.find_first_of("&# \t\r\n\"\\") != std::string::npos)
-        fail(text, "the token must be a non-empty word");
-    rest.resize(query);
+    auto isWord = [](const std::string &token) {
+        return !token.empty() && token.find_first_of("&# \t\r\n\"\\") == std::string::npos;
+    };
+    if (const auto query = rest.find('?'); query != std::string::npos) {
+        if (rest.compare(query + 1, 6, "token=") != 0)
+            fail(text, "expected tcp://HOST:PORT, the token in " + std::string(kReportTokenVariable));
+        a.token = rest.substr(query + 7);
+        if (!isWord(a.token))
+            fail(text, "the token must be a non-empty word");
+        a.tokenOnCommandLine = true;
+        rest.resize(query);
+    }
+    if (environmentToken) {
+        const std::string fromEnvironment = environmentToken;
+        if (!isWord(fromEnvironment))
+            fail(text, std::string(kReportTokenVariable) + " must hold a non-empty word");
+        if (a.tokenOnCommandLine && fromEnvironment != a.token)
+            fail(text, "the token in the address differs from " + std::string(kReportTokenVariable) + "'s");
+        a.token = fromEnvironment;
+    }
     std::string port;
     if (!rest.empty() && rest.front() == '[') {
         const auto close = rest.find(']');
@@ -96,6 +109,9 @@ ReportAddress parseReportAddress(const std::string &text)
         std::stoi(port) < 1 || std::stoi(port) > 65535)
         fail(text, "the port must be a number from 1 to 65535");
     a.port = port;
+    if (a.token.empty())
+        fail(text, "no token: the report server's token for this run goes in the environment variable " +
+                       std::string(kReportTokenVariable));
     return a;
 }
 

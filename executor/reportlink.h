@@ -6,17 +6,26 @@
 
 namespace tapestry::exec {
 
-// Where --report sends its lines: "-" (stdout) or tcp://HOST:PORT?token=T.
+// The environment variable that carries a report server's token to rank 0.
+// Never the command line: every user of the machine can read that (ps), and
+// whoever presents the token first takes the run's place at the server.
+inline constexpr const char *kReportTokenVariable = "TAPESTRY_REPORT_TOKEN";
+
+// Where --report sends its lines: "-" (stdout) or tcp://HOST:PORT.
 struct ReportAddress {
     bool toStdout = true;
     std::string host;   // without brackets for IPv6 literals
     std::string port;
     std::string token;
+    bool tokenOnCommandLine = false;  // given as tcp://HOST:PORT?token=T
 };
 
-// Parses the value of --report. Throws TapestryError naming --report and
-// what is wrong (scheme, host, port, token) on anything else.
-ReportAddress parseReportAddress(const std::string &text);
+// Parses the value of --report: "-", or tcp://HOST:PORT with the token
+// from `environmentToken` (the value of TAPESTRY_REPORT_TOKEN, or null).
+// tcp://HOST:PORT?token=T is read too, and marked tokenOnCommandLine.
+// Throws TapestryError naming --report and what is wrong (scheme, host,
+// port, no token, two different tokens) on anything else.
+ReportAddress parseReportAddress(const std::string &text, const char *environmentToken);
 
 // The hello line that opens every report: schema version, program, rank
 // count and, over TCP, the token the server checks before it reads more.

@@ -5,6 +5,7 @@
 #include "kernels/strided.h"
 #include "opsupport.h"
 #include "shardlayout.h"
+#include "watchdog.h"
 
 #include "cost/activationmemory.h"
 #include "cost/chargerules.h"
@@ -68,8 +69,8 @@ ShardedProgram::ShardedProgram(ir::Graph graph, const std::vector<ShardingSpec> 
     initialise();
 }
 
-void ShardedProgram::appendReshard(const ir::Shape &full, const ShardingSpec &from, const ShardingSpec &to,
-                                   Slot src, Slot dst, bool aux, std::vector<Action> &into)
+void ShardedProgram::appendReshard(std::size_t tensor, const ir::Shape &full, const ShardingSpec &from,
+                                   const ShardingSpec &to, Slot src, Slot dst, bool aux, std::vector<Action> &into)
 {
     std::vector<ReshardStep> steps;
     planReshard(full, from, to, m_meshShape, src, dst, m_buffers, steps);
@@ -79,6 +80,7 @@ void ShardedProgram::appendReshard(const ir::Shape &full, const ShardingSpec &fr
         into.push_back({Action::Type::Reshard, m_steps.size(), kNoSlot, kNoSlot, 0.0f, m_building});
         m_steps.push_back(s);
         m_auxStep.push_back(aux);
+        m_stepTensor.push_back(tensor);
     }
 }
 
@@ -90,7 +92,7 @@ Slot ShardedProgram::variant(std::size_t tensor, const ShardingSpec &spec, std::
     if (auto it = m_variants.find(key); it != m_variants.end())
         return it->second;
     const Slot slot = m_buffers.reserve(shardShape(spec, m_graph.tensors()[tensor].shape, m_meshShape));
-    appendReshard(m_graph.tensors()[tensor].shape, m_specs[tensor], spec, m_values[tensor], slot, false, into);
+    appendReshard(tensor, m_graph.tensors()[tensor].shape, m_specs[tensor], spec, m_values[tensor], slot, false, into);
     m_variants.emplace(key, slot);
     return slot;
 }
@@ -147,7 +149,7 @@ void ShardedProgram::finalizeGradient(std::size_t tensor, std::vector<Action> &i
     const ShardingSpec target = sharding::gradientSpec(m_specs[tensor]);
     for (const auto &[spec, slot] : m_contributions[tensor]) {
         const Slot landing = m_buffers.reserve(m_buffers.shape(m_grads[tensor]));
-        appendReshard(m_graph.tensors()[tensor].shape, spec, target, slot, landing, false, into);
+        appendReshard(tensor, m_graph.tensors()[tensor].shape, spec, target, slot, landing, false, into);
         into.push_back({Action::Type::AddInto, 0, landing, m_grads[tensor], 0.0f, m_building});
     }
 }
@@ -381,7 +383,7 @@ void ShardedProgram::build(const std::string &input)
         m_ops.push_back(std::move(step));
         for (const auto &[k, slot] : outputReshards) {
             const std::size_t t = op.outputs[k].index();
-            appendReshard(tensors[t].shape, s.outputs[k], m_specs[t], slot, m_values[t], false, m_forward);
+            appendReshard(t, tensors[t].shape, s.outputs[k], m_specs[t], slot, m_values[t], false, m_forward);
         }
     }
     m_building = -1;
@@ -409,6 +411,7 @@ void ShardedProgram::build(const std::string &input)
             m_loadInputs[static_cast<std::size_t>(k)].push_back({Action::Type::Reshard, m_steps.size()});
             m_steps.push_back(copy.front());
             m_auxStep.push_back(false);
+            m_stepTensor.push_back(i);
         }
         m_microInputs.emplace_back(i, std::move(rows));
     }
@@ -424,12 +427,12 @@ void ShardedProgram::build(const std::string &input)
         if (!shape.empty())
             shape[0] *= m_microBatches;
         m_wholeShapes.push_back(shape);
-        appendReshard(tensors[t].shape, m_specs[t], ShardingSpec::replicated(m_mesh.rank()), m_values[t], whole, true,
-                      m_objectiveGather);
+        appendReshard(t, tensors[t].shape, m_specs[t], ShardingSpec::replicated(m_mesh.rank()), m_values[t], whole,
+                      true, m_objectiveGather);
         if (m_grads[t] == kNoSlot)
             continue;
         if (m_objective == Objective::SumOfSquares) {
-            appendReshard(tensors[t].shape, ShardingSpec::replicated(m_mesh.rank()),
+            appendReshard(t, tensors[t].shape, ShardingSpec::replicated(m_mesh.rank()),
                           sharding::gradientSpec(m_specs[t]), whole, m_grads[t], true, m_seed);
             m_seed.push_back({Action::Type::Scale, 0, kNoSlot, m_grads[t], 2.0f});
         } else {
@@ -448,7 +451,7 @@ void ShardedProgram::build(const std::string &input)
             const auto &[t, spec] = p.outputs[k];
             finalizeGradient(t, m_backward);
             if (p.dout[k] != m_grads[t])
-                appendReshard(tensors[t].shape, sharding::gradientSpec(m_specs[t]), sharding::gradientSpec(spec),
+                appendReshard(t, tensors[t].shape, sharding::gradientSpec(m_specs[t]), sharding::gradientSpec(spec),
                               m_grads[t], p.dout[k], false, m_backward);
         }
         m_backward.push_back({Action::Type::Backward, opIndex[it->index()], kNoSlot, kNoSlot, 0.0f, m_building});
@@ -528,8 +531,8 @@ void ShardedProgram::buildParameters(const std::vector<bool> &gradWritten)
             }
             if (m_options.gatherGradients) {
                 p.whole = m_buffers.reserve(shape);
-                appendReshard(shape, gradSpec, whole, p.grad, p.whole, true, p.gather);
-                appendReshard(shape, m_specs[t], whole, p.value, p.whole, true, p.valueGather);
+                appendReshard(t, shape, gradSpec, whole, p.grad, p.whole, true, p.gather);
+                appendReshard(t, shape, m_specs[t], whole, p.value, p.whole, true, p.valueGather);
             }
         } else {
             const ir::Shape flat = m_buffers.shape(p.flat);
@@ -562,7 +565,7 @@ void ShardedProgram::buildParameters(const std::vector<bool> &gradWritten)
                     continue;
                 }
                 const Slot landing = m_buffers.reserve(m_buffers.shape(m_grads[t]));
-                appendReshard(shape, spec, gradSpec, slot, landing, false, p.sync);
+                appendReshard(t, shape, spec, gradSpec, slot, landing, false, p.sync);
                 p.sync.push_back({Action::Type::AddInto, 0, landing, m_grads[t]});
                 local = true;
             }
@@ -570,7 +573,7 @@ void ShardedProgram::buildParameters(const std::vector<bool> &gradWritten)
                 flatSums.emplace_back(flatWhole, p.gradFlat);
             for (const auto &[spec, src] : flatSums) {
                 const Slot landing = m_buffers.reserve(piece);
-                appendReshard(flat, zeroSpec(p, spec, false), flatShard, src, landing, false, p.sync);
+                appendReshard(t, flat, zeroSpec(p, spec, false), flatShard, src, landing, false, p.sync);
                 p.sync.push_back({Action::Type::AddInto, 0, landing, p.grad});
             }
             if (adam) {
@@ -581,30 +584,30 @@ void ShardedProgram::buildParameters(const std::vector<bool> &gradWritten)
                 // The parameter is stored as its piece, gathered before use.
                 p.shard = m_buffers.reserve(piece);
                 m_buffers.keep(p.shard);
-                appendReshard(flat, flatShard, flatWhole, p.shard, p.flat, false, p.gatherShards);
-                appendReshard(flat, flatWhole, flatShard, p.flat, p.shard, false, p.initialShard);
+                appendReshard(t, flat, flatShard, flatWhole, p.shard, p.flat, false, p.gatherShards);
+                appendReshard(t, flat, flatWhole, flatShard, p.flat, p.shard, false, p.initialShard);
                 m_update.push_back({Action::Type::Update, index});
             } else {
                 // The update runs on this rank's piece, then every rank
                 // gathers the updated parameter.
                 p.shard = m_buffers.reserve(piece);
-                appendReshard(flat, flatWhole, flatShard, p.flat, p.shard, false, m_update);
+                appendReshard(t, flat, flatWhole, flatShard, p.flat, p.shard, false, m_update);
                 m_update.push_back({Action::Type::Update, index});
-                appendReshard(flat, flatShard, flatWhole, p.shard, p.flat, false, m_update);
+                appendReshard(t, flat, flatShard, flatWhole, p.shard, p.flat, false, m_update);
             }
             if (m_options.gatherGradients) {
                 p.whole = m_buffers.reserve(shape);
                 const Slot gathered = m_buffers.reserve(flat);
-                appendReshard(flat, flatShard, flatWhole, p.grad, gathered, true, p.gather);
-                appendReshard(shape, gradSpec, whole, m_buffers.alias(gathered, m_buffers.shape(p.value)), p.whole,
+                appendReshard(t, flat, flatShard, flatWhole, p.grad, gathered, true, p.gather);
+                appendReshard(t, shape, gradSpec, whole, m_buffers.alias(gathered, m_buffers.shape(p.value)), p.whole,
                               true, p.gather);
                 if (stage >= 3) {
                     const Slot value = m_buffers.reserve(flat);
-                    appendReshard(flat, flatShard, flatWhole, p.shard, value, true, p.valueGather);
-                    appendReshard(shape, m_specs[t], whole, m_buffers.alias(value, m_buffers.shape(p.value)), p.whole,
-                                  true, p.valueGather);
+                    appendReshard(t, flat, flatShard, flatWhole, p.shard, value, true, p.valueGather);
+                    appendReshard(t, shape, m_specs[t], whole, m_buffers.alias(value, m_buffers.shape(p.value)),
+                                  p.whole, true, p.valueGather);
                 } else {
-                    appendReshard(shape, m_specs[t], whole, p.value, p.whole, true, p.valueGather);
+                    appendReshard(t, shape, m_specs[t], whole, p.value, p.whole, true, p.valueGather);
                 }
             }
         }
@@ -1006,14 +1009,19 @@ void ShardedProgram::runStep(const ReshardStep &step, bool aux)
 
 void ShardedProgram::run(const std::vector<Action> &actions)
 {
+    Watchdog *watchdog = m_options.watchdog;
     for (const Action &a : actions) {
         switch (a.type) {
         case Action::Type::Reshard:
+            if (watchdog)
+                watchdog->workingOn(&m_graph.tensors()[m_stepTensor[a.index]].name, false);
             runStep(m_steps[a.index], m_auxStep[a.index]);
             break;
         case Action::Type::Forward:
         case Action::Type::Backward: {
             const OpStep &op = m_ops[a.index];
+            if (watchdog && a.op >= 0)
+                watchdog->workingOn(&m_graph.ops()[static_cast<std::size_t>(a.op)].name, true);
             m_device.beginKernel();
             const OpArgs call = args(op);
             if (a.type == Action::Type::Forward)

@@ -23,6 +23,8 @@
 
 namespace tapestry::exec {
 
+class Watchdog;
+
 struct ShardedProgramOptions {
     InterpreterOptions training;  // seed, optimizer, learning rate: as the reference's
     // Test aid: skip the N-th all-reduce (1-based, in step order) of the
@@ -38,6 +40,8 @@ struct ShardedProgramOptions {
     // Per tensor of the graph: its dim 0 is the batch, cut into the
     // micro-batches (empty: none is).
     std::vector<bool> microBatched;
+    // Told which tensor or op the rank works on, for the message of a stall (may be null).
+    Watchdog *watchdog = nullptr;
 };
 
 // Bytes one rank holds, as laid out in its arena (BufferTable): the model
@@ -198,7 +202,8 @@ private:
     sharding::ShardingSpec zeroSpec(const Parameter &p, const sharding::ShardingSpec &from, bool shard) const;
     Slot variant(std::size_t tensor, const sharding::ShardingSpec &spec, std::vector<Action> &into);
     std::vector<IndexView> indices(std::size_t tensor, const sharding::ShardingSpec &spec);
-    void appendReshard(const ir::Shape &full, const sharding::ShardingSpec &from,
+    // `tensor`: the graph tensor the steps move (or a piece of, under ZeRO).
+    void appendReshard(std::size_t tensor, const ir::Shape &full, const sharding::ShardingSpec &from,
                        const sharding::ShardingSpec &to, Slot src, Slot dst, bool aux,
                        std::vector<Action> &into);
     void finalizeGradient(std::size_t tensor, std::vector<Action> &into);
@@ -228,6 +233,7 @@ private:
     std::vector<Slot> m_zeroed;  // gradients and contributions, zeroed before their first use in backward
     std::vector<ReshardStep> m_steps;
     std::vector<bool> m_auxStep;  // per step: on the aux communicators
+    std::vector<std::size_t> m_stepTensor;  // per step: the graph tensor it moves
     std::vector<OpStep> m_ops;
     std::vector<Action> m_forward, m_backward, m_objectiveGather, m_seed;
     std::vector<Action> m_stepStart, m_sync, m_update;

@@ -3,8 +3,7 @@
 #include "collectives.h"
 #include "communicator.h"
 #include "rankmesh.h"
-
-#include <mpi.h>
+#include "watchdog.h"
 
 #include <chrono>
 #include <cstdio>
@@ -63,10 +62,17 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
     const bool root = !world || world->rank() == 0;
     const double tokens = static_cast<double>(program.tokensPerStep());
     const double flops = program.flopsPerStep();
+    Watchdog *watchdog = world ? world->watchdog() : nullptr;
     for (int s = 0; s < o.warmup; ++s) {
+        if (watchdog)
+            watchdog->beginStep(Watchdog::Phase::WarmUp, s + 1);
         program.forward();
         program.backward();
         program.update();
+        if (watchdog) {
+            program.synchronize();
+            watchdog->endStep();
+        }
     }
     program.synchronize();
     double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
@@ -78,8 +84,10 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
             for (std::size_t a = 0; a < mesh->shape().size(); ++a)
                 mesh->collectives(a).resetStats();
         program.resetKernelTimes();
+        if (watchdog)
+            watchdog->beginStep(Watchdog::Phase::Measured, s);
         if (world)
-            MPI_Barrier(world->handle());
+            world->barrier();
         const auto t0 = Clock::now();
         const float loss = program.forward();
         const auto t1 = Clock::now();
@@ -89,6 +97,8 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
         program.update();
         program.synchronize();
         const auto t3 = Clock::now();
+        if (watchdog)
+            watchdog->endStep();
         const double step = seconds(t0, t3);
         total += step;
         forwardTotal += seconds(t0, t1);

@@ -40,8 +40,9 @@ struct StepLoopOptions {
 // measured ones, each timed in its forward, backward and update parts, with
 // its kernel times and (given `mesh`) the statistics of the collectives on
 // the mesh's axes; with `world`, the ranks line up at a barrier before each
-// measured step. Rank 0 of `world` (the only rank without one) writes the
-// step records and progress lines. Returns, on every rank, the measured
+// measured step, and the world's watchdog (watchdog.h), when it has one, is
+// armed for every step, warm-up included. Rank 0 of `world` (the only rank
+// without one) writes the step records and progress lines. Returns, on every rank, the measured
 // part of the run's summary: steps, first and last loss, the means of the
 // step figures and tflopsPerRank; the caller adds what the run was.
 plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &options, Communicator *world,

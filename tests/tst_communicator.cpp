@@ -1,8 +1,10 @@
 // The executor's MPI layer, end to end: tapestry-exec's collectives self-test
 // on 2 and 4 ranks (meshes 2, 1x2 and 2x2, one communicator per axis), a rank
 // that fails mid-job ending the whole job quickly, a mesh that does not match
-// the rank count, and the single-process training loop's report.
+// the rank count, the single-process training loop's report, and the rank's
+// watchdog (the message that names a stalled step, its limits).
 #include "plan/runreport.h"
+#include "watchdog.h"
 
 #include <QtTest>
 
@@ -10,6 +12,10 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
+
+#include <condition_variable>
+#include <mutex>
 
 using namespace tapestry;
 
@@ -82,6 +88,10 @@ private slots:
     void meshMustMatchRanks();
     void trainingLoopReportsSteps();
     void refusesUnknownOptions();
+    void watchdogNamesTheStall_data();
+    void watchdogNamesTheStall();
+    void watchdogStaysQuietWhileStepsEndInTime();
+    void watchdogLimits();
 };
 
 void TestCommunicator::collectives_data()
@@ -215,6 +225,120 @@ void TestCommunicator::refusesUnknownOptions()
             ours += line + '\n';
     QCOMPARE(ours, QByteArray("tapestry-exec: unknown option '--stpes' (see --help)\n"));
     QVERIFY(r.out.isEmpty());
+}
+
+// A watchdog whose abort is recorded instead of ending the process.
+struct Recorded {
+    std::mutex mutex;
+    std::condition_variable fired;
+    std::vector<std::string> messages;
+
+    exec::Watchdog::AbortAction action()
+    {
+        return [this](const std::string &message) {
+            std::lock_guard lock(mutex);
+            messages.push_back(message);
+            fired.notify_all();
+        };
+    }
+    bool wait(int seconds)
+    {
+        std::unique_lock lock(mutex);
+        return fired.wait_for(lock, std::chrono::seconds(seconds), [this] { return !messages.empty(); });
+    }
+};
+
+void TestCommunicator::watchdogNamesTheStall_data()
+{
+    QTest::addColumn<int>("rank");
+    QTest::addColumn<QString>("where");
+    QTest::addColumn<QString>("expected");  // a pattern of the whole message
+    const QString tail = QStringLiteral(" \\(--step-timeout 0\\.2 s\\); a rank has stalled or died");
+    QTest::newRow("in an all-reduce") << 0 << "all-reduce"
+                                      << "rank 0: step 3 waited 0\\.\\d s in all-reduce of "
+                                         "'h\\.0/mlp/c_proj/MatMul_output'" + tail;
+    QTest::newRow("in an op's all-reduce") << 0 << "loss"
+                                           << "rank 0: step 3 waited 0\\.\\d s in all-reduce inside op "
+                                              "'lm_head/loss'" + tail;
+    QTest::newRow("in the barrier") << 0 << "barrier"
+                                    << "rank 0: step 3 waited 0\\.\\d s in the barrier that starts it" + tail;
+    QTest::newRow("after a queued all-gather") << 0 << "queued"
+                                               << "rank 0: step 3 waited 0\\.\\d s after queuing all-gather of "
+                                                  "'h\\.0/mlp/c_proj/MatMul_output'" + tail;
+    QTest::newRow("computing") << 0 << "compute" << "rank 0: step 3 ran 0\\.\\d s in op 'lm_head/loss'" + tail;
+    QTest::newRow("verification") << 0 << "verification"
+                                   << "rank 0: the verification step waited 0\\.\\d s in all-reduce of "
+                                      "'h\\.0/mlp/c_proj/MatMul_output'" + tail;
+    // A later rank waits its stagger: the lowest waiting rank speaks first.
+    QTest::newRow("rank 1 waits 2 s more") << 1 << "all-reduce"
+                                           << "rank 1: step 3 waited 2\\.\\d s in all-reduce of "
+                                              "'h\\.0/mlp/c_proj/MatMul_output'" + tail;
+}
+
+void TestCommunicator::watchdogNamesTheStall()
+{
+    QFETCH(int, rank);
+    QFETCH(QString, where);
+    QFETCH(QString, expected);
+    Recorded recorded;
+    exec::Watchdog watchdog(rank, 0, recorded.action());
+    watchdog.setLimit(0.2, 1.0);
+    const std::string tensor = "h.0/mlp/c_proj/MatMul_output", op = "lm_head/loss";
+    QElapsedTimer clock;
+    clock.start();
+    if (where == QLatin1String("verification"))
+        watchdog.beginStep(exec::Watchdog::Phase::Verification, 0);
+    else
+        watchdog.beginStep(exec::Watchdog::Phase::Measured, 3);
+    if (where == QLatin1String("barrier")) {
+        watchdog.enterBarrier();
+    } else if (where == QLatin1String("queued")) {
+        watchdog.workingOn(&tensor, false);
+        watchdog.issued(exec::Collective::AllGather);
+        watchdog.workingOn(&op, true);
+    } else if (where == QLatin1String("loss") || where == QLatin1String("compute")) {
+        watchdog.workingOn(&op, true);
+        if (where == QLatin1String("loss"))
+            watchdog.enter(exec::Collective::AllReduce);
+    } else {
+        watchdog.workingOn(&tensor, false);
+        watchdog.enter(exec::Collective::AllReduce);
+    }
+    QVERIFY(recorded.wait(10));
+    QVERIFY(clock.elapsed() >= 200 + 2000 * rank);
+    std::lock_guard lock(recorded.mutex);
+    QCOMPARE(recorded.messages.size(), std::size_t(1));
+    const QString message = QString::fromStdString(recorded.messages.front());
+    QVERIFY2(QRegularExpression(QLatin1Char('^') + expected + QLatin1Char('$')).match(message).hasMatch(),
+             qPrintable(message));
+}
+
+void TestCommunicator::watchdogStaysQuietWhileStepsEndInTime()
+{
+    Recorded recorded;
+    exec::Watchdog watchdog(0, 0, recorded.action());
+    watchdog.setLimit(0.3, 0.0);
+    const std::string tensor = "x";
+    for (int s = 1; s <= 6; ++s) {
+        watchdog.beginStep(exec::Watchdog::Phase::Measured, s);
+        watchdog.workingOn(&tensor, false);
+        watchdog.enter(exec::Collective::AllReduce);
+        QTest::qSleep(100);
+        watchdog.leave();
+        watchdog.endStep();
+    }
+    QVERIFY(!recorded.wait(1));
+}
+
+void TestCommunicator::watchdogLimits()
+{
+    exec::Watchdog watchdog(0, 0, [](const std::string &) {});
+    watchdog.setLimit(2.5, 30.0);
+    QCOMPARE(watchdog.limit(), 2.5);  // --step-timeout as given
+    watchdog.setLimit(0.0, 0.001);
+    QCOMPARE(watchdog.limit(), exec::Watchdog::kLimitFloorSeconds);
+    watchdog.setLimit(0.0, 7.0);
+    QCOMPARE(watchdog.limit(), 7.0 * exec::Watchdog::kLimitMultiple);
 }
 
 QTEST_APPLESS_MAIN(TestCommunicator)

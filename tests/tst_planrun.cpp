@@ -3,15 +3,21 @@
 // LESSONS.md case 3 (the 2D MLP on a 4x2 mesh, 8 ranks), a 2-layer GPT with
 // the megatron plan on 2 and 4 ranks (vocabulary-parallel embedding and
 // loss), each verified; a plan missing an all-reduce failing verification;
-// a mesh that does not match the rank count; tapestry-cli run --json.
+// a mesh that does not match the rank count; tapestry-cli run --json; a
+// stalled rank ending the job after --step-timeout; the job ending with a
+// tapestry-cli run killed outright.
 #include "processrun.h"
 #include <QtTest>
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QElapsedTimer>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
+
+#include <csignal>
 
 namespace {
 
@@ -19,6 +25,7 @@ const QString kGpt = QStringLiteral("zoo:gpt2?layers=2&hidden=64&heads=4&vocab=1
 
 using Run = tapestry::testing::ProcessRun;
 using tapestry::testing::lastJsonLine;
+using namespace tapestry::testing;
 
 Run run(const QString &program, const QStringList &args, int timeoutMs = 60000)
 {
@@ -53,8 +60,17 @@ private slots:
     void droppedAllReduceFailsVerification();
     void meshMustMatchRanks();
     void cliRunReportsPassAndThroughput();
+    void stalledRankEndsTheJob_data();
+    void stalledRankEndsTheJob();
+    void killedCliTakesItsJobWithIt();
+    void refusesABadStepTimeout_data();
+    void refusesABadStepTimeout();
 
 private:
+    // Starts a long run of the 2-layer GPT on 2 ranks (mpirun, or through
+    // tapestry-cli run) with `extra` arguments; true once its first
+    // measured step was reported.
+    bool startLongRun(QProcess &job, bool throughCli, const QStringList &extra, QByteArray &out, QByteArray &err);
     // A reference plan written by tapestry-cli plan into the temporary folder.
     QString referencePlan(const QString &model, const QString &mesh, const QString &method);
     QTemporaryDir m_dir;
@@ -190,6 +206,146 @@ void TestPlanRun::cliRunReportsPassAndThroughput()
     QVERIFY(j.value(QStringLiteral("tokens_per_s")).toDouble() > 0);
     QVERIFY(j.value(QStringLiteral("measured_step_time_s")).toDouble() > 0);
     QVERIFY(j.value(QStringLiteral("predicted_step_time_s")).toDouble() > 0);
+}
+
+bool TestPlanRun::startLongRun(QProcess &job, bool throughCli, const QStringList &extra, QByteArray &out,
+                               QByteArray &err)
+{
+    const QString plan = referencePlan(kGpt, QStringLiteral("2"), QStringLiteral("megatron"));
+    QProcessEnvironment exec;
+    exec.insert(QStringLiteral("TAPESTRY_EXEC"), QStringLiteral(TAPESTRY_EXEC));
+    job.setProcessEnvironment(mpiEnvironment(exec));
+    if (throughCli)
+        job.start(QStringLiteral(TAPESTRY_CLI), QStringList{QStringLiteral("run"), kGpt, QStringLiteral("--plan"), plan,
+                                                            QStringLiteral("--np"), QStringLiteral("2"),
+                                                            QStringLiteral("--steps"), QStringLiteral("100000")} +
+                                                    extra);
+    else
+        job.start(QStringLiteral("mpirun"),
+                  QStringList{QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"),
+                              QStringLiteral(TAPESTRY_EXEC), QStringLiteral("--model"), kGpt, QStringLiteral("--plan"),
+                              plan, QStringLiteral("--steps"), QStringLiteral("100000"), QStringLiteral("--quiet"),
+                              QStringLiteral("--report"), QStringLiteral("-")} +
+                      extra);
+    // The CLI shows progress on stderr, the executor's report is on stdout.
+    return readUntil(
+        job, out, err,
+        [throughCli](const QByteArray &o, const QByteArray &e) {
+            return throughCli ? e.contains("step 1/") : o.contains("\"event\":\"step\"");
+        },
+        120000);
+}
+
+void TestPlanRun::stalledRankEndsTheJob_data()
+{
+    QTest::addColumn<bool>("throughCli");
+    QTest::newRow("mpirun tapestry-exec") << false;
+    QTest::newRow("tapestry-cli run") << true;
+}
+
+// issue 27: a rank stopped mid-run (SIGSTOP) leaves the other waiting in a
+// collective for ever. The waiting rank's watchdog ends the job once a step
+// has taken --step-timeout, with one line naming the rank, the step and
+// what it waits in, and a non-zero exit.
+void TestPlanRun::stalledRankEndsTheJob()
+{
+    QFETCH(bool, throughCli);
+    QProcess job;
+    QByteArray out, err;
+    ProcessReaper reaper;
+    const bool started =
+        startLongRun(job, throughCli, {QStringLiteral("--step-timeout"), QStringLiteral("3")}, out, err);
+    reaper.pids = processTree(job.processId());
+    QVERIFY2(started, err.constData());
+    qint64 rank1 = 0;
+    for (qint64 pid : reaper.pids)
+        if (processEnvironment(pid, "OMPI_COMM_WORLD_RANK") == "1")
+            rank1 = pid;
+    QVERIFY(rank1 > 0);
+    QElapsedTimer clock;
+    clock.start();
+    QCOMPARE(::kill(static_cast<pid_t>(rank1), SIGSTOP), 0);
+    QVERIFY2(job.waitForFinished(40000), "the job hung with a stopped rank");
+    const qint64 took = clock.elapsed();
+    err += job.readAllStandardError();
+    QVERIFY(job.exitStatus() != QProcess::NormalExit || job.exitCode() != 0);
+    QVERIFY2(took < 20000, qPrintable(QString::number(took)));
+    QStringList lines;
+    for (const QByteArray &line : err.split('\n'))
+        if (line.startsWith("tapestry-exec: rank"))
+            lines << QString::fromUtf8(line);
+    QVERIFY2(lines.size() == 1, err.constData());
+    static const QRegularExpression expected(
+        QStringLiteral("^tapestry-exec: rank 0: step \\d+ waited \\d+\\.\\d s in "
+                       "((all-reduce|all-gather|reduce-scatter|all-to-all) (of|inside op) '[^']+'|the barrier that "
+                       "starts it) \\(--step-timeout 3 s\\); a rank has stalled or died$"));
+    QVERIFY2(expected.match(lines.first()).hasMatch(), qPrintable(lines.first()));
+    QVERIFY2(waitGone(reaper.pids, 10000).isEmpty(), "a process of the job outlived it");
+}
+
+// issue 27: tapestry-cli run killed outright (kill -9) takes mpirun and
+// every rank with it at once, also while the job writes nothing that would
+// find the CLI gone (here a long warm-up).
+void TestPlanRun::killedCliTakesItsJobWithIt()
+{
+    const QString plan = referencePlan(kGpt, QStringLiteral("2"), QStringLiteral("megatron"));
+    QProcessEnvironment exec;
+    exec.insert(QStringLiteral("TAPESTRY_EXEC"), QStringLiteral(TAPESTRY_EXEC));
+    QProcess cli;
+    cli.setProcessEnvironment(mpiEnvironment(exec));
+    ProcessReaper reaper;
+    cli.start(QStringLiteral(TAPESTRY_CLI),
+              {QStringLiteral("run"), kGpt, QStringLiteral("--plan"), plan, QStringLiteral("--np"), QStringLiteral("2"),
+               QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--warmup"), QStringLiteral("100000")});
+    QVERIFY(cli.waitForStarted(10000));
+    // mpirun and both ranks up, and past their first report lines.
+    for (int i = 0; i < 1200 && reaper.pids.size() < 4; ++i) {
+        QThread::msleep(100);
+        reaper.pids = processTree(cli.processId());
+    }
+    QThread::msleep(5000);
+    reaper.pids = processTree(cli.processId());
+    QVERIFY2(cli.state() == QProcess::Running, cli.readAllStandardError().constData());
+    const QList<qint64> job = reaper.pids.mid(1);
+    QVERIFY2(job.size() >= 3, "expected mpirun and 2 ranks below tapestry-cli");
+    QCOMPARE(::kill(static_cast<pid_t>(cli.processId()), SIGKILL), 0);
+    QVERIFY(cli.waitForFinished(10000));
+    const QList<qint64> left = waitGone(job, 10000);
+    QVERIFY2(left.isEmpty(),
+             qPrintable(QStringLiteral("%1 of %2 processes of the job still run 10 s after the CLI was killed")
+                            .arg(left.size())
+                            .arg(job.size())));
+}
+
+void TestPlanRun::refusesABadStepTimeout_data()
+{
+    QTest::addColumn<bool>("throughCli");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("expected");
+    const QString executor = QStringLiteral("tapestry-exec: --step-timeout expects a number of seconds above 0, ");
+    QTest::newRow("executor, zero") << false << "0" << executor + "got '0'";
+    QTest::newRow("executor, a word") << false << "soon" << executor + "got 'soon'";
+    QTest::newRow("cli, negative")
+        << true << "-3" << "tapestry-cli run: --step-timeout: expects a positive number of seconds, got '-3'";
+}
+
+void TestPlanRun::refusesABadStepTimeout()
+{
+    QFETCH(bool, throughCli);
+    QFETCH(QString, value);
+    QFETCH(QString, expected);
+    const QString plan = referencePlan(QStringLiteral("zoo:mlp"), QStringLiteral("2"), QStringLiteral("megatron"));
+    const QStringList cli{QStringLiteral("run"), QStringLiteral("zoo:mlp"), QStringLiteral("--plan"),
+                          plan, QStringLiteral("--np"), QStringLiteral("2"), QStringLiteral("--step-timeout"), value};
+    const QStringList exec{QStringLiteral("--model"), QStringLiteral("zoo:mlp"), QStringLiteral("--plan"), plan,
+                           QStringLiteral("--step-timeout"), value};
+    const Run r = throughCli ? run(QStringLiteral(TAPESTRY_CLI), cli) : mpirun(2, exec);
+    QCOMPARE(r.exitCode, 2);
+    QStringList ours;
+    for (const QByteArray &line : r.err.split('\n'))
+        if (line.startsWith("tapestry-"))
+            ours << QString::fromUtf8(line);
+    QCOMPARE(ours, QStringList{expected});
 }
 
 QTEST_GUILESS_MAIN(TestPlanRun)

@@ -17,6 +17,8 @@
 #include <QCoreApplication>
 #include <QCryptographicHash>
 #include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
@@ -29,6 +31,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
+#include <QMultiMap>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -43,6 +46,7 @@
 #include <QVBoxLayout>
 
 #include <csignal>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -170,6 +174,33 @@ QString headline(const QStringList &tail)
     return lines.isEmpty() ? QString() : lines.back();
 }
 
+// `root` and the processes below it (children, theirs, ...), from /proc:
+// mpirun starts every rank in a process group of its own, out of reach of a
+// signal to the launcher's group.
+QList<qint64> processTree(qint64 root)
+{
+    if (root <= 1)
+        return {};
+    QMultiMap<qint64, qint64> children;  // by parent
+    for (const QString &entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        bool ok = false;
+        const qint64 pid = entry.toLongLong(&ok);
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(entry));
+        if (!ok || !stat.open(QIODevice::ReadOnly))
+            continue;
+        // "pid (name) state ppid ...": the name may hold spaces and parentheses.
+        const QByteArray text = stat.readAll();
+        const qsizetype close = text.lastIndexOf(')');
+        const QList<QByteArray> fields = text.mid(close + 2).split(' ');
+        if (close > 0 && fields.size() > 1)
+            children.insert(fields[1].toLongLong(), pid);
+    }
+    QList<qint64> tree{root};
+    for (qsizetype i = 0; i < tree.size(); ++i)
+        tree += children.values(tree[i]);
+    return tree;
+}
+
 } // namespace
 
 bool ExecutorRun::verificationPassed() const
@@ -202,8 +233,8 @@ ExecutorPanel::ExecutorPanel(QWidget *parent)
     m_killTimer->setSingleShot(true);
     connect(m_killTimer, &QTimer::timeout, this, [this] {
         if (isRunning()) {
-            log(tr("The job did not end on SIGTERM within %1 s: killing its process group").arg(kKillGraceMs / 1000));
-            ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+            log(tr("The job did not end on SIGTERM within %1 s: killing its processes").arg(kKillGraceMs / 1000));
+            killJob();
         }
     });
     connect(m_server, &ReportServer::messageReceived, this, &ExecutorPanel::onMessage);
@@ -227,9 +258,10 @@ ExecutorPanel::~ExecutorPanel()
         return;
     m_process->disconnect(this);
     const auto pid = static_cast<pid_t>(m_process->processId());
+    m_jobProcesses = processTree(pid);
     ::kill(-pid, SIGTERM);
     if (!m_process->waitForFinished(kKillGraceMs)) {
-        ::kill(-pid, SIGKILL);
+        killJob();
         m_process->waitForFinished(2000);
     }
 }
@@ -262,6 +294,14 @@ void ExecutorPanel::buildUi()
                              "built with CUDA"));
     m_verify = new QCheckBox(tr("Verify against the unsharded reference"), this);
     m_verify->setChecked(true);
+    m_stepTimeout = new QDoubleSpinBox(this);
+    m_stepTimeout->setRange(0, 7 * 24 * 3600);
+    m_stepTimeout->setDecimals(1);
+    m_stepTimeout->setSuffix(QStringLiteral(" s"));
+    m_stepTimeout->setSpecialValueText(tr("automatic"));
+    m_stepTimeout->setToolTip(tr("End the job when a step takes longer: a rank has stalled or died and the others "
+                                 "wait in a collective (--step-timeout). Automatic: 10 times the slower of the "
+                                 "predicted step time and the slowest step so far, at least 60 s"));
     m_profile = new QComboBox(this);
     m_profile->setEditable(true);
     for (const auto &name : sharding::meshProfileNames())
@@ -302,6 +342,7 @@ void ExecutorPanel::buildUi()
     backend->addWidget(m_profile, 1);
     form->addRow(tr("Backend"), backend);
     form->addRow(QString(), m_verify);
+    form->addRow(tr("Step timeout"), m_stepTimeout);
     auto *exec = new QHBoxLayout;
     exec->addWidget(m_executable, 1);
     exec->addWidget(browse);
@@ -531,6 +572,11 @@ void ExecutorPanel::setVerify(bool verify)
     m_verify->setChecked(verify);
 }
 
+void ExecutorPanel::setStepTimeout(double seconds)
+{
+    m_stepTimeout->setValue(seconds);
+}
+
 void ExecutorPanel::setMeshProfile(const QString &nameOrPath)
 {
     if (m_profile->findText(nameOrPath) < 0)
@@ -577,9 +623,11 @@ QStringList ExecutorPanel::command(QString *error) const
     v.args << QStringLiteral("--model") << m_model.source << QStringLiteral("--plan")
            << (m_workDir ? m_workDir->filePath(QStringLiteral("plan.json")) : QStringLiteral("plan.json"))
            << QStringLiteral("--steps") << QString::number(m_steps->value()) << QStringLiteral("--report")
-           << (m_server->token().isEmpty() ? QStringLiteral("tcp://HOST:PORT?token=T") : m_server->reportAddress());
+           << (m_server->token().isEmpty() ? QStringLiteral("tcp://HOST:PORT") : m_server->reportAddress());
     if (m_verify->isChecked())
         v.args << QStringLiteral("--verify");
+    if (m_stepTimeout->value() > 0)
+        v.args << QStringLiteral("--step-timeout") << QString::number(m_stepTimeout->value());
     if (m_batch->value() > 0)
         v.args << QStringLiteral("--batch") << QString::number(m_batch->value());
     if (!m_profile->currentText().trimmed().isEmpty())
@@ -735,10 +783,24 @@ void ExecutorPanel::startJob(const QStringList &cmd, Job job)
     m_process->setProcessChannelMode(QProcess::SeparateChannels);
     auto env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
+    // The run's token goes to rank 0 by the environment (the launch
+    // templates pass it on with -x): a command line is readable by every
+    // user of the machine.
+    env.remove(QStringLiteral("TAPESTRY_REPORT_TOKEN"));
+    if (!m_server->token().isEmpty())
+        env.insert(QStringLiteral("TAPESTRY_REPORT_TOKEN"), m_server->token());
     m_process->setProcessEnvironment(env);
-    // Its own process group, so that Stop reaches mpirun and every rank it
-    // started on this machine, and no rank outlives the job.
-    m_process->setChildProcessModifier([] { ::setpgid(0, 0); });
+    // Its own process group, so that Stop's signal reaches mpirun (which
+    // ends every rank it started) and not the studio; and SIGTERM when the
+    // studio ends, however it ends, so that no job outlives it. A studio
+    // gone before the modifier ran has made the child an orphan already.
+    const pid_t studio = ::getpid();
+    m_process->setChildProcessModifier([studio] {
+        ::setpgid(0, 0);
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != studio)
+            ::_exit(127);
+    });
     QProcess *process = m_process;
     connect(process, &QProcess::readyReadStandardError, this, &ExecutorPanel::onStderr);
     connect(process, &QProcess::readyReadStandardOutput, this, [this, process] {
@@ -806,8 +868,25 @@ void ExecutorPanel::stop()
         return;
     m_stopping = true;
     log(tr("Stopping the job (SIGTERM to its process group)"));
+    m_jobProcesses = processTree(m_process->processId());
     ::kill(-static_cast<pid_t>(m_process->processId()), SIGTERM);
     m_killTimer->start(kKillGraceMs);
+}
+
+void ExecutorPanel::killJob()
+{
+    // The processes seen when Stop began, as well as those there now: a
+    // rank whose launcher died first has a new parent.
+    const auto pid = static_cast<pid_t>(m_process->processId());
+    if (pid <= 1)
+        return;
+    QList<qint64> processes = m_jobProcesses;
+    for (qint64 p : processTree(pid))
+        if (!processes.contains(p))
+            processes << p;
+    ::kill(-pid, SIGKILL);
+    for (qint64 p : processes)
+        ::kill(static_cast<pid_t>(p), SIGKILL);
 }
 
 ExecutorRun *ExecutorPanel::current()

@@ -17,6 +17,7 @@ QT_BEGIN_NAMESPACE
 class QChartView;
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -58,6 +59,9 @@ public:
     void setSteps(int steps);
     void setBatch(int batch);  // 0: the batch the model was loaded with
     void setVerify(bool verify);
+    // Seconds a step may take before the job is ended as stalled
+    // (tapestry-exec --step-timeout); 0: the executor's automatic limit.
+    void setStepTimeout(double seconds);
     void setMeshProfile(const QString &nameOrPath);
     void setExecutable(const QString &path);
     QString executable() const;
@@ -78,7 +82,8 @@ public:
     // start.
     bool calibrate(const QString &name);
     // Ends the job and all its ranks: SIGTERM to its process group, SIGKILL
-    // after a grace period.
+    // to the group and every process below the launcher after a grace
+    // period. The launcher also ends when the studio does, however it ends.
     void stop();
     bool isRunning() const;
 
@@ -112,6 +117,7 @@ private:
     void onMessage(const QJsonObject &message);
     void onProcessFinished(int exitCode, QProcess::ExitStatus status);
     void onStderr();
+    void killJob();
     void log(const QString &line) const;
     void finishRun(ExecutorRun::State state, const QString &message);
     ExecutorRun *current();
@@ -123,6 +129,7 @@ private:
     ReportServer *m_server;
     QProcess *m_process = nullptr;
     QTimer *m_killTimer;
+    QList<qint64> m_jobProcesses;  // the launcher and the processes below it, when Stop began
     std::unique_ptr<QTemporaryDir> m_workDir;
     LoadedModel m_model;
     PlannedModel m_planned;
@@ -153,6 +160,7 @@ private:
     QSpinBox *m_batch;
     QComboBox *m_backend;
     QCheckBox *m_verify;
+    QDoubleSpinBox *m_stepTimeout;
     QComboBox *m_profile;
     QLineEdit *m_executable;
     QLineEdit *m_bind;

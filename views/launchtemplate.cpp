@@ -8,7 +8,8 @@ namespace tapestry::views {
 
 QString LaunchTemplate::localMpirun()
 {
-    return QStringLiteral("mpirun -np {np} {mpi_flags} -x OPENBLAS_NUM_THREADS=1 {exec} {args}");
+    return QStringLiteral(
+        "mpirun -q -np {np} {mpi_flags} -x OPENBLAS_NUM_THREADS=1 -x TAPESTRY_REPORT_TOKEN {exec} {args}");
 }
 
 QString LaunchTemplate::slurm()

@@ -14,9 +14,13 @@ namespace tapestry::views {
 //   {args}      the executor's arguments, each its own word
 // A word that is exactly {args} or {mpi_flags} becomes as many words as
 // it holds (none when empty); other placeholders are replaced inside words.
+// The run's report token is in the environment, TAPESTRY_REPORT_TOKEN, never
+// among the words: a launcher that does not pass its environment on to
+// rank 0 must be told to (mpirun -x TAPESTRY_REPORT_TOKEN; srun does by default).
 struct LaunchTemplate {
     enum class Kind { LocalMpirun, Slurm, Custom };
-    static QString localMpirun();  // mpirun -np {np} {mpi_flags} -x OPENBLAS_NUM_THREADS=1 {exec} {args}
+    // mpirun -q -np {np} {mpi_flags} -x OPENBLAS_NUM_THREADS=1 -x TAPESTRY_REPORT_TOKEN {exec} {args}
+    static QString localMpirun();
     static QString slurm();        // srun -N {nodes} --ntasks-per-node {per_node} {exec} {args}
     static QString forKind(Kind kind);
 };

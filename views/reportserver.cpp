@@ -13,9 +13,6 @@ namespace tapestry::views {
 
 namespace {
 
-// Unauthenticated connections held at once; more are closed on arrival.
-constexpr std::size_t kMaxPendingClients = 16;
-
 // Compares without stopping at the first differing byte.
 bool sameToken(const QString &a, const QString &b)
 {
@@ -106,7 +103,7 @@ void ReportServer::endRun()
 
 QString ReportServer::reportAddress() const
 {
-    return QStringLiteral("tcp://%1:%2?token=%3").arg(advertisedHost()).arg(port()).arg(m_token);
+    return QStringLiteral("tcp://%1:%2").arg(advertisedHost()).arg(port());
 }
 
 bool ReportServer::hasClient() const
@@ -122,14 +119,12 @@ QString ReportServer::peer(const QTcpSocket *socket) const
 void ReportServer::onNewConnection()
 {
     while (QTcpSocket *socket = m_server->nextPendingConnection()) {
-        const std::size_t pending = static_cast<std::size_t>(
-            std::count_if(m_clients.begin(), m_clients.end(), [](const Client &c) { return !c.accepted; }));
-        if (pending >= kMaxPendingClients) {
-            emit connectionRejected(tr("%1: too many connections waiting for their hello").arg(peer(socket)));
-            socket->abort();
-            socket->deleteLater();
-            continue;
-        }
+        // The newest connection may be the run's executor, which says hello
+        // at once: the oldest silent one makes room for it.
+        auto silent = [](const Client &c) { return !c.accepted; };
+        if (std::count_if(m_clients.begin(), m_clients.end(), silent) >= kMaxPendingClients)
+            reject(*std::find_if(m_clients.begin(), m_clients.end(), silent),
+                   tr("no hello yet, and more connections are waiting for theirs"));
         Client client;
         client.socket = socket;
         client.helloTimer = new QTimer(socket);

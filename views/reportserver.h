@@ -18,13 +18,20 @@ namespace tapestry::views {
 // Where a running tapestry-exec sends its JSON lines (executor/REPORT.md):
 // a TCP server, on loopback unless told otherwise, that accepts for each run
 // one connection whose first line is a hello carrying that run's random
-// token. Everything else is refused or dropped and logged: other tokens,
-// connections that say nothing, lines that are not JSON objects, lines over
-// kMaxLineBytes. Nothing a client sends can take the studio down.
+// token. The token reaches the job by the environment (TAPESTRY_REPORT_TOKEN),
+// never by its command line, which every user of the machine can read.
+// Everything else is refused or dropped and logged: other tokens,
+// connections silent for kHelloTimeoutMs, lines that are not JSON objects,
+// lines over kMaxLineBytes. At most kMaxPendingClients connections wait for
+// their hello; one more drops the oldest of them, so that silent
+// connections cannot lock the run's executor out (it says hello as soon as
+// it connects). Nothing a client sends can take the studio down.
 class ReportServer : public QObject {
     Q_OBJECT
 public:
     static constexpr qsizetype kMaxLineBytes = 1 << 20;
+    static constexpr int kHelloTimeoutMs = 5000;
+    static constexpr int kMaxPendingClients = 16;
     static constexpr int kSchema = plan::kRunReportSchema;
 
     explicit ReportServer(QObject *parent = nullptr);
@@ -41,11 +48,12 @@ public:
     // overrides it (a cluster's head node, a tunnel).
     QString advertisedHost() const;
     void setAdvertisedHost(const QString &host);
-    // How long a connection may stay silent before its hello (default 30 s).
+    // How long a connection may stay silent before its hello (default kHelloTimeoutMs).
     void setHelloTimeout(int milliseconds);
 
     // Starts a run: a fresh random token; connections of the previous run
-    // are closed. Returns the value for tapestry-exec --report.
+    // are closed. Returns the value for tapestry-exec --report
+    // (tcp://HOST:PORT); the job gets token() in TAPESTRY_REPORT_TOKEN.
     QString startRun();
     // Ends the run: its token is no longer accepted.
     void endRun();
@@ -87,7 +95,7 @@ private:
     QString m_token;
     QString m_advertisedHost;
     bool m_tokenUsed = false;
-    int m_helloTimeoutMs = 30000;
+    int m_helloTimeoutMs = kHelloTimeoutMs;
 };
 
 } // namespace tapestry::views

@@ -5,12 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -119,10 +122,24 @@ int runRun(const Args &args)
         throw TapestryError(Error{"--np", {}, "expects a positive integer"});
     if (!fs::exists(*planFile))
         throw TapestryError(Error{*planFile, {}, "no such plan file"});
+    if (auto timeout = args.value("--step-timeout")) {
+        std::size_t used = 0;
+        double seconds = 0.0;
+        try {
+            seconds = std::stod(*timeout, &used);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used != timeout->size() || !(seconds > 0) || !std::isfinite(seconds))
+            throw TapestryError(
+                Error{"--step-timeout", {}, "expects a positive number of seconds, got '" + *timeout + "'"});
+    }
     const std::string executor = findExecutor();
     const bool json = args.has("--json");
 
-    std::vector<std::string> argv{"mpirun", "-np", std::to_string(*np)};
+    // -q: Open MPI's multi-line banners about a failed job would follow
+    // the executor's one line and hide it.
+    std::vector<std::string> argv{"mpirun", "-q", "-np", std::to_string(*np)};
     if (geteuid() == 0)
         argv.push_back("--allow-run-as-root");
     if (*np > static_cast<long long>(sysconf(_SC_NPROCESSORS_ONLN)))
@@ -130,7 +147,7 @@ int runRun(const Args &args)
     // One BLAS thread per rank: ranks would otherwise fight over the cores.
     argv.insert(argv.end(), {"-x", "OPENBLAS_NUM_THREADS=1", executor, "--model", args.positional[0], "--plan",
                              *planFile, "--report", "-", "--quiet"});
-    for (const char *name : {"--steps", "--warmup", "--batch", "--seq", "--seed", "--mesh-profile"})
+    for (const char *name : {"--steps", "--warmup", "--batch", "--seq", "--seed", "--mesh-profile", "--step-timeout"})
         if (auto v = args.value(name)) {
             argv.push_back(name);
             argv.push_back(*v);
@@ -141,10 +158,18 @@ int runRun(const Args &args)
     int pipefd[2];
     if (pipe(pipefd) != 0)
         throw TapestryError(Error{"mpirun", {}, std::string("cannot create a pipe: ") + std::strerror(errno)});
+    const pid_t self = getpid();
     const pid_t pid = fork();
     if (pid < 0)
         throw TapestryError(Error{"mpirun", {}, std::string("cannot start: ") + std::strerror(errno)});
     if (pid == 0) {
+        // mpirun stays in this process's group (Ctrl-C reaches it and every
+        // rank), and ends with it however it ends, kill -9 included: on
+        // SIGTERM mpirun ends every rank it started. A CLI gone before this
+        // line ran has made this process an orphan already.
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != self)
+            _exit(127);
         dup2(pipefd[1], STDOUT_FILENO);
         close(pipefd[0]);
         close(pipefd[1]);
@@ -242,7 +267,7 @@ int runRun(const Args &args)
 Registration run([] {
     Command c;
     c.name = "run";
-    c.usage = "run MODEL --plan FILE --np N [--steps K] [--warmup W] [--verify] [--json]";
+    c.usage = "run MODEL --plan FILE --np N [--steps K] [--warmup W] [--verify] [--step-timeout S] [--json]";
     c.summary = "run a plan on N MPI ranks with tapestry-exec, optionally verified";
     c.details =
         "Starts 'mpirun -np N tapestry-exec ...' (with --allow-run-as-root as root, --oversubscribe\n"
@@ -251,6 +276,9 @@ Registration run([] {
         "GFLOP/s per rank, the collectives\n"
         "of a step and the cost model's predicted step time. The plan's mesh must have N\n"
         "devices. tapestry-exec is found beside tapestry-cli or through $TAPESTRY_EXEC.\n"
+        "mpirun and its ranks end with this command, however it ends (Ctrl-C, kill, kill -9).\n"
+        "A rank that stalls (stopped, dead, stuck) ends the job after --step-timeout with one line\n"
+        "naming the step and the collective the other ranks wait in.\n"
         "Exit codes: 0 success, 1 verification failed or a rank failed, 2 bad input.\n";
     c.options = modelOptions();
     c.options.push_back({"--plan", "FILE", "the tapestry.plan to run (required)"});
@@ -259,6 +287,9 @@ Registration run([] {
     c.options.push_back({"--warmup", "W", "steps before measuring (default 1)"});
     c.options.push_back({"--seed", "S", "seed of the parameters and the batch (default 1)"});
     c.options.push_back({"--mesh-profile", "NAME", "profile of the predicted step time (default cpu-loopback)"});
+    c.options.push_back({"--step-timeout", "SECONDS",
+                         "end the job when a step takes longer (default 10x the slower of the predicted and the "
+                         "slowest step so far, at least 60 s)"});
     c.options.push_back({"--verify", "", "check the first step against the unsharded reference"});
     c.options.push_back({"--json", "", "print the summary as one JSON object"});
     c.run = runRun;

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <iostream>
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -161,6 +163,8 @@ void writeOutputFile(const std::string &path, std::string_view contents)
     if (path.empty())
         fail("-o", "an empty file name");
     if (path == "-") {
+        std::cout.flush();  // what the command printed before comes first
+        std::fflush(stdout);
         if (!writeAll(STDOUT_FILENO, contents))
             fail("standard output", systemError("write failed", errno));
         return;

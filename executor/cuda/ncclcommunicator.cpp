@@ -2,6 +2,7 @@
 
 #include "cuda/cudacheck.h"
 #include "cuda/cudadevice.h"
+#include "watchdog.h"
 
 #include <mpi.h>
 
@@ -19,16 +20,23 @@ NcclCommunicator::NcclCommunicator(const Communicator &group, CudaDevice &device
     : m_device(device)
     , m_rank(group.rank())
     , m_size(group.size())
+    , m_watchdog(group.watchdog())
 {
     ncclUniqueId id {};
     if (m_rank == 0)
         gpu::check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group.handle());
     gpu::check(ncclCommInitRank(&m_comm, m_size, id, m_rank), "ncclCommInitRank");
+    // A stalled peer leaves this rank's kernels waiting on the GPU: the
+    // watchdog aborts the communicator before it ends the job.
+    if (m_watchdog)
+        m_abortHook = m_watchdog->addAbortHook([comm = m_comm] { ncclCommAbort(comm); });
 }
 
 NcclCommunicator::~NcclCommunicator()
 {
+    if (m_watchdog)
+        m_watchdog->removeAbortHook(m_abortHook);
     cudaStreamSynchronize(m_device.stream());
     for (float *p : m_scratch)
         cudaFree(p);
@@ -54,6 +62,8 @@ void NcclCommunicator::end(Collective kind, std::int64_t bytes)
 {
     Timed &t = m_events[m_pending++];
     t.kind = kind;
+    if (m_watchdog)
+        m_watchdog->issued(kind);
     gpu::check(cudaEventRecord(t.stop, m_device.stream()), "cudaEventRecord");
     m_stats[kind].calls += 1;
     m_stats[kind].bytes += bytes;

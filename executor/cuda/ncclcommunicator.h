@@ -13,6 +13,7 @@
 namespace tapestry::exec {
 
 class CudaDevice;
+class Watchdog;
 
 // The collectives of one mesh axis over NCCL, on tensors in GPU memory and
 // on the device's stream: an NCCL communicator over the ranks of an MPI
@@ -57,6 +58,8 @@ private:
     std::size_t m_pending = 0;
     std::array<float *, 2> m_scratch {};
     std::array<std::int64_t, 2> m_scratchSize {};
+    Watchdog *m_watchdog = nullptr;  // the group's, told of each collective queued
+    int m_abortHook = 0;
 };
 
 // The collectives of one mesh axis whose ranks share a GPU, which NCCL

@@ -2,7 +2,9 @@
 // refused without a plan or an executor; real mpirun jobs started from the
 // panel (the MLP sample on 2 ranks, GPT-2 from the studio on 4) streaming
 // their steps and verdict in; a failing job's exit status and error lines;
-// Stop ending the job with every rank; runs kept per plan.
+// Stop, and the studio's end, ending the job with every rank; the report
+// token on no command line; runs kept per plan.
+#include "../processrun.h"
 #include "costsummarybar.h"
 #include "executorpanel.h"
 #include "launchtemplate.h"
@@ -22,9 +24,16 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <csignal>
+#include <cstdio>
 #include <unistd.h>
 
 using namespace tapestry::views;
+using tapestry::testing::processEnvironment;
+using tapestry::testing::ProcessReaper;
+using tapestry::testing::processTree;
+using tapestry::testing::readUntil;
+using tapestry::testing::waitGone;
 
 namespace {
 
@@ -59,18 +68,20 @@ bool waitFinished(QSignalSpy &finished, int seconds = 240)
     return !finished.isEmpty();
 }
 
-// Processes whose command line holds `needle`.
-int processesWith(const QString &needle)
+// The processes this test started (the panel's launcher and what it started).
+QList<qint64> jobProcesses()
 {
-    int n = 0;
-    const QByteArray want = needle.toUtf8();
-    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        QFile f(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        if (pid.toInt() > 0 && pid.toInt() != getpid() && f.open(QIODevice::ReadOnly) && f.readAll().contains(want))
-            ++n;
-    }
-    return n;
+    return processTree(QCoreApplication::applicationPid()).mid(1);
 }
+
+bool waitForStep(QSignalSpy &steps)
+{
+    for (int i = 0; i < 1200 && steps.isEmpty(); ++i)
+        steps.wait(100);
+    return !steps.isEmpty();
+}
+
+const QString kLongGpt = QStringLiteral("zoo:gpt2?layers=2&hidden=64&heads=4&vocab=128&seq=32&batch=2");
 
 } // namespace
 
@@ -89,17 +100,17 @@ private slots:
         const QStringList tail{QStringLiteral("/x/tapestry-exec"), QStringLiteral("--model"),
                                QStringLiteral("zoo:gpt2?layers=2&heads=4"), QStringLiteral("--plan"),
                                QStringLiteral("/tmp/a b/plan.json")};
+        const QStringList environment{QStringLiteral("-x"), QStringLiteral("OPENBLAS_NUM_THREADS=1"),
+                                      QStringLiteral("-x"), QStringLiteral("TAPESTRY_REPORT_TOKEN")};
         QTest::newRow("local as user") << LaunchTemplate::localMpirun() << 2 << 1 << false
-                                       << (QStringList{QStringLiteral("mpirun"), QStringLiteral("-np"),
-                                                       QStringLiteral("2"), QStringLiteral("-x"),
-                                                       QStringLiteral("OPENBLAS_NUM_THREADS=1")} +
-                                           tail);
+                                       << (QStringList{QStringLiteral("mpirun"), QStringLiteral("-q"),
+                                                       QStringLiteral("-np"), QStringLiteral("2")} +
+                                           environment + tail);
         QTest::newRow("local as root, oversubscribed")
             << LaunchTemplate::localMpirun() << 8 << 1 << true
-            << (QStringList{QStringLiteral("mpirun"), QStringLiteral("-np"), QStringLiteral("8"),
-                            QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
-                            QStringLiteral("-x"), QStringLiteral("OPENBLAS_NUM_THREADS=1")} +
-                tail);
+            << (QStringList{QStringLiteral("mpirun"), QStringLiteral("-q"), QStringLiteral("-np"), QStringLiteral("8"),
+                            QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe")} +
+                environment + tail);
         QTest::newRow("slurm") << LaunchTemplate::slurm() << 16 << 2 << false
                                << (QStringList{QStringLiteral("srun"), QStringLiteral("-N"), QStringLiteral("2"),
                                                QStringLiteral("--ntasks-per-node"), QStringLiteral("8")} +
@@ -259,10 +270,12 @@ private slots:
         QVERIFY(panel.statusText().contains(QStringLiteral("exit code 2")));
     }
 
+    // Stop ends the launcher and every rank of the job, a stalled
+    // (stopped) rank included: the job's processes, found by pid below the
+    // studio, are all gone.
     void stopEndsEveryRank()
     {
-        const Planned p = plan(QStringLiteral("zoo:gpt2?layers=2&hidden=64&heads=4&vocab=128&seq=32&batch=2"),
-                               QStringLiteral("2"), QStringLiteral("megatron"));
+        const Planned p = plan(kLongGpt, QStringLiteral("2"), QStringLiteral("megatron"));
         QVERIFY2(p.planned.plan, qPrintable(p.planned.error));
         ExecutorPanel panel;
         panel.setExecutable(QStringLiteral(TAPESTRY_EXEC));
@@ -271,22 +284,111 @@ private slots:
         panel.setVerify(false);
         QSignalSpy steps(&panel, &ExecutorPanel::stepReceived);
         QSignalSpy finished(&panel, &ExecutorPanel::runFinished);
+        ProcessReaper reaper;
         QVERIFY(panel.run());
-        for (int i = 0; i < 1200 && steps.isEmpty(); ++i)
-            steps.wait(100);
-        QVERIFY(!steps.isEmpty());
-        const QStringList command = panel.currentRun()->command;
-        const QString planPath = command.at(command.indexOf(QStringLiteral("--plan")) + 1);
-        QVERIFY(processesWith(planPath) >= 2);
+        const bool stepped = waitForStep(steps);
+        reaper.pids = jobProcesses();
+        QVERIFY(stepped);
+        QVERIFY2(reaper.pids.size() >= 3, "expected mpirun and 2 ranks");
+        for (qint64 pid : reaper.pids)
+            if (processEnvironment(pid, "OMPI_COMM_WORLD_RANK") == "1")
+                QCOMPARE(::kill(static_cast<pid_t>(pid), SIGSTOP), 0);
         panel.stop();
         QVERIFY(waitFinished(finished, 60));
         QCOMPARE(finished.first().first().value<ExecutorRun>().state, ExecutorRun::State::Stopped);
-        int left = processesWith(planPath);
-        for (int i = 0; i < 100 && left > 0; ++i) {
-            QTest::qWait(100);
-            left = processesWith(planPath);
+        const QList<qint64> left = waitGone(reaper.pids, 10000);
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("%1 processes of the job outlived Stop").arg(left.size())));
+    }
+
+    // issue 27: the studio killed outright (kill -9) takes its job with it,
+    // also while the job writes nothing that would find the studio gone.
+    // The studio is this test program run as helperStudioRunsAJob.
+    void killedStudioTakesItsJobWithIt()
+    {
+        QProcess studio;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("TAPESTRY_TEST_STUDIO_HELPER"), QStringLiteral("1"));
+        studio.setProcessEnvironment(env);
+        ProcessReaper reaper;
+        studio.start(QCoreApplication::applicationFilePath(), {QStringLiteral("helperStudioRunsAJob")});
+        QByteArray out, err;
+        const bool running = readUntil(
+            studio, out, err, [](const QByteArray &o, const QByteArray &) { return o.contains("job running\n"); },
+            240000);
+        reaper.pids = processTree(studio.processId());
+        QVERIFY2(running, QByteArray(out + err).constData());
+        const QList<qint64> job = reaper.pids.mid(1);
+        QVERIFY2(job.size() >= 3, "expected mpirun and 2 ranks below the studio");
+        QCOMPARE(::kill(static_cast<pid_t>(studio.processId()), SIGKILL), 0);
+        QVERIFY(studio.waitForFinished(10000));
+        const QList<qint64> left = waitGone(job, 10000);
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("%1 of %2 processes of the job still run 10 s after the "
+                                                           "studio was killed")
+                                                .arg(left.size())
+                                                .arg(job.size())));
+    }
+
+    // The studio of killedStudioTakesItsJobWithIt: starts a job from the
+    // panel that warms up for long without a word, says so on stdout once
+    // the job has reported its start, and waits to be killed.
+    void helperStudioRunsAJob()
+    {
+        if (qEnvironmentVariableIsEmpty("TAPESTRY_TEST_STUDIO_HELPER"))
+            QSKIP("the studio that killedStudioTakesItsJobWithIt starts and kills");
+        const Planned p = plan(kLongGpt, QStringLiteral("2"), QStringLiteral("megatron"));
+        QVERIFY2(p.planned.plan, qPrintable(p.planned.error));
+        ExecutorPanel panel;
+        panel.setExecutable(QStringLiteral(TAPESTRY_EXEC));
+        panel.setPlan(p.model, p.planned);
+        panel.setCommandTemplate(LaunchTemplate::localMpirun() + QStringLiteral(" --warmup 100000 --quiet"));
+        panel.setSteps(1);
+        panel.setVerify(false);
+        QSignalSpy messages(panel.server(), &ReportServer::messageReceived);
+        QVERIFY(panel.run());
+        for (int i = 0; i < 1200 && messages.isEmpty(); ++i)
+            messages.wait(100);
+        QVERIFY(!messages.isEmpty());
+        QCOMPARE(messages.first().first().toJsonObject().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("start"));
+        std::printf("job running\n");
+        std::fflush(stdout);
+        QTest::qWait(240000);
+    }
+
+    // issue 27: the run's report token is on no command line of the job,
+    // which any user of the machine can read (ps); rank 0 has it in its
+    // environment, and the report comes through.
+    void reportTokenIsOnNoCommandLine()
+    {
+        const Planned p = plan(kLongGpt, QStringLiteral("2"), QStringLiteral("megatron"));
+        QVERIFY2(p.planned.plan, qPrintable(p.planned.error));
+        ExecutorPanel panel;
+        panel.setExecutable(QStringLiteral(TAPESTRY_EXEC));
+        panel.setPlan(p.model, p.planned);
+        panel.setSteps(100000);
+        panel.setVerify(false);
+        QSignalSpy steps(&panel, &ExecutorPanel::stepReceived);
+        QSignalSpy finished(&panel, &ExecutorPanel::runFinished);
+        ProcessReaper reaper;
+        QVERIFY(panel.run());
+        const bool stepped = waitForStep(steps);
+        reaper.pids = jobProcesses();
+        QVERIFY(stepped);  // the report reached the panel
+        const QByteArray token = panel.server()->token().toUtf8();
+        QCOMPARE(token.size(), 32);
+        QVERIFY(!panel.currentRun()->command.join(QLatin1Char(' ')).contains(QString::fromUtf8(token)));
+        int ranksWithToken = 0;
+        for (qint64 pid : reaper.pids) {
+            QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
+            QVERIFY(cmdline.open(QIODevice::ReadOnly));
+            QVERIFY2(!cmdline.readAll().contains(token), qPrintable(QStringLiteral("pid %1").arg(pid)));
+            if (processEnvironment(pid, "OMPI_COMM_WORLD_RANK") == "0" &&
+                processEnvironment(pid, "TAPESTRY_REPORT_TOKEN") == token)
+                ++ranksWithToken;
         }
-        QCOMPARE(left, 0);
+        QCOMPARE(ranksWithToken, 1);
+        panel.stop();
+        QVERIFY(waitFinished(finished, 60));
     }
 
     // issue 11, done when: GPT-2 (2 layers, small hidden) on 4 local ranks

@@ -1,9 +1,11 @@
 // The studio's report server against fake clients (wrong token, no hello,
 // garbage and oversized lines, a client gone mid-run, a second client with
-// a used token) and against a real tapestry-exec on 2 ranks; the executor's
-// one-line refusal of a report address nobody listens on.
+// a used token, a crowd of silent connections) and against a real
+// tapestry-exec on 2 ranks, which takes the token from its environment; the
+// executor's one-line refusal of a report address nobody listens on.
 #include "reportserver.h"
 
+#include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -17,12 +19,16 @@ using tapestry::views::ReportServer;
 
 namespace {
 
-QProcessEnvironment mpiEnvironment()
+// What MPI ranks need here; the report token only when given.
+QProcessEnvironment mpiEnvironment(const QString &token = {})
 {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1"));
     env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
     env.insert(QStringLiteral("OPENBLAS_NUM_THREADS"), QStringLiteral("1"));
+    env.remove(QStringLiteral("TAPESTRY_REPORT_TOKEN"));
+    if (!token.isEmpty())
+        env.insert(QStringLiteral("TAPESTRY_REPORT_TOKEN"), token);
     return env;
 }
 
@@ -74,8 +80,8 @@ private slots:
         QVERIFY(server.listen());
         QVERIFY(server.port() > 0);
         const QString address = server.startRun();
-        QVERIFY2(address.startsWith(QStringLiteral("tcp://127.0.0.1:%1?token=").arg(server.port())),
-                 qPrintable(address));
+        // The token goes to the job by its environment, never its command line.
+        QCOMPARE(address, QStringLiteral("tcp://127.0.0.1:%1").arg(server.port()));
         QCOMPARE(server.token().size(), 32);
         const QString first = server.token();
         server.startRun();
@@ -259,6 +265,49 @@ private slots:
         QVERIFY(rejected.first().first().toString().contains(QStringLiteral("no hello")));
     }
 
+    // issue 27: a connection that never says hello is dropped within
+    // seconds, not held for half a minute.
+    void silentClientTimesOutInSeconds()
+    {
+        ReportServer server;
+        QVERIFY(server.listen());
+        server.startRun();
+        QSignalSpy rejected(&server, &ReportServer::connectionRejected);
+        QElapsedTimer clock;
+        clock.start();
+        auto client = connectTo(server);
+        QVERIFY(client);
+        for (int i = 0; i < 150 && rejected.isEmpty(); ++i)
+            rejected.wait(100);
+        QVERIFY(!rejected.isEmpty());
+        QVERIFY2(clock.elapsed() < 10000, qPrintable(QString::number(clock.elapsed())));
+        QVERIFY(rejected.first().first().toString().contains(QStringLiteral("no hello")));
+    }
+
+    // issue 27: connections that never say hello, more than the server
+    // holds, cannot lock the run's executor out: the oldest silent ones
+    // make room for the newest, and the executor says hello at once.
+    void silentConnectionsCannotLockTheRunOut()
+    {
+        ReportServer server;
+        QVERIFY(server.listen());
+        server.startRun();
+        QSignalSpy accepted(&server, &ReportServer::clientAccepted);
+        QSignalSpy messages(&server, &ReportServer::messageReceived);
+        std::vector<std::unique_ptr<QTcpSocket>> silent;
+        for (int i = 0; i < 3 * ReportServer::kMaxPendingClients; ++i) {
+            silent.push_back(connectTo(server));
+            QVERIFY(silent.back());
+        }
+        QTest::qWait(300);  // the server has taken them all
+        auto executor = connectTo(server);
+        QVERIFY(executor);
+        executor->write(hello(server.token()) + step(1));
+        QVERIFY(waitFor(messages));
+        QCOMPARE(accepted.count(), 1);
+        QVERIFY(server.hasClient());
+    }
+
     void clientGoneMidRun()
     {
         ReportServer server;
@@ -293,11 +342,11 @@ private slots:
         const quint16 port = probe.serverPort();
         probe.close();
         QProcess p;
-        p.setProcessEnvironment(mpiEnvironment());
+        p.setProcessEnvironment(mpiEnvironment(QStringLiteral("abc")));
         p.start(QStringLiteral(TAPESTRY_EXEC),
                 {QStringLiteral("--model"), QStringLiteral("zoo:mlp"), QStringLiteral("--plan"),
                  QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/plans/mlp-2d-4x2.json"), QStringLiteral("--report"),
-                 QStringLiteral("tcp://127.0.0.1:%1?token=abc").arg(port)});
+                 QStringLiteral("tcp://127.0.0.1:%1").arg(port)});
         QVERIFY(p.waitForFinished(60000));
         QCOMPARE(p.exitCode(), 2);
         QStringList lines;
@@ -312,19 +361,27 @@ private slots:
     void executorRefusesMalformedAddresses_data()
     {
         QTest::addColumn<QString>("address");
+        QTest::addColumn<QString>("token");  // TAPESTRY_REPORT_TOKEN, unset when empty
         QTest::addColumn<QString>("problem");
-        QTest::newRow("scheme") << "http://127.0.0.1:5?token=a" << "expected '-'";
-        QTest::newRow("no token") << "tcp://127.0.0.1:5" << "needs ?token=T";
-        QTest::newRow("no port") << "tcp://127.0.0.1?token=a" << "HOST:PORT";
-        QTest::newRow("bad port") << "tcp://127.0.0.1:99999?token=a" << "1 to 65535";
-        QTest::newRow("empty token") << "tcp://127.0.0.1:5?token=" << "non-empty";
+        QTest::newRow("scheme") << "http://127.0.0.1:5" << "a" << "expected '-'";
+        QTest::newRow("no token") << "tcp://127.0.0.1:5" << ""
+                                  << "no token: the report server's token for this run goes in the environment "
+                                     "variable TAPESTRY_REPORT_TOKEN";
+        QTest::newRow("no port") << "tcp://127.0.0.1" << "a" << "HOST:PORT";
+        QTest::newRow("bad port") << "tcp://127.0.0.1:99999" << "a" << "1 to 65535";
+        QTest::newRow("token not a word") << "tcp://127.0.0.1:5" << "a b"
+                                          << "TAPESTRY_REPORT_TOKEN must hold a non-empty word";
+        QTest::newRow("empty token in the address") << "tcp://127.0.0.1:5?token=" << "" << "non-empty";
+        QTest::newRow("two tokens") << "tcp://127.0.0.1:5?token=a" << "b" << "differs from TAPESTRY_REPORT_TOKEN";
+        QTest::newRow("query") << "tcp://127.0.0.1:5?key=a" << "a" << "the token in TAPESTRY_REPORT_TOKEN";
     }
     void executorRefusesMalformedAddresses()
     {
         QFETCH(QString, address);
+        QFETCH(QString, token);
         QFETCH(QString, problem);
         QProcess p;
-        p.setProcessEnvironment(mpiEnvironment());
+        p.setProcessEnvironment(mpiEnvironment(token));
         p.start(QStringLiteral(TAPESTRY_EXEC), {QStringLiteral("--model"), QStringLiteral("zoo:mlp"),
                                                 QStringLiteral("--plan"), QStringLiteral("p.json"),
                                                 QStringLiteral("--report"), address});
@@ -335,10 +392,19 @@ private slots:
                  qPrintable(err));
     }
 
-    // A real job on 2 ranks: hello with the token, start, every step, and
-    // the summary with a passing verification, all through the server.
+    // A real job on 2 ranks: hello with the token (from its environment),
+    // start, every step, and the summary with a passing verification, all
+    // through the server. The older address with ?token= still works, with
+    // a warning.
+    void realExecutorReports_data()
+    {
+        QTest::addColumn<bool>("tokenInAddress");
+        QTest::newRow("token in the environment") << false;
+        QTest::newRow("token in the address") << true;
+    }
     void realExecutorReports()
     {
+        QFETCH(bool, tokenInAddress);
         QTemporaryDir dir;
         QProcess plan;
         plan.start(QStringLiteral(TAPESTRY_CLI),
@@ -350,12 +416,14 @@ private slots:
 
         ReportServer server;
         QVERIFY(server.listen());
-        const QString address = server.startRun();
+        QString address = server.startRun();
+        if (tokenInAddress)
+            address += QStringLiteral("?token=") + server.token();
         QSignalSpy accepted(&server, &ReportServer::clientAccepted);
         QSignalSpy messages(&server, &ReportServer::messageReceived);
         QSignalSpy gone(&server, &ReportServer::clientDisconnected);
         QProcess job;
-        job.setProcessEnvironment(mpiEnvironment());
+        job.setProcessEnvironment(mpiEnvironment(tokenInAddress ? QString() : server.token()));
         job.start(QStringLiteral("mpirun"),
                   {QStringLiteral("--oversubscribe"), QStringLiteral("-np"), QStringLiteral("2"),
                    QStringLiteral(TAPESTRY_EXEC), QStringLiteral("--model"), QStringLiteral("zoo:mlp"),
@@ -375,6 +443,11 @@ private slots:
         QVERIFY(summary.value(QStringLiteral("verification")).toObject().value(QStringLiteral("passed")).toBool());
         QVERIFY(summary.value(QStringLiteral("tokens_per_s")).toDouble() > 0);
         QVERIFY(job.readAllStandardOutput().isEmpty());  // nothing on stdout: it all went to the server
+        const QByteArray err = job.readAllStandardError();
+        QCOMPARE(err.count("tapestry-exec: warning: --report: the token in the address is readable by every user"),
+                 tokenInAddress ? 1 : 0);
+        if (tokenInAddress)
+            QVERIFY2(err.contains("pass it in TAPESTRY_REPORT_TOKEN instead"), err.constData());
     }
 };
 
