@@ -27,6 +27,7 @@ private slots:
         QTest::newRow("zero") << "0" << "";
         QTest::newRow("letters") << "eight" << "";
         QTest::newRow("comma") << "2,8" << "";
+        QTest::newRow("past the device limit") << "1024x1025" << "";
     }
     void parseShape()
     {
@@ -153,6 +154,31 @@ private slots:
                                  sharding::findMeshProfile("dgx-h100").mesh({4, 2}, {"x", "x"}));
     }
 
+    // Sizes whose product overflows (64 bits here) are refused with the
+    // device limit, as are sizes below 1; 2^20 devices are a mesh.
+    void meshPastTheDeviceLimitIsRefused()
+    {
+        const auto profile = sharding::findMeshProfile("dgx-h100");
+        QCOMPARE(profile.mesh({1024, 1024}, {"data", "model"}).deviceCount(), 1 << 20);
+        for (const auto &sizes : std::vector<std::vector<int>>{{1024, 1025}, {999999, 999999, 999999, 999999}, {0, 2}}) {
+            std::vector<std::string> names{"a", "b", "c", "d"};
+            names.resize(sizes.size());
+            try {
+                profile.mesh(sizes, names);
+                QFAIL("expected an error");
+            } catch (const TapestryError &e) {
+                QVERIFY2(std::string(e.what()).starts_with("--mesh: "), e.what());
+            }
+        }
+        // With axis names too, the error says why.
+        try {
+            sharding::parseMeshText("1024x1025 (a, b)");
+            QFAIL("expected an error");
+        } catch (const TapestryError &e) {
+            QVERIFY2(std::string(e.what()).find("at most 1048576 devices") != std::string::npos, e.what());
+        }
+    }
+
     void badProfileNamesFileAndPath_data()
     {
         QTest::addColumn<QString>("json");
@@ -172,6 +198,11 @@ private slots:
                                << "$.device.peak_flops.fp7";
         QTest::newRow("fraction") << QString(good).replace("0.5", "1.5") << "$.device.achievable_fraction";
         QTest::newRow("number past a double") << QString(good).replace("1e-6", "1e999") << "not valid JSON";
+        QTest::newRow("devices per node past an int")
+            << QString(good).replace(R"("intra_node_devices":4)", R"("intra_node_devices":4294967300)")
+            << "$.intra_node_devices";
+        QTest::newRow("version past an int") << QString(good).replace(R"("version":1)", R"("version":4294967297)")
+                                             << "$.version";
         QTest::newRow("good") << good << "";
     }
     void badProfileNamesFileAndPath()

@@ -118,6 +118,26 @@ private slots:
         QCOMPARE(std::distance(std::filesystem::directory_iterator(dir.path().toStdString()), {}), 1);
     }
 
+    // Axis sizes each within bounds whose product is not: refused with the
+    // device limit before planSpecs multiplies them.
+    void meshPastTheDeviceLimitIsRefused()
+    {
+        std::string text = plan::writePlanJson(gptPlan());
+        for (const char *size : {"\"size\":2,", "\"size\":8,"}) {
+            const auto at = text.find(size);
+            QVERIFY(at != std::string::npos);
+            text.replace(at, std::string(size).size(), "\"size\":999999,");
+        }
+        try {
+            plan::readPlanJson(text, "huge.json");
+            QFAIL("expected an error");
+        } catch (const TapestryError &e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.starts_with("huge.json: $.mesh.axes: "), msg.c_str());
+            QVERIFY2(msg.find("1048576 devices") != std::string::npos, msg.c_str());
+        }
+    }
+
     // Structure, shapes and tensor names; not op names.
     void fingerprint()
     {

@@ -469,6 +469,8 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     }
     if (!p.axisCarries.empty() && p.axisCarries.size() != p.mesh.axes.size())
         r.fail("$.mesh.axes", "some axes say what they carry and some do not");
+    if (auto problem = sharding::meshSizesProblem(p.mesh.shape()))
+        r.fail("$.mesh.axes", *problem);
     if (mesh.contains("axes_constrained"))
         p.axesConstrained = r.boolean(mesh, "$.mesh", "axes_constrained");
     const auto &device = r.object(mesh, "$.mesh", "device");

@@ -46,7 +46,24 @@ std::string Mesh::toString() const
     return sizes + " (" + names + ")";
 }
 
-std::vector<int> parseMeshShape(const std::string &text)
+std::optional<std::string> meshSizesProblem(const std::vector<int> &sizes)
+{
+    std::int64_t devices = 1;
+    for (const int size : sizes) {
+        if (size < 1)
+            return "axis sizes must be positive, got " + std::to_string(size);
+        devices *= size;  // at most kMaxMeshDevices times an int: no overflow
+        if (devices > kMaxMeshDevices)
+            return "a mesh has at most " + std::to_string(kMaxMeshDevices) + " devices";
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+// The sizes of "8", "2x8", "4x2", each positive, however many devices they
+// make.
+std::vector<int> axisSizes(const std::string &text)
 {
     std::vector<int> sizes;
     std::size_t pos = 0;
@@ -66,6 +83,21 @@ std::vector<int> parseMeshShape(const std::string &text)
             break;
         pos = x + 1;
     }
+    return sizes;
+}
+
+void checkMeshSizes(const std::vector<int> &sizes, const std::string &text)
+{
+    if (auto problem = meshSizesProblem(sizes))
+        throw TapestryError(Error{"--mesh", {}, *problem + ", got '" + text + "'"});
+}
+
+} // namespace
+
+std::vector<int> parseMeshShape(const std::string &text)
+{
+    auto sizes = axisSizes(text);
+    checkMeshSizes(sizes, text);
     return sizes;
 }
 
@@ -100,11 +132,12 @@ MeshText parseMeshText(const std::string &text)
         return {parseMeshShape(line), {}};
     MeshText out;
     try {
-        out.sizes = parseMeshShape(trimmed(line.substr(0, open)));
+        out.sizes = axisSizes(trimmed(line.substr(0, open)));
     } catch (const TapestryError &) {
         throw TapestryError(Error{"--mesh", {}, "expects sizes and axis names like 2x2x2 (dp, tp, pp), got '" + text +
                                                     "'"});
     }
+    checkMeshSizes(out.sizes, text);
     if (line.back() != ')')
         throw TapestryError(Error{"--mesh", {}, "expects axis names in parentheses, as in 2x2x2 (dp, tp, pp), got '" +
                                                     text + "'"});

@@ -55,8 +55,17 @@ struct Mesh {
     friend bool operator==(const Mesh &, const Mesh &) = default;
 };
 
+// The most devices a mesh may have (the largest training clusters have about
+// 100,000): a mesh's device count, and the product of the sizes of any of
+// its axes (a dim split over several), then fit an int.
+inline constexpr int kMaxMeshDevices = 1 << 20;
+
+// Why a mesh of axes of `sizes` cannot be: an axis size below 1, or more
+// devices than kMaxMeshDevices. Nothing when it can.
+std::optional<std::string> meshSizesProblem(const std::vector<int> &sizes);
+
 // Parses "8", "2x8", "4x2" into axis sizes. Throws TapestryError naming the
-// option on anything else.
+// option on anything else, and on sizes meshSizesProblem refuses.
 std::vector<int> parseMeshShape(const std::string &text);
 
 // Default axis names: 1D "model", 2D "data","model"; longer meshes need names.

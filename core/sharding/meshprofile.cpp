@@ -73,6 +73,8 @@ Mesh MeshProfile::mesh(const std::vector<int> &sizes, const std::vector<std::str
     if (sizes.size() > kMaxMeshAxes)
         throw TapestryError(Error{"--mesh", {}, "a mesh has at most " + std::to_string(kMaxMeshAxes) + " axes, got " +
                                                     std::to_string(sizes.size())});
+    if (auto problem = meshSizesProblem(sizes))
+        throw TapestryError(Error{"--mesh", {}, *problem});
     if (names.size() != sizes.size())
         throw TapestryError(Error{"--axes", {}, std::to_string(names.size()) + " axis name(s) for a mesh of " +
                                                     std::to_string(sizes.size()) + " axes"});
@@ -107,14 +109,15 @@ MeshProfile readMeshProfileJson(const std::string &text, const std::string &inpu
     if (r.string(doc, "$", "format") != "tapestry.mesh-profile")
         r.fail("$.format", "expected \"tapestry.mesh-profile\"");
     const json &version = r.field(doc, "$", "version");
-    if (!version.is_number_integer() || version.get<int>() != 1)
+    // Compared as 64 bits: as an int, 4294967297 would pass for 1.
+    if (!version.is_number_integer() || version.get<std::int64_t>() != 1)
         r.fail("$.version", "unsupported version (this build reads version 1)");
     MeshProfile p;
     p.name = r.string(doc, "$", "name");
     p.description = r.string(doc, "$", "description");
     const json &intra = r.field(doc, "$", "intra_node_devices");
-    if (!intra.is_number_integer() || intra.get<long long>() <= 0)
-        r.fail("$.intra_node_devices", "expected a positive integer");
+    if (!intra.is_number_integer() || intra.get<std::int64_t>() <= 0 || intra.get<std::int64_t>() > kMaxMeshDevices)
+        r.fail("$.intra_node_devices", "expected a positive integer of at most " + std::to_string(kMaxMeshDevices));
     p.intraNodeDevices = intra.get<int>();
     const json &device = r.field(doc, "$", "device");
     p.device.name = r.string(device, "$.device", "name");
