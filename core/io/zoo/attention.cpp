@@ -28,6 +28,22 @@ ir::TensorId rotate(GraphBuilder &g, ir::TensorId x, const Rotary &rotary)
     return g.op("Add", {withCos, withSin}, s);
 }
 
+// Rotary embedding of a head's leading `dims` dims (GPT-NeoX's rotary_pct,
+// GPT-J's rotary_dim), the rest passed through: Split, rotate, Concat.
+ir::TensorId rotatePartly(GraphBuilder &g, ir::TensorId x, const Rotary &rotary, std::int64_t dims)
+{
+    const ir::Shape s = g.shape(x);
+    if (dims <= 0 || dims >= s.back())
+        return rotate(g, x, rotary);
+    ir::Shape turned = s, passed = s;
+    turned.back() = dims;
+    passed.back() = s.back() - dims;
+    auto parts = g.opMulti("Split", {x}, {turned, passed},
+                           {{"axis", std::int64_t{-1}}, {"split", std::vector<std::int64_t>{dims, s.back() - dims}}});
+    auto rotated = rotate(g, parts[0], rotary);
+    return g.op("Concat", {rotated, parts[1]}, s, {{"axis", std::int64_t{-1}}});
+}
+
 // [b, kv, s, d] -> [b, kv·groups, s, d], as Hugging Face's repeat_kv does it.
 ir::TensorId repeatKv(GraphBuilder &g, ir::TensorId x, std::int64_t groups)
 {
@@ -46,11 +62,12 @@ ir::TensorId attentionCore(GraphBuilder &g, ir::TensorId q, ir::TensorId k, ir::
     const std::int64_t b = g.shape(q)[0], sq = g.shape(q)[1];
     auto qh = splitHeads(g, q, spec.heads, spec.headDim);
     auto kh = splitHeads(g, k, spec.kvHeads, spec.headDim);
-    auto vh = splitHeads(g, v, spec.kvHeads, spec.headDim);
+    const std::int64_t valueDim = spec.valueDim > 0 ? spec.valueDim : spec.headDim;
+    auto vh = splitHeads(g, v, spec.kvHeads, valueDim);
     if (spec.rotary) {
         g.push("rotary_emb");
-        qh = rotate(g, qh, *spec.rotary);
-        kh = rotate(g, kh, *spec.rotary);
+        qh = rotatePartly(g, qh, *spec.rotary, spec.rotaryDim);
+        kh = rotatePartly(g, kh, *spec.rotary, spec.rotaryDim);
         g.pop();
     }
     if (spec.kvHeads != spec.heads) {
@@ -66,7 +83,7 @@ ir::TensorId attentionCore(GraphBuilder &g, ir::TensorId q, ir::TensorId k, ir::
     auto probs = g.op("Softmax", {scores}, scoreShape, {{"axis", std::int64_t{-1}}});
     auto context = g.matmul(probs, vh);
     auto merged = g.transpose(context, {0, 2, 1, 3});
-    return g.reshape(merged, {b, sq, spec.heads * spec.headDim});
+    return g.reshape(merged, {b, sq, spec.heads * valueDim});
 }
 
 } // namespace tapestry::io::zoo

@@ -18,7 +18,7 @@ ir::Graph buildGpt3(const std::string &name, const Knobs &knobs);  // + position
 ir::Graph buildBert(const std::string &name, const Knobs &knobs);  // + positions, type_vocab
 // + decoder_layers, head_dim, target_seq (the decoder's length)
 ir::Graph buildT5(const std::string &name, const Knobs &knobs);
-// + kv_heads, optional tied_embeddings
+// + kv_heads, optional tied_embeddings; both are DecoderArch builds (decoder.h)
 ir::Graph buildLlama(const std::string &name, const Knobs &knobs);
 // + kv_heads, experts, top_k, optional tied_embeddings
 ir::Graph buildMixtral(const std::string &name, const Knobs &knobs);

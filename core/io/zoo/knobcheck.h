@@ -13,7 +13,16 @@ class KnobCheck {
 public:
     KnobCheck(const std::string &model, const Knobs &knobs) : m_model(model), m_knobs(knobs) {}
 
-    std::int64_t operator[](const std::string &knob) const { return m_knobs.at(knob); }
+    // The knob's value; a knob the family needs and the caller left out is
+    // named as missing.
+    std::int64_t operator[](const std::string &knob) const
+    {
+        const auto it = m_knobs.find(knob);
+        if (it == m_knobs.end())
+            fail(knob, "missing knob " + knob);
+        return it->second;
+    }
+    bool has(const std::string &knob) const { return m_knobs.count(knob) != 0; }
 
     // `divisor` divides `dividend`; the error names `divisor`.
     void divides(const std::string &divisor, const std::string &dividend) const;
