@@ -1,6 +1,7 @@
 #include "analysis/candidates.h"
 #include "cost/costmodel.h"
 #include "cost/objective.h"
+#include "io/files.h"
 #include "io/jsonmodel.h"
 #include "io/modelloader.h"
 #include "ir/error.h"
@@ -103,6 +104,41 @@ class TestTapSearch : public QObject {
     Q_OBJECT
 
 private slots:
+    // A fused q/k/v projection (InternLM2's wqkv, Falcon's and GPT-NeoX's
+    // query_key_value) holds each key/value head's queries, key and value
+    // together, so the split tap makes of it is a split by heads: its output
+    // shards the key/value-head dim, and the attention after it runs on each
+    // device's heads, as with separate projections.
+    void fusedQkvSplitsByHeads_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("layersField");
+        QTest::addColumn<QString>("projection");
+        QTest::newRow("internlm2, grouped") << "internlm2-7b.json" << "num_hidden_layers" << "model/layers.%1/attention/wqkv/MatMul:0";
+        QTest::newRow("gpt_neox, per head") << "pythia-1b.json" << "num_hidden_layers" << "gpt_neox/layers.%1/attention/query_key_value/MatMul:0";
+    }
+    void fusedQkvSplitsByHeads()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, layersField);
+        QFETCH(QString, projection);
+        auto config = nlohmann::json::parse(
+            io::readFile(std::string(TAPESTRY_SOURCE_DIR) + "/samples/configs/" + file.toStdString()));
+        config[layersField.toStdString()] = 2;
+        QTemporaryDir dir;
+        const std::string path = dir.filePath(QStringLiteral("config.json")).toStdString();
+        io::writeOutputFile(path, config.dump());
+        io::LoadOptions options;
+        options.batch = 1;
+        const auto g = io::loadModel(path, options);
+        const auto result = tap(g, path, mesh({8}));
+        for (int layer = 0; layer < 2; ++layer) {
+            const std::string name = projection.arg(layer).toStdString();
+            QVERIFY2(result.plan.specs.count(name), name.c_str());
+            QCOMPARE(QString::fromStdString(result.plan.specs.at(name).spec.toPlacements()), QString("[Shard(1)]"));
+        }
+    }
+
     void asGoodAsMegatronWhenOnlyFullShardingFits_data()
     {
         QTest::addColumn<QString>("model");

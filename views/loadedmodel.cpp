@@ -22,7 +22,9 @@ LoadedModel loadModelForView(const QString &source, const std::atomic_bool *canc
     m.source = source;
     QElapsedTimer timer;
     timer.start();
-    auto graph = std::make_shared<ir::Graph>(io::loadModel(source.toStdString()));
+    io::LoadOptions options;
+    options.note = [&m](const std::string &line) { m.notes << QString::fromStdString(line); };
+    auto graph = std::make_shared<ir::Graph>(io::loadModel(source.toStdString(), options));
     m.loadSeconds = timer.nsecsElapsed() / 1e9;
     check();
     timer.restart();

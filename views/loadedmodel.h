@@ -7,6 +7,7 @@
 
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 
 #include <atomic>
 #include <memory>
@@ -25,6 +26,7 @@ struct LoadedModel {
     std::string fingerprint;  // plan::modelFingerprint of the graph: what plans are checked against
     double loadSeconds = 0;
     double pruneSeconds = 0;
+    QStringList notes;  // what the loader guessed (io::LoadOptions::note), shown with the status
     QString error;  // set instead of the fields above when loading failed
 };
 

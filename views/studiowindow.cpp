@@ -234,7 +234,9 @@ void StudioWindow::onModelLoaded()
                           .arg(repeated)
                           .arg(model.classes->coverage * 100, 0, 'f', 1)
                           .arg(model.loadSeconds * 1000, 0, 'f', 0)
-                          .arg(model.pruneSeconds * 1000, 0, 'f', 0));
+                          .arg(model.pruneSeconds * 1000, 0, 'f', 0) +
+                      (model.notes.isEmpty() ? QString() : QStringLiteral(" · ") + model.notes.join(QStringLiteral(" · "))));
+    m_status->setToolTip(model.notes.join(QLatin1Char('\n')));
     m_actions->addRecent(model.source);
     m_find->reset();
     m_costBar->clearCost();

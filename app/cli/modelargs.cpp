@@ -4,6 +4,8 @@
 #include "ir/error.h"
 #include "ir/validate.h"
 
+#include <iostream>
+
 namespace tapestry::cli {
 
 ir::Graph loadModelFromArgs(const std::string &model, const Args &args)
@@ -16,6 +18,9 @@ ir::Graph loadModelFromArgs(const std::string &model, const Args &args)
             (std::string(name) == "--batch" ? options.batch : options.seq) = *v;
         }
     }
+    // What the loader guessed goes to stderr, so that --json output and
+    // files written to stdout stay clean.
+    options.note = [&model](const std::string &line) { std::cerr << model << ": note: " << line << "\n"; };
     return io::loadModel(model, options);
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 
 namespace tapestry::io {
 
@@ -9,6 +11,9 @@ namespace tapestry::io {
 struct LoadOptions {
     std::optional<std::int64_t> batch;
     std::optional<std::int64_t> seq;
+    // Told, one line each, what the loader guessed on the user's behalf (a
+    // config.json read by another family than its model_type names).
+    std::function<void(const std::string &)> note;
 };
 
 } // namespace tapestry::io

@@ -3,6 +3,8 @@
 #include "io/zoo/graphbuilder.h"
 #include "io/zoo/knobcheck.h"
 
+#include <optional>
+
 namespace tapestry::io::zoo {
 
 namespace {
@@ -44,6 +46,14 @@ ir::TensorId bertLayer(GraphBuilder &g, ir::TensorId x, const AttentionSpec &spe
 // encoder with pooler; the heads add 1.1M. fp32, as BERT was released.
 ir::Graph buildBert(const std::string &name, const Knobs &knobs)
 {
+    return buildEncoder(name, EncoderHead::NextSentence, knobs);
+}
+
+// RobertaForMaskedLM has no pooler and no next-sentence head; its masked-LM
+// head is lm_head/{dense, layer_norm, decoder, bias}.
+ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &knobs)
+{
+    const bool bert = head == EncoderHead::NextSentence;
     const KnobCheck check(name, knobs);
     check.divides("heads", "hidden");
     check.atMost("seq", "positions");
@@ -55,14 +65,16 @@ ir::Graph buildBert(const std::string &name, const Knobs &knobs)
     auto tokenTypeIds = g.input("token_type_ids", {b, s}, ir::DType::I64);
     auto positionIds = g.input("position_ids", {1, s}, ir::DType::I64);
     auto labels = g.input("labels", {b, s}, ir::DType::I64);
-    auto nextSentenceLabel = g.input("next_sentence_label", {b}, ir::DType::I64);
+    std::optional<ir::TensorId> nextSentenceLabel;
+    if (bert)
+        nextSentenceLabel = g.input("next_sentence_label", {b}, ir::DType::I64);
     AttentionSpec spec;
     spec.heads = spec.kvHeads = heads;
     spec.headDim = h / heads;
     spec.scale = g.input("attention_scale", {}, ir::DType::F32);
     spec.mask = g.input("attention_mask", {b, 1, 1, s}, ir::DType::F32);  // padding: -inf on pad keys
 
-    g.push("bert");
+    g.push(bert ? "bert" : "roberta");
     g.push("embeddings");
     auto table = [&](const std::string &module, std::int64_t rows) {
         g.push(module);
@@ -87,6 +99,20 @@ ir::Graph buildBert(const std::string &name, const Knobs &knobs)
         g.pop();
     }
     g.pop();
+    if (!bert) {
+        g.pop();
+        g.push("lm_head");
+        auto t = g.linear("dense", x, h, true);
+        t = g.op("Gelu", {t}, g.shape(t));
+        t = g.layerNorm("layer_norm", t, kLayerNormEpsilon);
+        g.push("decoder");
+        auto logits = g.matmul(t, g.transpose(wordEmbeddings, {1, 0}));
+        g.pop();
+        logits = g.op("Add", {logits, g.parameter("bias", {check["vocab"]})}, g.shape(logits));
+        g.pop();
+        g.markOutput(g.crossEntropyLoss(logits, labels));
+        return g.take();
+    }
     g.push("pooler");
     auto first = g.op("Slice", {x}, {b, 1, h},
                       {{"starts", std::vector<std::int64_t>{0}}, {"ends", std::vector<std::int64_t>{1}},
@@ -112,7 +138,7 @@ ir::Graph buildBert(const std::string &name, const Knobs &knobs)
     g.pop();
 
     auto mlmLoss = g.crossEntropyLoss(logits, labels);
-    auto nspLoss = g.crossEntropyLoss(nsp, nextSentenceLabel);
+    auto nspLoss = g.crossEntropyLoss(nsp, *nextSentenceLabel);
     g.push("loss");
     auto total = g.op("Add", {mlmLoss, nspLoss}, {});
     g.pop();

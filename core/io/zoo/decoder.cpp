@@ -383,7 +383,14 @@ private:
         const std::int64_t capacity = (tokens * topK + experts - 1) / experts;
         auto flat = m_g.reshape(x, {tokens, h});
         auto routerLogits = m_g.linear(m_names.router, flat, experts, false);
-        auto probs = m_g.op("Softmax", {routerLogits}, m_g.shape(routerLogits), {{"axis", std::int64_t{-1}}});
+        auto probs = m_arch.sigmoidRouter
+                         ? m_g.op("Sigmoid", {routerLogits}, m_g.shape(routerLogits))
+                         : m_g.op("Softmax", {routerLogits}, m_g.shape(routerLogits), {{"axis", std::int64_t{-1}}});
+        if (m_arch.routerBias) {
+            m_g.push(m_names.router);
+            probs = m_g.op("Add", {probs, m_g.parameter("e_score_correction_bias", {experts})}, m_g.shape(probs));
+            m_g.pop();
+        }
         auto top = m_g.opMulti("TopK", {probs}, {{tokens, topK}, {tokens, topK}},
                                {{"axis", std::int64_t{-1}}, {"k", topK}});
         m_g.setDType(top[1], ir::DType::I64);

@@ -102,6 +102,9 @@ struct DecoderArch {
     bool headBias = false;  // the LM head has a bias (GPT-J)
     MoeKind moe = MoeKind::None;
     bool renormaliseTopK = true;  // the chosen experts' weights sum to 1 (Mixtral)
+    bool sigmoidRouter = false;   // experts scored by a sigmoid, not a softmax (DeepSeek V3)
+    bool routerBias = false;      // a per-expert bias added to the scores to choose (DeepSeek V3's
+                                  // e_score_correction_bias, load balancing without a loss)
 };
 
 // Knobs: layers, hidden, heads, ffn, vocab, batch, seq, and optionally

@@ -16,6 +16,10 @@ ir::Graph buildAbc(const std::string &name, const Knobs &knobs);
 ir::Graph buildGpt2(const std::string &name, const Knobs &knobs);  // + positions; fp32
 ir::Graph buildGpt3(const std::string &name, const Knobs &knobs);  // + positions; bf16
 ir::Graph buildBert(const std::string &name, const Knobs &knobs);  // + positions, type_vocab
+// The BERT encoder with the pre-training heads of BERT (pooler and
+// next-sentence head) or RoBERTa (masked LM only, lm_head's names).
+enum class EncoderHead { NextSentence, MaskedLm };
+ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &knobs);
 // + decoder_layers, head_dim, target_seq (the decoder's length)
 ir::Graph buildT5(const std::string &name, const Knobs &knobs);
 // + kv_heads, optional tied_embeddings; both are DecoderArch builds (decoder.h)

@@ -4,6 +4,8 @@
 #include "io/zoo/knobcheck.h"
 #include "ir/validate.h"
 
+#include <optional>
+
 namespace tapestry::io::zoo {
 
 namespace {
@@ -14,6 +16,7 @@ constexpr std::int64_t kRelativeBuckets = 32;
 
 struct T5Dims {
     std::int64_t hidden, heads, headDim, ffn;
+    bool gated;  // T5 v1.1, Flan-T5, mT5: wo(gelu(wi_0(x)) · wi_1(x))
 };
 
 // Multi-head attention module `module` (SelfAttention, EncDecAttention): q
@@ -47,11 +50,20 @@ ir::TensorId residual(GraphBuilder &g, const std::string &layer, ir::TensorId x,
     return y;
 }
 
+// Hugging Face names the gated form's module DenseReluDense too.
 ir::TensorId denseReluDense(GraphBuilder &g, ir::TensorId x, const T5Dims &dims)
 {
     g.push("DenseReluDense");
-    auto u = g.linear("wi", x, dims.ffn, false);
-    u = g.op("Relu", {u}, g.shape(u));
+    ir::TensorId u;
+    if (dims.gated) {
+        auto gate = g.linear("wi_0", x, dims.ffn, false);
+        gate = g.op("Gelu", {gate}, g.shape(gate), {{"approximate", std::string("tanh")}});
+        auto linear = g.linear("wi_1", x, dims.ffn, false);
+        u = g.op("Mul", {gate, linear}, g.shape(linear));
+    } else {
+        u = g.linear("wi", x, dims.ffn, false);
+        u = g.op("Relu", {u}, g.shape(u));
+    }
     auto y = g.linear("wo", u, dims.hidden, false);
     g.pop();
     return y;
@@ -82,11 +94,15 @@ ir::TensorId positionBias(GraphBuilder &g, ir::TensorId buckets, ir::TensorId ma
 
 // T5 v1.0 (t5-small ... t5-11b): encoder-decoder, RMS layer norms, ReLU FFNs,
 // relative position bias, embeddings shared by encoder, decoder and the LM
-// head (scaled by hidden^-0.5 before it). fp32, as T5 was released.
+// head (scaled by hidden^-0.5 before it). fp32, as T5 was released. Optional
+// knobs: gated (non-zero: gated-GELU FFNs, T5 v1.1, Flan-T5 and mT5) and
+// tied_embeddings (0: an LM head of its own, unscaled, as those have).
 ir::Graph buildT5(const std::string &name, const Knobs &knobs)
 {
     const KnobCheck check(name, knobs);
-    const T5Dims dims{check["hidden"], check["heads"], check["head_dim"], check["ffn"]};
+    const bool gated = check.has("gated") && check["gated"] != 0;
+    const bool tied = !check.has("tied_embeddings") || check["tied_embeddings"] != 0;
+    const T5Dims dims{check["hidden"], check["heads"], check["head_dim"], check["ffn"], gated};
     const std::int64_t b = check["batch"], s = check["seq"], t = check["target_seq"];
 
     GraphBuilder g(name, ir::DType::F32);
@@ -97,7 +113,9 @@ ir::Graph buildT5(const std::string &name, const Knobs &knobs)
     auto causalMask = g.input("decoder_attention_mask", {1, 1, t, t}, ir::DType::F32);
     auto buckets = g.input("relative_position_bucket", {s, s}, ir::DType::I64);
     auto decoderBuckets = g.input("decoder_relative_position_bucket", {t, t}, ir::DType::I64);
-    auto headScale = g.input("lm_head_scale", {}, ir::DType::F32);
+    std::optional<ir::TensorId> headScale;
+    if (tied)
+        headScale = g.input("lm_head_scale", {}, ir::DType::F32);
 
     g.push("shared");
     auto shared = g.parameter("weight", {check["vocab"], dims.hidden});
@@ -134,10 +152,15 @@ ir::Graph buildT5(const std::string &name, const Knobs &knobs)
     y = g.rmsNorm("final_layer_norm", y, kLayerNormEpsilon);
     g.pop();
 
-    g.push("lm_head");
-    y = g.op("Mul", {y, headScale}, g.shape(y));
-    auto logits = g.matmul(y, g.transpose(shared, {1, 0}));
-    g.pop();
+    ir::TensorId logits;
+    if (tied) {
+        g.push("lm_head");
+        y = g.op("Mul", {y, *headScale}, g.shape(y));
+        logits = g.matmul(y, g.transpose(shared, {1, 0}));
+        g.pop();
+    } else {
+        logits = g.linear("lm_head", y, check["vocab"], false);
+    }
     g.markOutput(g.crossEntropyLoss(logits, labels));
     return g.take();
 }

@@ -75,7 +75,7 @@ const Preset *findPreset(const std::string &name)
 
 std::int64_t knobLimit(const std::string &knob)
 {
-    if (knob == "layers" || knob == "decoder_layers")
+    if (knob == "layers" || knob == "decoder_layers" || knob == "dense_layers")
         return kMaxLayers;
     return knob == "experts" ? kMaxExperts : kMaxKnob;
 }
@@ -86,8 +86,7 @@ namespace {
 // repeats its layer, so its op count is affine in the layer count: the same
 // model built with one and with two layers gives it (an encoder-decoder's
 // two stacks are counted as deep as the deeper one, an upper bound).
-void checkOpCount(const std::function<ir::Graph(const std::string &, const Knobs &)> &builder,
-                  const std::string &name, const Knobs &knobs)
+void checkOpCount(const Builder &builder, const std::string &name, const Knobs &knobs)
 {
     std::int64_t layers = 0;
     Knobs one = knobs, two = knobs;
@@ -97,6 +96,10 @@ void checkOpCount(const std::function<ir::Graph(const std::string &, const Knobs
             one[knob] = 1;
             two[knob] = 2;
         }
+    // Leading dense layers are lighter than the mixture layers after them:
+    // the estimate counts every layer as a mixture.
+    one.erase("dense_layers");
+    two.erase("dense_layers");
     if (layers <= 2)
         return;  // built whole within the builders' own op limit
     std::int64_t base = 0, perLayer = 0;
@@ -116,22 +119,8 @@ void checkOpCount(const std::function<ir::Graph(const std::string &, const Knobs
 
 } // namespace
 
-ir::Graph buildFamily(const std::string &family, const std::string &name, const Knobs &knobs)
+ir::Graph buildChecked(const std::string &name, const Knobs &knobs, const Builder &builder)
 {
-    static const std::map<std::string, std::function<ir::Graph(const std::string &, const Knobs &)>>
-        kFamilies = {
-            {"mlp", buildMlp},
-            {"abc", buildAbc},
-            {"gpt2", buildGpt2},
-            {"gpt3", buildGpt3},
-            {"bert", buildBert},
-            {"t5", buildT5},
-            {"llama", buildLlama},
-            {"mixtral", buildMixtral},
-        };
-    auto it = kFamilies.find(family);
-    if (it == kFamilies.end())
-        throw TapestryError(Error{"zoo:" + name, {}, "unknown model family '" + family + "'"});
     // Checked before anything is built: a billion layers would take the
     // machine's memory, and with every knob at most 2^24 the builders'
     // products of two knobs cannot overflow (the tensors they make are then
@@ -143,8 +132,26 @@ ir::Graph buildFamily(const std::string &family, const std::string &name, const 
                                       knob + "=" + std::to_string(value) + " exceeds " + std::to_string(limit) +
                                           ", the most Tapestry builds"});
     }
-    checkOpCount(it->second, name, knobs);
-    return it->second(name, knobs);
+    checkOpCount(builder, name, knobs);
+    return builder(name, knobs);
+}
+
+ir::Graph buildFamily(const std::string &family, const std::string &name, const Knobs &knobs)
+{
+    static const std::map<std::string, Builder> kFamilies = {
+        {"mlp", buildMlp},
+        {"abc", buildAbc},
+        {"gpt2", buildGpt2},
+        {"gpt3", buildGpt3},
+        {"bert", buildBert},
+        {"t5", buildT5},
+        {"llama", buildLlama},
+        {"mixtral", buildMixtral},
+    };
+    auto it = kFamilies.find(family);
+    if (it == kFamilies.end())
+        throw TapestryError(Error{"zoo:" + name, {}, "unknown model family '" + family + "'"});
+    return buildChecked(name, knobs, it->second);
 }
 
 namespace {

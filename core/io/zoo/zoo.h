@@ -4,6 +4,7 @@
 #include "ir/graph.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,5 +44,11 @@ std::int64_t knobLimit(const std::string &knob);
 // name. Knob values that make no model throw TapestryError with input
 // "zoo:NAME" and the knob as the place.
 ir::Graph buildFamily(const std::string &family, const std::string &name, const Knobs &knobs);
+
+// What buildFamily does for a builder it is handed (a decoder of a given
+// wiring, an encoder of a given head): every knob within its limit and the
+// op count within ir::kMaxOps, checked before `builder` builds the model.
+using Builder = std::function<ir::Graph(const std::string &name, const Knobs &knobs)>;
+ir::Graph buildChecked(const std::string &name, const Knobs &knobs, const Builder &builder);
 
 } // namespace tapestry::io::zoo
