@@ -40,7 +40,8 @@ namespace tapestry::views {
 StudioWindow::StudioWindow(QWidget *parent)
     : QMainWindow(parent), m_doc(new PlanDocument(this)), m_graph(new GraphPanel(this)),
       m_compare(new CompareView(this)), m_charts(new CostChartsView(this)), m_costBar(new CostSummaryBar(this)),
-      m_find(new FindBar(m_graph, this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_find(new FindBar(m_graph, this)), m_status(new QLabel(this)), m_loadNote(new QLabel(this)),
+      m_progress(new QProgressBar(this)),
       m_cancel(new QPushButton(tr("Cancel"), this))
 {
     setWindowTitle(tr("Tapestry[*]"));
@@ -58,6 +59,9 @@ StudioWindow::StudioWindow(QWidget *parent)
     createDocks();
 
     statusBar()->addWidget(m_status, 1);
+    m_loadNote->setStyleSheet(QStringLiteral("color: #a05a00;"));
+    m_loadNote->setVisible(false);
+    statusBar()->addPermanentWidget(m_loadNote);
     m_progress->setMaximumWidth(180);
     m_progress->setRange(0, 0);
     m_progress->hide();
@@ -234,9 +238,11 @@ void StudioWindow::onModelLoaded()
                           .arg(repeated)
                           .arg(model.classes->coverage * 100, 0, 'f', 1)
                           .arg(model.loadSeconds * 1000, 0, 'f', 0)
-                          .arg(model.pruneSeconds * 1000, 0, 'f', 0) +
-                      (model.notes.isEmpty() ? QString() : QStringLiteral(" · ") + model.notes.join(QStringLiteral(" · "))));
-    m_status->setToolTip(model.notes.join(QLatin1Char('\n')));
+                          .arg(model.pruneSeconds * 1000, 0, 'f', 0));
+    const QString note = model.notes.join(QStringLiteral(" · "));
+    m_loadNote->setText(m_loadNote->fontMetrics().elidedText(note, Qt::ElideRight, 480));
+    m_loadNote->setToolTip(model.notes.join(QLatin1Char('\n')));
+    m_loadNote->setVisible(!note.isEmpty());
     m_actions->addRecent(model.source);
     m_find->reset();
     m_costBar->clearCost();

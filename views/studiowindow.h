@@ -173,6 +173,10 @@ private:
     StudioActions *m_actions = nullptr;
     FindBar *m_find;
     QLabel *m_status;
+    // What the loader guessed about the open model (a config.json read by
+    // another family than its model_type): kept in view while the model is
+    // open, since the plan's messages replace m_status.
+    QLabel *m_loadNote;
     QProgressBar *m_progress;
     QPushButton *m_cancel;
     QString m_loadingSource;
