@@ -200,7 +200,8 @@ private slots:
         QFETCH(QString, shape);
         io::LoadOptions load;
         load.batch = 4;
-        load.seq = 64;
+        if (!model.contains(QLatin1String("resnet")))  // images have no sequence
+            load.seq = 64;
         const auto g = io::loadModel(model.toStdString(), model.startsWith(QLatin1String("zoo:")) ? io::LoadOptions{}
                                                                                                   : load);
         const auto m = mesh(sharding::parseMeshShape(shape.toStdString()));

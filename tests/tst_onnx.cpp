@@ -359,6 +359,10 @@ private slots:
         QCOMPARE(g.opCount(), s["ops"].get<std::size_t>());
         QCOMPARE(g.parameterCount(), s["parameters"].get<std::int64_t>());
         QCOMPARE(g.tensorsWithRole(ir::Role::Parameter).size(), s["parameter_tensors"].get<std::size_t>());
+        // The parameters are torch's: constants (scalars, masks, indices)
+        // are not counted as weights.
+        if (!s["batch_norm_folded"].get<bool>())
+            QCOMPARE(g.parameterCount(), s["torch_parameters"].get<std::int64_t>());
         for (const auto &[name, shape] : s["shapes"].items()) {
             const auto id = g.findTensor(name);
             QVERIFY2(id, name.c_str());
@@ -435,8 +439,10 @@ private slots:
         QVERIFY(mul);
         const ir::Tensor &scale = g.tensor(g.op(*mul).inputs[1]);
         QCOMPARE(scale.name, std::string("scale"));
-        QVERIFY(scale.role == ir::Role::Parameter);
+        // A constant, not a weight: no gradient, nothing to all-reduce.
+        QVERIFY(scale.role == ir::Role::Input);
         QCOMPARE(scale.shape, ir::Shape{1});
+        QCOMPARE(g.parameterCount(), std::int64_t(0));
     }
 
     // torch.onnx merges parameters that hold equal values into one
@@ -465,6 +471,56 @@ private slots:
         QCOMPARE(graph.parameterCount(), std::int64_t(32));
     }
 
+    // --batch or --seq on an export with fixed shapes would be ignored and
+    // the plan made for another size than asked: one line says why not.
+    void optionWithoutSymbolicDimIsRefused_data()
+    {
+        QTest::addColumn<bool>("batch");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("--batch") << true
+                                 << "transformer-2x3.onnx: --batch: the model's inputs have no symbolic batch dim "
+                                    "to bind (src [8, 16, 32], tgt [8, 8, 32]); export it with a dynamic batch axis";
+        QTest::newRow("--seq") << false << "transformer-2x3.onnx: --seq: the model's inputs have no symbolic sequence dim";
+    }
+    void optionWithoutSymbolicDimIsRefused()
+    {
+        QFETCH(bool, batch);
+        QFETCH(QString, message);
+        io::LoadOptions options;
+        (batch ? options.batch : options.seq) = 4;
+        try {
+            io::loadModel(kSamples + "transformer-2x3.onnx", options);
+            QFAIL("expected an error");
+        } catch (const TapestryError &e) {
+            QVERIFY2(QString(e.what()).contains(message), e.what());
+        }
+    }
+
+    // A model exported without its weights (torch.onnx.export(...,
+    // export_params=False), export_weightless.py): every parameter is a
+    // graph input. The inputs read as weights are taken as parameters, the
+    // loader says so once, and the count is torch's trainable parameters;
+    // the model's own input stays an input.
+    void weightInputsAreParameters()
+    {
+        QStringList notes;
+        io::LoadOptions options;
+        options.note = [&](const std::string &line) { notes << QString::fromStdString(line); };
+        const auto g = io::loadModel(kSamples + "encoder-weightless.onnx", options);
+        QCOMPARE(g.parameterCount(), std::int64_t(66'944));
+        const auto src = g.findTensor("src");
+        QVERIFY(src);
+        QVERIFY(g.tensor(*src).role == ir::Role::Input);
+        QCOMPARE(notes.size(), 1);
+        QVERIFY2(notes[0].contains("read only as weights") && notes[0].contains("taken as parameters"),
+                 qPrintable(notes[0]));
+        // The same model with its weights in the file has the same count and
+        // gives no note.
+        notes.clear();
+        const auto withWeights = io::loadModel(kSamples + "transformer-encoder.onnx", options);
+        QVERIFY(notes.isEmpty());
+    }
+
     // torch.nn.Transformer as PyTorch 2.6 exports it (export_transformer.py):
     // every reshape target comes from Shape arithmetic, the attention scale
     // from a Shape, and fresh parameters are merged through Identity nodes.
@@ -483,14 +539,13 @@ private slots:
         // d_model 32, ffn 64: an encoder layer holds attention (4·32² + 4·32),
         // the MLP (2·32·64 + 64 + 32) and two norms (4·32); a decoder layer
         // one more attention and norm; then two final norms. The single
-        // elements computed from shapes (attention scales) come on top.
+        // elements computed from shapes (attention scales) are constants,
+        // not weights: the count is torch's sum of numel() over parameters().
         const std::int64_t encoder = 4 * 32 * 32 + 4 * 32 + 2 * 32 * 64 + 64 + 32 + 4 * 32;
         const std::int64_t decoder = encoder + 4 * 32 * 32 + 4 * 32 + 2 * 32;
-        std::int64_t weights = 0;
+        QCOMPARE(g.parameterCount(), 2 * encoder + 3 * decoder + 2 * 2 * 32);
         for (auto t : g.tensorsWithRole(ir::Role::Parameter))
-            if (g.tensor(t).elementCount() > 1)
-                weights += g.tensor(t).elementCount();
-        QCOMPARE(weights, 2 * encoder + 3 * decoder + 2 * 2 * 32);
+            QVERIFY2(g.tensor(t).elementCount() > 1, g.tensor(t).name.c_str());
         for (const char *name : {"t.encoder.layers.1.self_attn.in_proj_bias", "t.decoder.layers.2.norm3.weight"}) {
             const auto t = g.findTensor(name);
             QVERIFY2(t, name);

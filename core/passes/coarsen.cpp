@@ -163,7 +163,7 @@ private:
 
     bool isConstantTensor(TensorId t) const
     {
-        if (m_index.role(t) == ir::Role::Parameter)
+        if (m_index.isConstant(t))
             return true;
         const OpId producer = m_index.producer(t);
         return producer.valid() && m_constant[producer.index()];

@@ -39,6 +39,23 @@ public:
     const std::vector<std::string_view> &typeNames() const { return m_typeNames; }
     ir::OpId producer(ir::TensorId t) const { return m_graph.producer(t); }
     ir::Role role(ir::TensorId t) const { return m_graph.role(t); }
+    // A value no op computes and no step feeds: a parameter, or a single-
+    // element input (an attention scale, an exported model's constants
+    // such as GELU's 0.5, which the loaders give the Input role so that
+    // they take no gradient). Coarsening and pruning read such a tensor as
+    // part of the op that reads it, not as data flowing in.
+    bool isConstant(ir::TensorId t) const
+    {
+        const ir::Role r = m_graph.role(t);
+        if (r == ir::Role::Parameter)
+            return true;
+        if (r != ir::Role::Input)
+            return false;
+        for (auto d : m_graph.shape(t))
+            if (d != 1)
+                return false;
+        return true;
+    }
     // A hash of what a structural comparison sees of a tensor: its shape,
     // dtype and whether it is a parameter, never its name. Taken in the same
     // sweep that reads producer and role, so no later pass walks the

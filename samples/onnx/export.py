@@ -147,24 +147,20 @@ def fold(model):
         n = g.node[i]
         kept.update(o for o in n.output if o)
         if n.op_type == "Constant" and n.output[0] not in outputs:
-            params += constant_elements(n)
-            param_tensors += 1
-            continue
+            continue  # a constant, not a trained weight
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    # Trained weights: float initializers of more than one element, less
+    # BatchNormalization's running statistics (buffers).
+    buffers = {n.input[s] for n in g.node if n.op_type == "BatchNormalization"
+               for s in (3, 4) if len(n.input) > s}
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+              onnx.TensorProto.DOUBLE}
     for init in g.initializer:
-        if init.name in used:
+        if (init.name in used and init.data_type in floats and math.prod(init.dims) > 1
+                and init.name not in buffers):
             params += math.prod(init.dims)
             param_tensors += 1
     return ops, params, param_tensors, kept
-
-
-def constant_elements(node):
-    a = node.attribute[0]
-    if a.type == onnx.AttributeProto.TENSOR:
-        return math.prod(a.t.dims)
-    if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
-        return len(a.ints) + len(a.floats)
-    return 1
 
 
 def uses_of_node(node):
@@ -210,7 +206,7 @@ def pick_tensors(model, kept):
     return list(dict.fromkeys(names))
 
 
-def describe(path, options, binding, torch_params, note, known_shapes=None):
+def describe(path, options, binding, torch_params, note, known_shapes=None, batch_norm_folded=False):
     model = onnx.load(path, load_external_data=False)
     bound = bind_inputs(model, binding)
     ops, params, param_tensors, kept = fold(bound)
@@ -233,6 +229,9 @@ def describe(path, options, binding, torch_params, note, known_shapes=None):
         "parameters": params,
         "parameter_tensors": param_tensors,
         "torch_parameters": torch_params,
+        # torch.onnx's eval-mode export folds BatchNormalization into the
+        # convolutions before them: the file holds fewer weights than torch.
+        "batch_norm_folded": batch_norm_folded,
         "shapes": dict(picked, **(known_shapes or {})),
     }
 
@@ -305,7 +304,8 @@ def main():
     strip_weights(path)
     samples.append(describe(path, {"batch": 2}, {"N": 2},
                             sum(p.numel() for p in resnet.parameters()),
-                            "torchvision resnet18, weight bytes stripped, --batch 2"))
+                            "torchvision resnet18, weight bytes stripped, --batch 2",
+                            batch_norm_folded=True))
 
     path = os.path.join(HERE, "gpt2-external.onnx")
     data = "gpt2-external.onnx.data"

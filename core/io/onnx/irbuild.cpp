@@ -9,6 +9,8 @@
 
 #include "onnx/defs/schema.h"
 
+#include <algorithm>
+#include <functional>
 #include <unordered_map>
 
 namespace tapestry::io::onnximport {
@@ -52,6 +54,7 @@ public:
         for (const auto &node : m_graph.node())
             for (const auto &out : node.output())
                 m_producers.emplace(out, &node);
+        promoteWeightInputs();
     }
 
     ir::Graph build()
@@ -75,6 +78,9 @@ public:
         }
         return std::move(m_ir);
     }
+
+    // The graph inputs that were taken as weights (promoteWeightInputs).
+    std::vector<std::string> promoted() const { return m_promoted; }
 
 private:
     static std::string nodeWhere(const ::onnx::NodeProto &node)
@@ -153,8 +159,34 @@ private:
         // Not yet seen: an initializer or a folded node (foldedNodes), met
         // at its first reader. Everything else was added by its producer, which comes first.
         auto constant = m_constantNodes.find(name);
-        return addTensor(name, ir::Role::Parameter,
-                         constant == m_constantNodes.end() ? nullptr : constant->second);
+        const auto id = addTensor(name, ir::Role::Parameter,
+                                  constant == m_constantNodes.end() ? nullptr : constant->second);
+        if (isConstant(name, m_ir.tensor(id)))
+            m_ir.setRole(id, ir::Role::Input);
+        return id;
+    }
+
+    // Whether an initializer or folded value is a constant rather than a
+    // trainable weight: one element (GELU's 0.5 and sqrt(2), an attention
+    // scale), integers and booleans (indices, masks), a Constant node's
+    // value, or an Identity alias of one of these. Constants take the
+    // Input role, as the zoo's masks and scales do: no gradient, no
+    // optimizer state, no all-reduce. (A trainable scalar such as CLIP's
+    // logit_scale is counted out with them.)
+    bool isConstant(const std::string &name, const ir::Tensor &tensor) const
+    {
+        if (tensor.elementCount() <= 1 || !isFloatType(tensor.dtype))
+            return true;
+        auto folded = m_constantNodes.find(name);
+        for (int depth = 0; folded != m_constantNodes.end() && depth < 64; ++depth) {
+            const auto &node = *folded->second;
+            if (node.op_type() == "Constant")
+                return true;
+            if (node.op_type() != "Identity" || node.input_size() != 1)
+                return false;
+            folded = m_constantNodes.find(node.input(0));
+        }
+        return false;
     }
 
     void addOp(const ::onnx::NodeProto &node)
@@ -168,6 +200,11 @@ private:
                 continue;
             if (!isShapeEdge(node, slot)) {
                 inputs.push_back(dataInput(name));
+                // BatchNormalization's running mean and variance are buffers
+                // the step updates, not weights it trains.
+                if (node.op_type() == "BatchNormalization" && slot >= 3 &&
+                    m_ir.tensor(inputs.back()).role == ir::Role::Parameter)
+                    m_ir.setRole(inputs.back(), ir::Role::Input);
                 continue;
             }
             const ShapeInput *s = findShapeInput(node.op_type(), slot);
@@ -194,6 +231,88 @@ private:
             m_ir.setDomain(op, "ai.onnx");
     }
 
+    // A graph input read only as a weight is a weight the export left out
+    // of the file (torch.onnx.export(..., export_params=False) makes every
+    // parameter a graph input): it is read as an initializer is, so that
+    // it becomes a Parameter and its Identity aliases (torch merges
+    // parameters that hold equal values) parameters of their own. Read as
+    // a weight: a MatMul's second operand of rank 2, a Gemm's B or C, a
+    // convolution's kernel or bias, a norm's scale or bias, an embedding
+    // table (a Gather's data with integer indices), a vector added to one
+    // of those products, or through an Identity, Transpose or Cast whose
+    // output is read so.
+    void promoteWeightInputs()
+    {
+        std::unordered_map<std::string, std::vector<std::pair<const ::onnx::NodeProto *, int>>> readers;
+        for (const auto &node : m_graph.node())
+            for (int slot = 0; slot < node.input_size(); ++slot)
+                if (!node.input(slot).empty())
+                    readers[node.input(slot)].emplace_back(&node, slot);
+        auto rankOf = [&](const std::string &name) -> int {
+            auto t = m_types.find(name);
+            if (t == m_types.end() || !t->second->has_tensor_type() || !t->second->tensor_type().has_shape())
+                return -1;
+            return t->second->tensor_type().shape().dim_size();
+        };
+        auto elemType = [&](const std::string &name) {
+            auto t = m_types.find(name);
+            return t == m_types.end() || !t->second->has_tensor_type() ? 0 : t->second->tensor_type().elem_type();
+        };
+        auto isFloatElem = [](int type) {
+            return type == ::onnx::TensorProto::FLOAT || type == ::onnx::TensorProto::FLOAT16 ||
+                   type == ::onnx::TensorProto::BFLOAT16 || type == ::onnx::TensorProto::DOUBLE;
+        };
+        auto producedByProduct = [&](const std::string &name) {
+            auto p = m_producers.find(name);
+            if (p == m_producers.end())
+                return false;
+            const std::string &type = p->second->op_type();
+            return type == "MatMul" || type == "Gemm" || type == "Conv" || type == "ConvTranspose";
+        };
+        std::function<bool(const std::string &, const ::onnx::NodeProto &, int, int)> readAsWeight =
+            [&](const std::string &name, const ::onnx::NodeProto &node, int slot, int depth) -> bool {
+            const std::string &type = node.op_type();
+            if ((type == "Identity" || type == "Transpose" || type == "Cast") && depth < 8 &&
+                node.output_size() == 1) {
+                auto next = readers.find(node.output(0));
+                return next != readers.end() && std::all_of(next->second.begin(), next->second.end(), [&](const auto &r) {
+                           return readAsWeight(node.output(0), *r.first, r.second, depth + 1);
+                       });
+            }
+            const int rank = rankOf(name);
+            if (type == "MatMul")
+                return slot == 1 && rank == 2;
+            if (type == "Gemm" || type == "Conv" || type == "ConvTranspose")
+                return slot >= 1;
+            if (type == "LayerNormalization" || type == "BatchNormalization" || type == "InstanceNormalization" ||
+                type == "GroupNormalization" || type == "RMSNormalization" || type == "SimplifiedLayerNormalization")
+                return slot == 1 || slot == 2;
+            if (type == "Gather")
+                return slot == 0 && node.input_size() > 1 && !isFloatElem(elemType(node.input(1)));
+            if (type == "Add" && rank == 1 && node.input_size() == 2)
+                return producedByProduct(node.input(1 - slot));
+            return false;
+        };
+        for (const auto &in : m_graph.input()) {
+            if (m_initializers.count(in.name()) || !isFloatElem(elemType(in.name())) || rankOf(in.name()) < 1)
+                continue;
+            auto reads = readers.find(in.name());
+            if (reads == readers.end() || !std::all_of(reads->second.begin(), reads->second.end(), [&](const auto &r) {
+                    return readAsWeight(in.name(), *r.first, r.second, 0);
+                }))
+                continue;
+            m_initializers.insert(in.name());
+            m_promoted.push_back(in.name());
+        }
+    }
+
+    static bool isFloatType(ir::DType dtype)
+    {
+        return dtype == ir::DType::F32 || dtype == ir::DType::F16 || dtype == ir::DType::BF16 ||
+               dtype == ir::DType::F64;
+    }
+
+    std::vector<std::string> m_promoted;
     const ::onnx::GraphProto &m_graph;
     const std::string &m_input;
     const KnownValues &m_values;
@@ -210,9 +329,13 @@ private:
 } // namespace
 
 ir::Graph buildGraph(const ::onnx::ModelProto &model, const std::unordered_set<std::string> &datalessInitializers,
-                     const KnownValues &values, const std::string &input)
+                     const KnownValues &values, const std::string &input, std::vector<std::string> *weightInputs)
 {
-    return Builder(model, datalessInitializers, values, input).build();
+    Builder builder(model, datalessInitializers, values, input);
+    ir::Graph graph = builder.build();
+    if (weightInputs)
+        *weightInputs = builder.promoted();
+    return graph;
 }
 
 } // namespace tapestry::io::onnximport

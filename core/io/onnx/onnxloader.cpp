@@ -58,7 +58,16 @@ ir::Graph loadOnnxFromBuffer(std::span<const std::uint8_t> bytes, const std::str
     orderGraph(*model.mutable_graph(), input);
     bindSymbolicDims(model, options, input);
     const KnownValues values = inferShapes(model, scanned.datalessInitializers, input);
-    ir::Graph graph = buildGraph(model, scanned.datalessInitializers, values, input);
+    std::vector<std::string> weightInputs;
+    ir::Graph graph = buildGraph(model, scanned.datalessInitializers, values, input, &weightInputs);
+    if (!weightInputs.empty() && options.note) {
+        std::string names;
+        for (std::size_t i = 0; i < weightInputs.size() && i < 3; ++i)
+            names += (i ? ", " : "") + weightInputs[i];
+        options.note(std::to_string(weightInputs.size()) + " graph input(s) read only as weights (" + names +
+                     (weightInputs.size() > 3 ? ", ..." : "") +
+                     ") are taken as parameters: the file was exported without its weights");
+    }
     if (auto problem = ir::validate(graph, input))
         throw TapestryError(*problem);
     return graph;

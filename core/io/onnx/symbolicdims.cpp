@@ -77,11 +77,19 @@ void bindSymbolicDims(::onnx::ModelProto &model, const LoadOptions &options, con
     };
 
     std::unordered_map<std::string, std::int64_t> bound;
+    bool batchBound = false, seqBound = false;
+    std::string fixedInputs;  // "src [1, 512, 64]": what a refusal names
     for (auto &in : *graph.mutable_input()) {
         if (initializers.count(in.name()) || !in.type().has_tensor_type() ||
             !in.type().tensor_type().has_shape())
             continue;
         auto &dims = *in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+        if (fixedInputs.size() < 120) {
+            std::string shape;
+            for (const auto &d : dims)
+                shape += (shape.empty() ? "" : ", ") + (d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param());
+            fixedInputs += (fixedInputs.empty() ? "" : ", ") + in.name() + " [" + shape + "]";
+        }
         for (int i = 0; i < dims.size(); ++i) {
             auto &d = dims[i];
             const std::string where = "input '" + in.name() + "'";
@@ -91,6 +99,7 @@ void bindSymbolicDims(::onnx::ModelProto &model, const LoadOptions &options, con
                 throw TapestryError(Error{input, where, "dim " + std::to_string(i) + " has neither a size nor a name"});
             const std::string name = d.dim_param();
             if (auto v = bind(d)) {
+                (classifyDim(name) == DimKind::Batch ? batchBound : seqBound) = true;
                 bound[name] = *v;
                 d.set_dim_value(*v);
                 continue;
@@ -107,6 +116,18 @@ void bindSymbolicDims(::onnx::ModelProto &model, const LoadOptions &options, con
         }
     }
 
+    // An option the model has no dim for would be silently ignored: the
+    // user asked for a size the plan would not have.
+    auto refuse = [&](const char *option, const char *dim) {
+        throw TapestryError(Error{input, option,
+                                  std::string("the model's inputs have no symbolic ") + dim + " dim to bind (" +
+                                      fixedInputs + "); export it with a dynamic " + dim +
+                                      " axis (torch.onnx.export's dynamic_axes) to set it"});
+    };
+    if (options.batch && !batchBound)
+        refuse("--batch", "batch");
+    if (options.seq && !seqBound)
+        refuse("--seq", "sequence");
     // A symbol names the same size wherever it appears, so declared shapes
     // that use an input's symbol are bound with it and agree with what
     // inference derives. Other symbols stay; inference replaces them.
