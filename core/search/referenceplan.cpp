@@ -78,6 +78,49 @@ void splitBatch(const ir::Graph &graph, const sharding::Mesh &mesh, const std::v
     }
 }
 
+// A MatMul [b, 1, s, h] · [kv, h, (g + 2)·d] -> [b, kv, s, (g + 2)·d] that a
+// Split of its last dim into g·d, d and d follows: a fused q/k/v projection
+// held per key/value head. GPT-2's c_attn ([3, h, h], split along the dim
+// of 3) is not one.
+bool isFusedPerHead(const ir::Graph &graph, const ir::Op &matmul)
+{
+    const ir::Shape &w = graph.tensor(matmul.inputs[1]).shape;
+    const ir::Shape &x = graph.tensor(matmul.inputs[0]).shape;
+    if (x.size() != 4 || x[1] != 1 || matmul.outputs.empty())
+        return false;
+    ir::TensorId y = matmul.outputs[0];
+    for (int hops = 0; hops < 2; ++hops) {  // past the bias Add
+        for (ir::OpId c : graph.tensor(y).consumers) {
+            const ir::Op &op = graph.op(c);
+            if (op.type == "Split" && op.outputs.size() == 3 &&
+                ir::intAttr(op.attributes, "axis").value_or(0) == -1 && w[0] > 1 && w.back() % 3 != 1)
+                return true;
+        }
+        const auto &consumers = graph.tensor(y).consumers;
+        if (consumers.size() != 1 || graph.op(consumers[0]).type != "Add")
+            return false;
+        y = graph.op(consumers[0]).outputs[0];
+    }
+    return false;
+}
+
+// The bias [kv, 1, (g + 2)·d] added to such a projection's output.
+bool isFusedPerHeadBias(const ir::Graph &graph, ir::TensorId bias)
+{
+    if (graph.tensor(bias).shape.size() != 3)
+        return false;
+    for (ir::OpId c : graph.tensor(bias).consumers) {
+        const ir::Op &add = graph.op(c);
+        if (add.type != "Add" || add.inputs.size() != 2)
+            continue;
+        const ir::OpId producer = graph.tensor(add.inputs[add.inputs[0] == bias ? 1 : 0]).producer;
+        if (producer.valid() && graph.op(producer).type == "MatMul" && graph.op(producer).inputs.size() == 2 &&
+            isFusedPerHead(graph, graph.op(producer)))
+            return true;
+    }
+    return false;
+}
+
 // The weight dim Megatron splits: for a column-parallel linear the output
 // features, for a row-parallel one the input features, as the consuming
 // MatMul/Gemm uses the weight. Nothing when no such consumer reads it.
@@ -86,6 +129,12 @@ std::optional<int> linearDim(const ir::Graph &graph, ir::TensorId weight, Megatr
     for (ir::OpId c : graph.tensor(weight).consumers) {
         const ir::Op &op = graph.op(c);
         const int rank = static_cast<int>(graph.tensor(weight).shape.size());
+        // A q/k/v projection fused per key/value head ([kv, h, (g + 2)·d],
+        // zoo/decoder.h) read by a MatMul of a lifted [b, 1, s, h] input:
+        // its heads are dim 0, the column split of each head's projection.
+        if (op.type == "MatMul" && op.inputs.size() == 2 && op.inputs[1] == weight && rank == 3 &&
+            role == MegatronRole::Column && isFusedPerHead(graph, op))
+            return 0;
         if (op.type == "MatMul" && op.inputs.size() == 2 && op.inputs[1] == weight && rank >= 2)
             return role == MegatronRole::Column ? rank - 1 : rank - 2;
         if (op.type == "Gemm" && op.inputs.size() >= 2 && op.inputs[1] == weight && rank == 2) {
@@ -115,6 +164,8 @@ std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, 
         std::optional<int> dim;
         if (role == MegatronRole::Embedding)
             dim = 0;
+        else if (bias && role == MegatronRole::Column && isFusedPerHeadBias(graph, t))
+            dim = 0;  // [kv, 1, (g + 2)·d], split by heads as its weight
         else if (bias)
             dim = role == MegatronRole::Column ? std::optional<int>(static_cast<int>(tensor.shape.size()) - 1)
                                                : std::nullopt;
@@ -212,16 +263,19 @@ MegatronRole megatronRole(const std::string &parameterName)
         return MegatronRole::None;
     const std::string &module = parts[parts.size() - 2];
     const std::string parent = parts.size() >= 3 ? parts[parts.size() - 3] : "";
-    static const std::set<std::string> kColumn{"q_proj", "k_proj", "v_proj", "query", "key",  "value", "q",
-                                               "k",      "v",      "fc_in",  "fc1",   "c_fc", "c_attn", "gate_proj",
-                                               "up_proj", "w1",    "w3",     "wi",    "wi_0", "wi_1",
-                                               "first",  "lm_head"};
-    static const std::set<std::string> kRow{"out_proj", "o_proj", "o", "fc_out", "fc2", "c_proj", "down_proj",
-                                            "w2",       "wo",     "second"};
-    static const std::set<std::string> kEmbedding{"wte", "embed_tokens", "word_embeddings", "shared"};
-    if (module == "dense")  // BERT
-        return parent == "intermediate" ? MegatronRole::Column : parent == "output" ? MegatronRole::Row
-                                                                                    : MegatronRole::None;
+    static const std::set<std::string> kColumn{
+        "q_proj",  "k_proj", "v_proj",       "query",           "key",  "value",   "q",       "k",
+        "v",       "fc_in",  "fc1",          "c_fc",            "c_attn", "gate_proj", "up_proj", "w1",
+        "w3",      "v1",     "wi",           "wi_0",            "wi_1", "first",   "lm_head", "embed_out",
+        "output",  "query_key_value", "wqkv", "Wqkv", "qkv_proj", "gate_up_proj", "dense_h_to_4h"};
+    static const std::set<std::string> kRow{"out_proj", "o_proj", "o",  "fc_out", "fc2",          "c_proj",
+                                            "down_proj", "w2",    "wo", "second", "dense_4h_to_h"};
+    static const std::set<std::string> kEmbedding{"wte", "embed_tokens", "word_embeddings", "shared", "embed_in",
+                                                  "tok_embeddings"};
+    if (module == "dense")  // BERT's intermediate/output; GPT-NeoX's, BLOOM's and Falcon's attention output
+        return parent == "intermediate"                                                  ? MegatronRole::Column
+               : parent == "output" || parent == "attention" || parent == "self_attention" ? MegatronRole::Row
+                                                                                            : MegatronRole::None;
     if (kColumn.count(module))
         return MegatronRole::Column;
     if (kRow.count(module))
