@@ -111,6 +111,9 @@ def main():
     # The torchvision sample: real Conv/BatchNorm-folded structure, small.
     shutil.copy(os.path.join(HERE, "..", "..", "samples", "onnx", "resnet18-shapes.onnx"),
                 os.path.join(CORPUS, "resnet18-shapes.onnx"))
+    # A real export without its weights: every parameter a graph input.
+    shutil.copy(os.path.join(HERE, "..", "..", "samples", "onnx", "encoder-weightless.onnx"),
+                os.path.join(CORPUS, "encoder-weightless.onnx"))
 
     # Broken variants: cut short, bytes flipped, an opset out of range, a cycle.
     with open(written[1], "rb") as f:

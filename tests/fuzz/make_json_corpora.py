@@ -95,6 +95,7 @@ def config_corpus():
                                            {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4,
                                             "num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 64,
                                             "max_position_embeddings": 16, "num_local_experts": 4}))
+    family_seeds(out)
     # Issue 27's reproducers: sizes whose products overflow 64 bits, a
     # model too deep to build, a number no double holds.
     write(out, "gpt2-huge-sizes.json", edited("gpt2.json", {"n_embd": 4611686018427387904,
@@ -153,6 +154,40 @@ def main():
     config_corpus()
     plan_corpus(tool)
     profile_corpus()
+
+
+# Small sizes under every family's own field names, applied where a config
+# has the field (a null stays null): each family's sample builds in well
+# under a millisecond.
+TINY = {
+    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 1, "num_decoder_layers": 1,
+    "hidden_size": 64, "n_embd": 64, "d_model": 64, "num_attention_heads": 4, "n_head": 4, "n_heads": 4,
+    "num_key_value_heads": 2, "num_kv_heads": 2, "head_dim": 16, "d_kv": 16, "intermediate_size": 96,
+    "n_inner": 96, "ffn_dim": 96, "d_ff": 96, "vocab_size": 128, "max_position_embeddings": 32,
+    "n_positions": 32, "max_seq_len": 32, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
+    "num_experts": 4, "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
+    "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+    "rotary_dim": 8, "first_k_dense_replace": 1, "word_embed_proj_dim": 64,
+}
+TINY_NESTED = {"attn_config": {"kv_n_heads": 2}, "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 4,
+                                                                 "moe_top_k": 2}}
+FAMILY_SAMPLES = ("pythia-1b.json", "gpt-j-6b.json", "opt-1.3b.json", "bloom-560m.json", "falcon-7b.json",
+                  "starcoderbase-1b.json", "starcoder2-3b.json", "qwen2-7b.json", "qwen3-8b.json", "gemma2-9b.json",
+                  "phi3-mini-4k.json", "olmo-7b.json", "internlm2-7b.json", "roberta-base.json",
+                  "flan-t5-base.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "deepseek-v2-lite.json",
+                  "deepseek-v3.json", "dbrx-base.json")
+
+
+def family_seeds(out):
+    for name in FAMILY_SAMPLES:
+        config = json.loads(sample("samples", "configs", name))
+        for field, value in TINY.items():
+            if config.get(field) is not None:
+                config[field] = value
+        for field, values in TINY_NESTED.items():
+            if isinstance(config.get(field), dict):
+                config[field].update(values)
+        write(out, name.replace(".json", "-tiny.json"), json.dumps(config, indent=2) + "\n")
 
 
 if __name__ == "__main__":
