@@ -357,6 +357,33 @@ private slots:
                               "layer3/layer3.0 | layer3/layer3.1 | layer4/layer4.0 | layer4/layer4.1");
     }
 
+    // torchvision's ConvNeXt-T as torch 2.x exports it (export_vision.py):
+    // features.0..7 are numbered but unlike (stem, stages, downsamplers);
+    // the like blocks are inside the stages, 3, 3, 9 and 3 of them
+    // (CNBlockConfig(96, 192, 3), (192, 384, 3), (384, 768, 9), (768,
+    // None, 3) in torchvision's convnext_tiny), found from the names, each
+    // stage's blocks one class, the last block of a stage included.
+    void convnextStagesAreClasses()
+    {
+        const auto graph = loadSample("convnext-tiny-shapes.onnx");
+        QCOMPARE(graph.parameterCount(), std::int64_t(28'589'128));  // torch's trainable parameters
+        const auto result = prune(graph);
+        QVERIFY(result.fromScopes);
+        QStringList stages;
+        for (const auto &c : result.classes)
+            if (c.instances.size() >= 2 && c.opsPerInstance > 3)
+                stages << instanceScopes(c);
+        QStringList expected;
+        const std::pair<int, int> blocks[] = {{1, 3}, {3, 3}, {5, 9}, {7, 3}};
+        for (const auto &[stage, count] : blocks) {
+            QStringList scopes;
+            for (int b = 0; b < count; ++b)
+                scopes << QString("features/features.%1/features.%1.%2").arg(stage).arg(b);
+            expected << scopes.join(QLatin1Char(' '));
+        }
+        QCOMPARE(stages, expected);
+    }
+
     // PyTorch exports: the classes their module structure implies, checked
     // against the blocks written out (op types, parameter shapes): instances
     // of a class match, and no two classes do.

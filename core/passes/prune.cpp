@@ -96,6 +96,7 @@ private:
         std::vector<Member> members;
         std::vector<std::uint64_t> form;
         std::uint64_t signature = 0;
+        bool numbered = false;  // found among numbered siblings (h.0, h.1, ...)
     };
 
     int rank(OpId op) const { return m_index->rank(op); }
@@ -220,16 +221,44 @@ private:
                 bool repeats = false;
                 for (const auto &p : parts)
                     repeats = repeats || p.members.size() >= static_cast<std::size_t>(m_minDuplicate);
+                // Numbered siblings none of which repeats may be a stack of
+                // unlike stages (ConvNeXt's features.0..7: stem, stages and
+                // downsamplers) each holding a stack of like blocks: where
+                // a numbered stack below them repeats, the blocks are the
+                // classes, not the stages.
+                if (!repeats && numbered && repeatsBelow(scopes, byStem, begin, end)) {
+                    for (std::size_t i = begin; i < end; ++i)
+                        selectScopes(scopes, byStem[i].second);
+                    continue;
+                }
                 if (repeats || numbered) {
                     selected = true;
-                    for (auto &p : parts)
+                    for (auto &p : parts) {
+                        p.numbered = numbered;
                         m_candidates.push_back(std::move(p));
+                    }
                 }
             }
             if (!selected)
                 for (std::size_t i = begin; i < end; ++i)
                     selectScopes(scopes, byStem[i].second);
         }
+    }
+
+    // Whether selecting below the siblings byStem[begin, end) finds a
+    // numbered stack that repeats. The candidates it finds are dropped.
+    bool repeatsBelow(const ScopeIndex &scopes, const std::vector<std::pair<std::string_view, int>> &byStem,
+                      std::size_t begin, std::size_t end)
+    {
+        std::vector<Candidate> kept = std::move(m_candidates);
+        m_candidates.clear();
+        for (std::size_t i = begin; i < end; ++i)
+            selectScopes(scopes, byStem[i].second);
+        bool found = false;
+        for (const auto &c : m_candidates)
+            found = found || (c.numbered && c.members.size() >= static_cast<std::size_t>(std::max(2, m_minDuplicate)));
+        m_candidates = std::move(kept);
+        return found;
     }
 
     // The same structure found under different parents is one class.
