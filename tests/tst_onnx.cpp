@@ -496,6 +496,26 @@ private slots:
         }
     }
 
+    // torchvision's ResNet-18 exported in training mode (export_vision.py):
+    // BatchNormalization stays, with its running mean and variance, which
+    // the step updates but does not train; the count is torch's.
+    void batchNormStatisticsAreBuffers()
+    {
+        const auto g = io::loadModel(kSamples + "resnet18-train-shapes.onnx", {});
+        QCOMPARE(g.parameterCount(), std::int64_t(11'689'512));
+        int norms = 0;
+        for (const auto &op : g.ops()) {
+            if (op.type != "BatchNormalization")
+                continue;
+            ++norms;
+            QVERIFY(op.inputs.size() >= 5);
+            for (std::size_t slot = 1; slot < 5; ++slot)
+                QVERIFY2(g.tensor(op.inputs[slot]).role == (slot < 3 ? ir::Role::Parameter : ir::Role::Input),
+                         g.tensor(op.inputs[slot]).name.c_str());
+        }
+        QCOMPARE(norms, 20);
+    }
+
     // A model exported without its weights (torch.onnx.export(...,
     // export_params=False), export_weightless.py): every parameter is a
     // graph input. The inputs read as weights are taken as parameters, the
