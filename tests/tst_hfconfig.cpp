@@ -1,3 +1,4 @@
+#include "configsample.h"
 #include "io/hfconfig.h"
 #include "io/files.h"
 #include "io/jsonmodel.h"
@@ -17,30 +18,6 @@
 using namespace tapestry;
 
 namespace {
-
-std::string sample(const QString &file)
-{
-    return std::string(TAPESTRY_SOURCE_DIR) + "/samples/configs/" + file.toStdString();
-}
-
-// Writes the sample `file` with `edits` applied into `dir` and returns the new
-// file's path. `edits` is a JSON object: each field is set to its value, and
-// the fields listed under "-" are removed.
-std::string editedSample(const QTemporaryDir &dir, const QString &file, const QString &edits)
-{
-    auto config = nlohmann::json::parse(io::readFile(sample(file)));
-    const auto changes = nlohmann::json::parse(edits.toStdString());
-    for (const auto &[field, value] : changes.items()) {
-        if (field == "-")
-            for (const auto &removed : value)
-                config.erase(removed.get<std::string>());
-        else
-            config[field] = value;
-    }
-    const std::string path = dir.filePath(QStringLiteral("config.json")).toStdString();
-    io::writeOutputFile(path, config.dump(2));
-    return path;
-}
 
 // Parameter counts as Hugging Face reports them for these checkpoints
 // (the safetensors count on each model card; BERT: BertForPreTraining,
@@ -104,7 +81,7 @@ private slots:
     {
         QFETCH(QString, file);
         QFETCH(qlonglong, parameters);
-        const auto g = io::loadModel(sample(file));  // through the .json hook, validated
+        const auto g = io::loadModel(testing::configSample(file));  // through the .json hook, validated
         QCOMPARE(qlonglong(g.parameterCount()), parameters);
     }
 
@@ -119,7 +96,7 @@ private slots:
             const bool counted = std::any_of(std::begin(kPublished), std::end(kPublished),
                                              [&](const auto &p) { return file == p.first; });
             QVERIFY2(counted || file == "starcoderbase-1b.json", qPrintable(file + " has no test"));
-            QVERIFY2(io::loadModel(sample(file)).parameterCount() > 0, qPrintable(file));
+            QVERIFY2(io::loadModel(testing::configSample(file)).parameterCount() > 0, qPrintable(file));
         }
     }
 
@@ -138,7 +115,7 @@ private slots:
     {
         QFETCH(QString, file);
         QFETCH(QString, spec);
-        auto fromConfig = io::loadHfConfig(sample(file), {});
+        auto fromConfig = io::loadHfConfig(testing::configSample(file), {});
         auto fromZoo = io::zoo::build(spec.toStdString());
         fromConfig.name = fromZoo.name;
         QVERIFY(io::writeModelJson(fromConfig) == io::writeModelJson(fromZoo));
@@ -166,7 +143,7 @@ private slots:
         QFETCH(qlonglong, parameters);
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
-        const auto g = io::loadModel(editedSample(dir, file, edits));
+        const auto g = io::loadModel(testing::editedConfig(dir, file, edits));
         QCOMPARE(qlonglong(g.parameterCount()), parameters);
     }
 
@@ -202,7 +179,7 @@ private slots:
         QStringList notes;
         io::LoadOptions options;
         options.note = [&](const std::string &line) { notes << QString::fromStdString(line); };
-        const auto g = io::loadModel(editedSample(dir, file, edits), options);
+        const auto g = io::loadModel(testing::editedConfig(dir, file, edits), options);
         QCOMPARE(qlonglong(g.parameterCount()), parameters);
         QCOMPARE(notes, note.isEmpty() ? QStringList() : QStringList{note});
     }
@@ -264,7 +241,7 @@ private slots:
         QFETCH(QString, message);
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
-        const std::string path = editedSample(dir, file, edits);
+        const std::string path = testing::editedConfig(dir, file, edits);
         std::string error = "no error";
         try {
             io::loadModel(path);
@@ -279,7 +256,7 @@ private slots:
     // the file.
     void numberPastADoubleIsRejected()
     {
-        std::string text = io::readFile(sample(QStringLiteral("gpt2.json")));
+        std::string text = io::readFile(testing::configSample(QStringLiteral("gpt2.json")));
         text.replace(text.find("1e-05"), 5, "1e999");
         try {
             io::readHfConfig(text, "config.json", {});
@@ -297,7 +274,7 @@ private slots:
         options.seq = 2048;
         std::string error = "no error";
         try {
-            io::loadModel(sample(QStringLiteral("gpt2.json")), options);
+            io::loadModel(testing::configSample(QStringLiteral("gpt2.json")), options);
         } catch (const TapestryError &e) {
             error = e.what();
         }
@@ -325,7 +302,7 @@ private slots:
             options.batch = batch;
         if (seq)
             options.seq = seq;
-        const auto g = io::loadModel(sample(file), options);
+        const auto g = io::loadModel(testing::configSample(file), options);
         QCOMPARE(QString::fromStdString(ir::shapeToString(g.tensor(*g.findTensor("input_ids")).shape)), shape);
     }
 
@@ -336,7 +313,7 @@ private slots:
         const auto mlp = io::zoo::build("mlp");
         const std::string text = io::writeModelJson(mlp);
         QVERIFY(!io::isHfConfig(text));
-        QVERIFY(io::isHfConfig(io::readFile(sample(QStringLiteral("t5-small.json")))));
+        QVERIFY(io::isHfConfig(io::readFile(testing::configSample(QStringLiteral("t5-small.json")))));
         const std::string path = dir.filePath(QStringLiteral("mlp.json")).toStdString();
         io::writeOutputFile(path, text);
         QCOMPARE(io::writeModelJson(io::loadModel(path)), text);

@@ -4,12 +4,11 @@
 // modeling_t5.py and modeling_gpt2.py, and for the config.json families
 // from their modeling_*.py), so that an exported plan's module names match
 // the modules of a Hugging Face model.
-#include "io/files.h"
+#include "configsample.h"
 #include "io/modelloader.h"
 
 #include <QtTest>
 
-#include <nlohmann/json.hpp>
 
 #include <set>
 #include <string>
@@ -31,15 +30,8 @@ std::set<std::string> parameterNames(const std::string &source)
 // layers and experts, so that one layer's names are listed).
 std::set<std::string> configParameterNames(const QString &file, const QString &edits)
 {
-    auto config = nlohmann::json::parse(
-        io::readFile(std::string(TAPESTRY_SOURCE_DIR) + "/samples/configs/" + file.toStdString()));
-    const auto changes = nlohmann::json::parse(edits.toStdString());
-    for (const auto &[field, value] : changes.items())
-        config[field] = value;
     QTemporaryDir dir;
-    const std::string path = dir.filePath(QStringLiteral("config.json")).toStdString();
-    io::writeOutputFile(path, config.dump());
-    return parameterNames(path);
+    return parameterNames(testing::editedConfig(dir, file, edits));
 }
 
 std::string describe(const std::set<std::string> &zoo, const std::set<std::string> &hf)

@@ -1,4 +1,4 @@
-#include "io/files.h"
+#include "configsample.h"
 #include "io/modelloader.h"
 #include "io/zoo/graphbuilder.h"
 #include "ir/error.h"
@@ -6,8 +6,6 @@
 #include "sharding/meshprofile.h"
 
 #include <QtTest>
-
-#include <nlohmann/json.hpp>
 
 #include <regex>
 #include <set>
@@ -88,12 +86,8 @@ private slots:
     {
         QFETCH(QString, file);
         QFETCH(QStringList, specs);
-        auto config = nlohmann::json::parse(
-            io::readFile(std::string(TAPESTRY_SOURCE_DIR) + "/samples/configs/" + file.toStdString()));
-        config["num_hidden_layers"] = 2;
         QTemporaryDir dir;
-        const std::string path = dir.filePath(QStringLiteral("config.json")).toStdString();
-        io::writeOutputFile(path, config.dump());
+        const std::string path = testing::editedConfig(dir, file, QStringLiteral(R"({"num_hidden_layers": 2})"));
         io::LoadOptions options;
         options.batch = 1;
         const auto g = io::loadModel(path, options);

@@ -1,7 +1,7 @@
 #include "analysis/candidates.h"
 #include "cost/costmodel.h"
 #include "cost/objective.h"
-#include "io/files.h"
+#include "configsample.h"
 #include "io/jsonmodel.h"
 #include "io/modelloader.h"
 #include "ir/error.h"
@@ -122,12 +122,9 @@ private slots:
         QFETCH(QString, file);
         QFETCH(QString, layersField);
         QFETCH(QString, projection);
-        auto config = nlohmann::json::parse(
-            io::readFile(std::string(TAPESTRY_SOURCE_DIR) + "/samples/configs/" + file.toStdString()));
-        config[layersField.toStdString()] = 2;
         QTemporaryDir dir;
-        const std::string path = dir.filePath(QStringLiteral("config.json")).toStdString();
-        io::writeOutputFile(path, config.dump());
+        const std::string path =
+            testing::editedConfig(dir, file, QStringLiteral("{\"%1\": 2}").arg(layersField));
         io::LoadOptions options;
         options.batch = 1;
         const auto g = io::loadModel(path, options);

@@ -240,7 +240,7 @@ ConfigKnobs t5(const ConfigFields &f)
     if (ffnKind == "gated-gelu")
         set(c, "gated", "feed_forward_proj", 1);
     if (!f.booleanOr("tie_word_embeddings", true))
-        tied(c, f, true);
+        set(c, "tied_embeddings", "tie_word_embeddings", 0);
     return c;
 }
 
@@ -384,10 +384,8 @@ ConfigKnobs deepseek(const ConfigFields &f, const std::string &family)
     take(c, f, "top_k", "num_experts_per_tok");
     set(c, "shared_ffn", "n_shared_experts",
         f.positive("n_shared_experts", zoo::kMaxExperts) * c.knobs["ffn"]);
-    if (f.has("first_k_dense_replace")) {
-        const std::int64_t dense = f.has("first_k_dense_replace") ? f.positiveOr("first_k_dense_replace", 1) : 0;
-        set(c, "dense_layers", "first_k_dense_replace", dense);
-    }
+    if (f.has("first_k_dense_replace"))
+        take(c, f, "dense_layers", "first_k_dense_replace");
     take(c, f, "kv_lora", "kv_lora_rank");
     if (f.has("q_lora_rank"))
         take(c, f, "q_lora", "q_lora_rank");
@@ -413,7 +411,7 @@ ConfigKnobs gptNeox(const ConfigFields &f)
     a.norm = zoo::NormKind::Layer;
     a.epsilon = f.fractionOr("layer_norm_eps", 1e-5);
     a.attention = zoo::AttentionKind::Fused;
-    a.qkvBias = a.outBias = a.mlpBias = f.booleanOr("attention_bias", true);
+    a.qkvBias = a.outBias = f.booleanOr("attention_bias", true);
     a.mlpBias = true;
     a.block = f.booleanOr("use_parallel_residual", true) ? zoo::BlockKind::ParallelTwo : zoo::BlockKind::Sequential;
     a.mlp = zoo::MlpKind::Plain;
@@ -507,6 +505,22 @@ ConfigKnobs opt(const ConfigFields &f)
     return c;
 }
 
+// The module names BLOOM and Falcon share (Falcon grew out of BLOOM's code).
+zoo::DecoderNames bloomNames()
+{
+    zoo::DecoderNames n;
+    n.root = {"transformer"};
+    n.embed = "word_embeddings";
+    n.layer = "h.";
+    n.attention = "self_attention";
+    n.qkv = "query_key_value";
+    n.o = "dense";
+    n.up = "dense_h_to_4h";
+    n.down = "dense_4h_to_h";
+    n.finalNorm = "ln_f";
+    return n;
+}
+
 // BLOOM: ALiBi in place of positions, a norm after the embedding, fused
 // q/k/v per head, tied head.
 ConfigKnobs bloom(const ConfigFields &f)
@@ -527,17 +541,8 @@ ConfigKnobs bloom(const ConfigFields &f)
     a.qkvBias = a.outBias = a.mlpBias = true;
     a.mlp = zoo::MlpKind::Plain;
     a.activation = zoo::Activation::GeluTanh;
-    auto &n = a.names;
-    n.root = {"transformer"};
-    n.embed = "word_embeddings";
-    n.embedNorm = "word_embeddings_layernorm";
-    n.layer = "h.";
-    n.attention = "self_attention";
-    n.qkv = "query_key_value";
-    n.o = "dense";
-    n.up = "dense_h_to_4h";
-    n.down = "dense_4h_to_h";
-    n.finalNorm = "ln_f";
+    a.names = bloomNames();
+    a.names.embedNorm = "word_embeddings_layernorm";
     return c;
 }
 
@@ -571,19 +576,10 @@ ConfigKnobs falcon(const ConfigFields &f)
     a.block = !parallel ? zoo::BlockKind::Sequential
               : newArchitecture ? zoo::BlockKind::ParallelTwo
                                 : zoo::BlockKind::ParallelShared;
-    auto &n = a.names;
-    n.root = {"transformer"};
-    n.embed = "word_embeddings";
-    n.layer = "h.";
-    n.attention = "self_attention";
-    n.qkv = "query_key_value";
-    n.o = "dense";
-    n.up = "dense_h_to_4h";
-    n.down = "dense_4h_to_h";
-    n.finalNorm = "ln_f";
+    a.names = bloomNames();
     if (newArchitecture) {
-        n.inputNorm = "ln_attn";
-        n.postNorm = "ln_mlp";
+        a.names.inputNorm = "ln_attn";
+        a.names.postNorm = "ln_mlp";
     }
     return c;
 }

@@ -93,7 +93,7 @@ bool isFusedPerHead(const ir::Graph &graph, const ir::Op &matmul)
         for (ir::OpId c : graph.tensor(y).consumers) {
             const ir::Op &op = graph.op(c);
             if (op.type == "Split" && op.outputs.size() == 3 &&
-                ir::intAttr(op.attributes, "axis").value_or(0) == -1 && w[0] > 1 && w.back() % 3 != 1)
+                ir::intAttr(op.attributes, "axis").value_or(0) == -1 && w[0] > 1)
                 return true;
         }
         const auto &consumers = graph.tensor(y).consumers;

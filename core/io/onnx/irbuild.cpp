@@ -259,8 +259,8 @@ private:
             return t == m_types.end() || !t->second->has_tensor_type() ? 0 : t->second->tensor_type().elem_type();
         };
         auto isFloatElem = [](int type) {
-            return type == ::onnx::TensorProto::FLOAT || type == ::onnx::TensorProto::FLOAT16 ||
-                   type == ::onnx::TensorProto::BFLOAT16 || type == ::onnx::TensorProto::DOUBLE;
+            const auto dtype = dtypeFromOnnx(type);
+            return dtype && isFloatType(*dtype);
         };
         auto producedByProduct = [&](const std::string &name) {
             auto p = m_producers.find(name);
