@@ -321,6 +321,33 @@ private slots:
         QVERIFY(llama.find("Conv1D") == std::string::npos);
     }
 
+    // Sequence parallelism keeps the residual stream a DTensor between
+    // modules: the embedding, o_proj, down_proj and the norms return it
+    // whole-shaped, so that Hugging Face's LlamaModel numbers positions by
+    // the global sequence length (local shards gave every rank positions
+    // 0..s/n and a shape error at the rotary embedding). Without sequence
+    // parallelism every module returns local tensors.
+    void sequenceParallelStreamIsADTensor()
+    {
+        const auto g = io::loadModel(kLlama);
+        for (const char *method : {"megatron-sp", "megatron"}) {
+            const auto p = makePlan(g, kLlama, "4", method);
+            const auto torch = exports::torchPlan(exports::exportInput(g, p, "plan.json", "torch", true), "plan.json");
+            const bool sp = std::string(method) == "megatron-sp";
+            int stream = 0;
+            for (const auto &m : torch.modules) {
+                if (m.style == "SequenceParallel" || m.outputLayouts == "Shard(1)") {
+                    ++stream;
+                    QVERIFY2(!m.useLocalOutput, (m.module + " returns a local tensor").c_str());
+                } else if (m.style == "ColwiseParallel" || m.style == "RowwiseParallel") {
+                    QVERIFY2(m.useLocalOutput || m.module == "lm_head", (m.module + " returns a DTensor").c_str());
+                }
+            }
+            // Embedding, o_proj, down_proj, two norms per layer and the final norm.
+            QCOMPARE(stream, sp ? 6 : 0);
+        }
+    }
+
     void jaxRoundTrip_data()
     {
         QTest::addColumn<QString>("model");

@@ -520,6 +520,7 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
 
     // Norms on sequence shards are SequenceParallel; their weight gradients
     // are partial sums, reduced when the optimizer reads them.
+    std::map<std::int32_t, std::string> sequenceNorms;  // output tensor -> module
     for (std::size_t o = 0; o < g.opCount(); ++o) {
         const ir::OpId opId(static_cast<std::int32_t>(o));
         const ir::Op &op = g.op(opId);
@@ -537,6 +538,8 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         if (!slot.style.empty())
             fail(g.tensor(op.inputs[1]).name, "module " + module + " is both " + slot.style + " and a norm");
         slot = TorchModulePlan{module, "SequenceParallel", {}, {}, {}, {}, true};
+        if (!op.outputs.empty())
+            sequenceNorms[op.outputs[0].value] = module;
         for (auto x : op.inputs)
             if (isParameter(g, x))
                 issues(opId, x);
@@ -646,6 +649,61 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
                            (startsWith(c.reason, recomputed) ? c.reason.substr(recomputed.size()) : c.reason) +
                            "), between modules, where parallelize_module redistributes only a module's input or "
                            "output");
+    }
+
+    // The sequence-sharded residual stream stays a DTensor between modules
+    // where every reader takes one: modules see the stream's global shape, as
+    // models that derive positions from it need (Hugging Face's LlamaModel
+    // numbers positions by its embedding output's length, so local shards
+    // would give every rank positions 0..s/n). Readers that take a DTensor:
+    // split modules and SequenceParallel norms (redistributing at their
+    // input), and adds of two stream tensors (the residual). Where another op
+    // reads the stream, it stays local, as it computes on shards.
+    {
+        std::map<std::int32_t, std::string> stream;  // tensor -> the module returning it ("" for an add)
+        for (const auto &m : split)
+            if (const auto it = returned.find(m.result.value); it != returned.end() && it->second == "Shard(1)")
+                stream[m.result.value] = m.module;
+        for (const auto &[t, module] : sequenceNorms)
+            stream[t] = module;
+        bool dtensor = !sequenceNorms.empty();
+        for (std::vector<std::int32_t> todo = [&] {
+                 std::vector<std::int32_t> v;
+                 for (const auto &[t, module] : stream)
+                     v.push_back(t);
+                 return v;
+             }();
+             dtensor && !todo.empty();) {
+            const ir::TensorId t(todo.back());
+            todo.pop_back();
+            for (auto c : g.tensor(t).consumers) {
+                const ir::Op &op = g.op(c);
+                if (op.type == "Add" && op.outputs.size() == 1 &&
+                    std::all_of(op.inputs.begin(), op.inputs.end(),
+                                [&](ir::TensorId x) { return stream.count(x.value) > 0 || x == t; })) {
+                    if (stream.emplace(op.outputs[0].value, std::string()).second)
+                        todo.push_back(op.outputs[0].value);
+                    continue;
+                }
+                const auto owner = byModule.find(moduleOfOp(c));
+                const bool styled = owner != byModule.end() && !owner->second.style.empty();
+                // An add whose other input is not yet known as stream: it may
+                // be once that input is reached; settled below.
+                if (!styled && op.type != "Add")
+                    dtensor = false;
+            }
+        }
+        // Adds must read the stream on every input.
+        for (const auto &[t, module] : stream)
+            for (auto c : g.tensor(ir::TensorId(t)).consumers) {
+                const ir::Op &op = g.op(c);
+                if (op.type == "Add" && !(op.outputs.size() == 1 && stream.count(op.outputs[0].value)))
+                    dtensor = false;
+            }
+        if (dtensor)
+            for (const auto &[t, module] : stream)
+                if (!module.empty())
+                    byModule[module].useLocalOutput = false;
     }
 
     // Fold layer indices into globs where every module the glob matches

@@ -113,7 +113,10 @@ class LlamaModel(nn.Module):
 
     def forward(self, input_ids):
         hidden_states = self.embed_tokens(input_ids)
-        position_ids = torch.arange(input_ids.shape[1])[None, :]
+        # Positions numbered by the embedding output's length, as HF's LlamaModel numbers
+        # them (cache_position from inputs_embeds.shape[1]): a sequence-parallel plan must
+        # hand the layers a stream of the global length.
+        position_ids = torch.arange(hidden_states.shape[1], device=input_ids.device)[None, :]
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         for layer in self.layers:
             hidden_states = layer(hidden_states, position_embeddings=position_embeddings)
@@ -196,7 +199,7 @@ class GPT2Model(nn.Module):
         self.ln_f = nn.LayerNorm(c["hidden"])
 
     def forward(self, input_ids):
-        position_ids = torch.arange(input_ids.shape[1])[None, :]
+        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]
         hidden_states = self.wte(input_ids) + self.wpe(position_ids)
         for block in self.h:
             hidden_states = block(hidden_states)
@@ -215,5 +218,32 @@ class GPT2LMHeadModel(nn.Module):
         return self.lm_head(self.transformer(input_ids))
 
 
-def build(family, c):
+def build_transformers(family, c):
+    """The same model from Hugging Face's transformers, its own modeling code, with random
+    weights from a config of the same sizes (no dropout, no cache, untied LLaMA head, tied
+    GPT-2 head). Its forward pass returns an output whose .logits are the logits."""
+    import transformers
+    if family == "llama":
+        config = transformers.LlamaConfig(
+            vocab_size=c["vocab"], hidden_size=c["hidden"], intermediate_size=c["ffn"],
+            num_hidden_layers=c["layers"], num_attention_heads=c["heads"], num_key_value_heads=c["kv_heads"],
+            max_position_embeddings=max(c["seq"], 64), rms_norm_eps=1e-5, tie_word_embeddings=False,
+            attention_dropout=0.0, use_cache=False)
+        return transformers.LlamaForCausalLM(config)
+    config = transformers.GPT2Config(
+        vocab_size=c["vocab"], n_embd=c["hidden"], n_inner=c["ffn"], n_layer=c["layers"], n_head=c["heads"],
+        n_positions=c["positions"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5, use_cache=False)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def build(family, c, source="twin"):
+    """The model: the plain-torch twin above, or with source "transformers" Hugging Face's own."""
+    if source == "transformers":
+        return build_transformers(family, c)
     return {"llama": LlamaForCausalLM, "gpt2": GPT2LMHeadModel}[family](c)
+
+
+def logits_of(output):
+    """The logits of a forward pass: the twin returns them, transformers an output holding them."""
+    return getattr(output, "logits", output)
