@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -55,7 +57,7 @@ ShardedProgram::ShardedProgram(ir::Graph graph, const std::vector<ShardingSpec> 
                                const sharding::Mesh &mesh, RankMesh &plan, RankMesh &aux, Device &device,
                                ShardedProgramOptions options, const std::string &input)
     : m_graph(std::move(graph)), m_specs(specs), m_mesh(mesh), m_plan(plan), m_aux(aux), m_device(device),
-      m_options(options)
+      m_options(options), m_profileKernels(std::getenv("TAPESTRY_PROFILE_KERNELS") != nullptr)
 {
     for (const auto &axis : m_mesh.axes)
         m_meshShape.push_back(axis.size);
@@ -1007,21 +1009,57 @@ void ShardedProgram::runStep(const ReshardStep &step, bool aux)
     }
 }
 
+ShardedProgram::~ShardedProgram()
+{
+    if (m_kernelProfile.empty())
+        return;
+    std::vector<std::pair<std::string, std::pair<std::int64_t, double>>> rows(m_kernelProfile.begin(),
+                                                                              m_kernelProfile.end());
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) { return a.second.second > b.second.second; });
+    double total = 0.0;
+    for (const auto &r : rows)
+        total += r.second.second;
+    std::fprintf(stderr, "tapestry-exec: kernel profile (TAPESTRY_PROFILE_KERNELS), every step together:\n");
+    for (const auto &[kind, figures] : rows)
+        std::fprintf(stderr, "  %-28s %8lld calls %10.3f ms %5.1f%%\n", kind.c_str(),
+                     static_cast<long long>(figures.first), figures.second * 1e3,
+                     total > 0 ? 100.0 * figures.second / total : 0.0);
+}
+
 void ShardedProgram::run(const std::vector<Action> &actions)
 {
     Watchdog *watchdog = m_options.watchdog;
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point started;
+    auto begin = [&] {
+        if (!m_profileKernels)
+            return;
+        m_device.synchronize();
+        started = Clock::now();
+    };
+    auto end = [&](std::string kind) {
+        if (!m_profileKernels)
+            return;
+        m_device.synchronize();
+        auto &[calls, seconds] = m_kernelProfile[std::move(kind)];
+        ++calls;
+        seconds += std::chrono::duration<double>(Clock::now() - started).count();
+    };
     for (const Action &a : actions) {
         switch (a.type) {
         case Action::Type::Reshard:
             if (watchdog)
                 watchdog->workingOn(&m_graph.tensors()[m_stepTensor[a.index]].name, false);
+            begin();
             runStep(m_steps[a.index], m_auxStep[a.index]);
+            end("(reshard)");
             break;
         case Action::Type::Forward:
         case Action::Type::Backward: {
             const OpStep &op = m_ops[a.index];
             if (watchdog && a.op >= 0)
                 watchdog->workingOn(&m_graph.ops()[static_cast<std::size_t>(a.op)].name, true);
+            begin();
             m_device.beginKernel();
             const OpArgs call = args(op);
             if (a.type == Action::Type::Forward)
@@ -1029,6 +1067,7 @@ void ShardedProgram::run(const std::vector<Action> &actions)
             else
                 op.kernels.backward(call);
             m_device.endKernel(op.def->gemm);
+            end(std::string(op.def->name) + (a.type == Action::Type::Forward ? " forward" : " backward"));
             break;
         }
         case Action::Type::AddInto:

@@ -111,6 +111,9 @@ public:
                    ShardedProgramOptions options, const std::string &input);
     ShardedProgram(const ShardedProgram &) = delete;
     ShardedProgram &operator=(const ShardedProgram &) = delete;
+    // With TAPESTRY_PROFILE_KERNELS set, prints the time each op kind took
+    // (forward and backward apart, every step together) to stderr.
+    ~ShardedProgram() override;
 
     float forward() override;  // the whole step's objective, the same on every rank
     void backward() override;
@@ -222,6 +225,10 @@ private:
     RankMesh &m_aux;
     Device &m_device;
     ShardedProgramOptions m_options;
+    // TAPESTRY_PROFILE_KERNELS: the device is synchronised around every op
+    // kernel and reshard, and the host time summed by kind (calls, seconds).
+    bool m_profileKernels = false;
+    std::map<std::string, std::pair<std::int64_t, double>> m_kernelProfile;
     Objective m_objective = Objective::Loss;
 
     BufferTable m_buffers;

@@ -14,6 +14,7 @@
 #include "cuda/cudabackend.h"
 #include "cuda/gemmplan.h"
 #include "cuda/localrank.h"
+#include "cuda/launch.h"
 #include "cuda/opkernels.h"
 #endif
 
@@ -114,6 +115,8 @@ private slots:
     void collectiveBlockChecks();
     void backendChoiceWithoutGpu();
     void ncclCollectivesOnGpu();
+    void reductionKernelsOnGpu_data();
+    void reductionKernelsOnGpu();
 };
 
 void TestCudaBackend::gemmPlanMatchesOpenBlas_data()
@@ -281,6 +284,102 @@ void TestCudaBackend::ncclCollectivesOnGpu()
     QVERIFY2(r.exitCode == 0, r.err.constData());
     QVERIFY(r.out.contains("\"event\":\"self_test_summary\""));
     QVERIFY(!r.out.contains("\"ok\":false"));
+#endif
+}
+
+// The gradients that sum over broadcast dims (a bias's over every token, a
+// norm's weight and bias over every row) against a double-precision host sum:
+// few outputs over many rows split the sum into chunks added atomically, many
+// outputs keep one thread each.
+void TestCudaBackend::reductionKernelsOnGpu_data()
+{
+    QTest::addColumn<qint64>("rows");
+    QTest::addColumn<qint64>("cols");
+    QTest::newRow("bias 4096 x 1024 (split)") << qint64(4096) << qint64(1024);
+    QTest::newRow("odd 1001 x 37 (split)") << qint64(1001) << qint64(37);
+    QTest::newRow("short 7 x 300000 (whole)") << qint64(7) << qint64(300000);
+}
+
+void TestCudaBackend::reductionKernelsOnGpu()
+{
+#ifndef TAPESTRY_HAVE_CUDA
+    QSKIP("skipped: built without CUDA");
+#else
+    if (visibleGpuCount() == 0)
+        QSKIP(qPrintable(QStringLiteral("skipped: no GPU (%1); tests/gpu/run.sh runs the GPU suite where one is")
+                             .arg(QString::fromStdString(whyNoGpu()))));
+    QFETCH(qint64, rows);
+    QFETCH(qint64, cols);
+    const auto dout = randomValues(rows * cols, 1), x = randomValues(rows * cols, 2), w = randomValues(cols, 3);
+    std::vector<float> mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        mean[static_cast<std::size_t>(r)] = 0.01f * static_cast<float>(r % 7);
+        rstd[static_cast<std::size_t>(r)] = 1.0f + 0.001f * static_cast<float>(r % 13);
+    }
+    auto upload = [](const std::vector<float> &v) {
+        float *d = nullptr;
+        cudaMalloc(reinterpret_cast<void **>(&d), v.size() * sizeof(float));
+        cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice);
+        return d;
+    };
+    auto download = [](const float *d, std::int64_t n) {
+        std::vector<float> v(static_cast<std::size_t>(n));
+        cudaMemcpy(v.data(), d, v.size() * sizeof(float), cudaMemcpyDeviceToHost);
+        return v;
+    };
+    float *dDout = upload(dout), *dX = upload(x), *dW = upload(w), *dMean = upload(mean), *dRstd = upload(rstd);
+    const std::vector<float> ones(static_cast<std::size_t>(cols), 1.0f);
+    float *gBias = upload(ones), *gMul = upload(ones), *gWeight = upload(ones), *gNormBias = upload(ones);
+
+    // out = x + bias and out = x * w, w broadcast over the rows: operand 1's gradient.
+    gpu::Broadcast l;
+    l.rank = 2;
+    l.shape[0] = rows, l.shape[1] = cols;
+    l.out[0] = cols, l.out[1] = 1;
+    l.a[0] = cols, l.a[1] = 1;
+    l.b[0] = 0, l.b[1] = 1;
+    gpu::binaryBackward(nullptr, gpu::Binary::Add, 1, l, dDout, dX, dW, gBias, cols);
+    gpu::binaryBackward(nullptr, gpu::Binary::Mul, 1, l, dDout, dX, dW, gMul, cols);
+    gpu::normBackward(nullptr, dDout, dX, dW, dMean, dRstd, nullptr, gWeight, gNormBias, rows, cols);
+    // A column broadcast along the last dim (strides [1, 0]): read through the strides.
+    const std::vector<float> rowOnes(static_cast<std::size_t>(rows), 1.0f);
+    float *gColumn = upload(rowOnes);
+    gpu::Broadcast column = l;
+    column.b[0] = 1, column.b[1] = 0;
+    gpu::binaryBackward(nullptr, gpu::Binary::Mul, 1, column, dDout, dX, dW, gColumn, rows);
+    QCOMPARE(cudaDeviceSynchronize(), cudaSuccess);
+    const auto columnGrad = download(gColumn, rows);
+    cudaFree(gColumn);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        double sum = 1.0, scale = 1.0;
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const auto i = static_cast<std::size_t>(r * cols + c);
+            sum += static_cast<double>(dout[i]) * x[i];
+            scale += std::fabs(static_cast<double>(dout[i]) * x[i]);
+        }
+        QVERIFY2(std::fabs(columnGrad[static_cast<std::size_t>(r)] - sum) / scale < 1e-5,
+                 qPrintable(QStringLiteral("column gradient, row %1").arg(r)));
+    }
+    const auto bias = download(gBias, cols), mul = download(gMul, cols), weight = download(gWeight, cols),
+               normBias = download(gNormBias, cols);
+    double worst = 0.0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+        double sb = 1.0, sm = 1.0, sw = 1.0, scale = 1.0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const auto i = static_cast<std::size_t>(r * cols + c), ri = static_cast<std::size_t>(r);
+            sb += dout[i];
+            sm += static_cast<double>(dout[i]) * x[i];
+            sw += static_cast<double>(dout[i]) * (x[i] - mean[ri]) * rstd[ri];
+            scale += std::fabs(static_cast<double>(dout[i]));
+        }
+        const auto ci = static_cast<std::size_t>(c);
+        for (const auto &[got, want] : {std::pair{bias[ci], sb}, std::pair{mul[ci], sm}, std::pair{weight[ci], sw},
+                                        std::pair{normBias[ci], sb}})
+            worst = std::max(worst, std::fabs(got - want) / scale);
+    }
+    for (float *d : {dDout, dX, dW, dMean, dRstd, gBias, gMul, gWeight, gNormBias})
+        cudaFree(d);
+    QVERIFY2(worst < 1e-5, qPrintable(QStringLiteral("worst error %1 relative to the sum of |terms|").arg(worst)));
 #endif
 }
 

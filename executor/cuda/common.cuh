@@ -17,6 +17,31 @@ inline unsigned int blocksFor(std::int64_t n)
     return static_cast<unsigned int>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+// A sum of `repeat` terms for each of `count` outputs, split into chunks of
+// `chunk` terms run by separate threads (added atomically) when `count` alone
+// has too few threads to fill the device: a bias or norm weight gradient has
+// a thousand outputs, each a sum over every token.
+struct SplitSum {
+    std::int64_t chunk = 1, parts = 1;
+    __host__ __device__ bool atomic() const { return parts > 1; }
+};
+inline SplitSum splitSum(std::int64_t count, std::int64_t repeat)
+{
+    constexpr std::int64_t kThreadsWanted = std::int64_t(1) << 17;  // several waves on a 132-SM GPU
+    constexpr std::int64_t kMinChunk = 32;
+    SplitSum s;
+    if (repeat <= kMinChunk || count >= kThreadsWanted) {
+        s.chunk = repeat < 1 ? 1 : repeat;
+        return s;
+    }
+    std::int64_t parts = (kThreadsWanted + count - 1) / count;
+    if (parts > repeat / kMinChunk)
+        parts = repeat / kMinChunk;
+    s.chunk = (repeat + parts - 1) / parts;
+    s.parts = (repeat + s.chunk - 1) / s.chunk;
+    return s;
+}
+
 // Rows get a block each (grid.x allows 2^31 − 1).
 inline unsigned int rowBlocks(std::int64_t rows)
 {

@@ -48,7 +48,8 @@ void stridedCopy(
 void binaryForward(cudaStream_t stream, Binary op, const Broadcast &layout, float *out, const float *a,
     const float *b, std::int64_t n);
 // grad += ∂(a op b)/∂operand · dout, summed over the dims the operand (0: a,
-// 1: b) is broadcast along: one thread per operand element, no atomics.
+// 1: b) is broadcast along (chunks of the sum added atomically where the
+// operand alone has too few elements to fill the device).
 void binaryBackward(cudaStream_t stream, Binary op, int operand, const Broadcast &layout, const float *dout,
     const float *a, const float *b, float *grad, std::int64_t gradCount);
 

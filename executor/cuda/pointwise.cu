@@ -5,6 +5,8 @@
 #include "common.cuh"
 #include "launch.h"
 
+#include <optional>
+
 namespace tapestry::exec::gpu {
 
 namespace {
@@ -90,23 +92,22 @@ __device__ float partial(Binary op, int operand, float g, float a, float b)
     return 0.0f;
 }
 
-// One thread per element of the operand: its coordinates on the dims it
-// spans, then a loop over the dims it is broadcast along.
+// One thread per element of the operand and chunk of the dims it is
+// broadcast along (split.parts chunks): its coordinates on the dims it spans,
+// then a loop over its chunk; chunks of one element add atomically.
 __global__ void binaryGradKernel(Binary op, int operand, Broadcast l, const float *dout, const float *a,
-    const float *b, float *grad, std::int64_t count)
+    const float *b, float *grad, std::int64_t count, std::int64_t repeat, SplitSum split)
 {
     const std::int64_t *own = operand == 0 ? l.a : l.b;
-    std::int64_t repeat = 1;
-    for (int k = 0; k < l.rank; ++k)
-        if (own[k] == 0 && l.shape[k] > 1)
-            repeat *= l.shape[k];
-    TAPESTRY_GRID_STRIDE(t, count)
+    TAPESTRY_GRID_STRIDE(i, count * split.parts)
     {
+        const std::int64_t t = i % count, first = i / count * split.chunk;
+        const std::int64_t last = first + split.chunk < repeat ? first + split.chunk : repeat;
         std::int64_t base[kMaxRank];
         for (int k = 0; k < l.rank; ++k)
             base[k] = own[k] == 0 ? 0 : (t / own[k]) % l.shape[k];
         float sum = 0.0f;
-        for (std::int64_t j = 0; j < repeat; ++j) {
+        for (std::int64_t j = first; j < last; ++j) {
             std::int64_t rest = j, o = 0, ia = 0, ib = 0;
             for (int k = l.rank - 1; k >= 0; --k) {
                 std::int64_t c = base[k];
@@ -120,7 +121,50 @@ __global__ void binaryGradKernel(Binary op, int operand, Broadcast l, const floa
             }
             sum += partial(op, operand, dout[o], a[ia], b[ib]);
         }
-        grad[t] += sum;
+        if (split.atomic())
+            atomicAdd(grad + t, sum);
+        else
+            grad[t] += sum;
+    }
+}
+
+// How an operand is read at the output's element i where its layout allows
+// a cheap index: i itself (the output's shape), i modulo its size (broadcast
+// along leading dims only: a bias, a row of weights, a scalar). Other
+// layouts go through the strides (binaryKernel, binaryGradKernel).
+struct Suffix {
+    std::int64_t size = 1;  // elements; 1 for a scalar
+};
+
+__device__ __forceinline__ std::int64_t at(Suffix r, std::int64_t i)
+{
+    return r.size == 1 ? 0 : i % r.size;
+}
+
+__global__ void binarySuffixKernel(Binary op, Suffix ra, Suffix rb, float *out, const float *a, const float *b,
+    std::int64_t n)
+{
+    TAPESTRY_GRID_STRIDE(i, n) out[i] = apply(op, a[at(ra, i)], b[at(rb, i)]);
+}
+
+// grad[t] += the sum over j of the partials at output elements j·count + t,
+// in split.parts chunks of j (added atomically when more than one).
+__global__ void binarySuffixGradKernel(Binary op, int operand, Suffix ra, Suffix rb, const float *dout,
+    const float *a, const float *b, float *grad, std::int64_t count, std::int64_t repeat, SplitSum split)
+{
+    TAPESTRY_GRID_STRIDE(k, count * split.parts)
+    {
+        const std::int64_t t = k % count, first = k / count * split.chunk;
+        const std::int64_t last = first + split.chunk < repeat ? first + split.chunk : repeat;
+        float sum = 0.0f;
+        for (std::int64_t j = first; j < last; ++j) {
+            const std::int64_t i = j * count + t;
+            sum += partial(op, operand, dout[i], a[at(ra, i)], b[at(rb, i)]);
+        }
+        if (split.atomic())
+            atomicAdd(grad + t, sum);
+        else
+            grad[t] += sum;
     }
 }
 
@@ -239,19 +283,62 @@ void stridedCopy(
         stridedKernel<<<blocksFor(n), kThreads, 0, stream>>>(block, dst, src, n, accumulate, atomic);
 }
 
+namespace {
+
+// The operand read with `strides` as a Suffix: zero strides (or length-1
+// dims) first, then the output's own strides to the last dim.
+std::optional<Suffix> suffixOf(const Broadcast &l, const std::int64_t *strides)
+{
+    Suffix r;
+    bool spanning = false;
+    for (int k = 0; k < l.rank; ++k) {
+        if (l.shape[k] == 1)
+            continue;
+        if (strides[k] == 0) {
+            if (spanning)
+                return std::nullopt;  // broadcast inside: not a suffix
+            continue;
+        }
+        if (strides[k] != l.out[k])
+            return std::nullopt;
+        spanning = true;
+        r.size *= l.shape[k];
+    }
+    return r;
+}
+
+} // namespace
+
 void binaryForward(cudaStream_t stream, Binary op, const Broadcast &layout, float *out, const float *a,
     const float *b, std::int64_t n)
 {
-    if (n > 0)
+    if (n <= 0)
+        return;
+    const auto ra = suffixOf(layout, layout.a), rb = suffixOf(layout, layout.b);
+    if (ra && rb)
+        binarySuffixKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, *ra, *rb, out, a, b, n);
+    else
         binaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, layout, out, a, b, n);
 }
 
 void binaryBackward(cudaStream_t stream, Binary op, int operand, const Broadcast &layout, const float *dout,
     const float *a, const float *b, float *grad, std::int64_t gradCount)
 {
-    if (gradCount > 0)
-        binaryGradKernel<<<blocksFor(gradCount), kThreads, 0, stream>>>(
-            op, operand, layout, dout, a, b, grad, gradCount);
+    if (gradCount <= 0)
+        return;
+    const std::int64_t *own = operand == 0 ? layout.a : layout.b;
+    std::int64_t repeat = 1;
+    for (int k = 0; k < layout.rank; ++k)
+        if (own[k] == 0 && layout.shape[k] > 1)
+            repeat *= layout.shape[k];
+    const SplitSum split = splitSum(gradCount, repeat);
+    const auto ra = suffixOf(layout, layout.a), rb = suffixOf(layout, layout.b);
+    if (ra && rb && (operand == 0 ? ra->size : rb->size) == gradCount)
+        binarySuffixGradKernel<<<blocksFor(gradCount * split.parts), kThreads, 0, stream>>>(
+            op, operand, *ra, *rb, dout, a, b, grad, gradCount, repeat, split);
+    else
+        binaryGradKernel<<<blocksFor(gradCount * split.parts), kThreads, 0, stream>>>(
+            op, operand, layout, dout, a, b, grad, gradCount, repeat, split);
 }
 
 void pointwiseForward(cudaStream_t stream, Pointwise op, float *out, const float *x, std::int64_t n)

@@ -85,22 +85,32 @@ __global__ void normGradKernel(const float *dout, const float *x, const float *w
     }
 }
 
-// One thread per column, summing over the rows: coalesced, no atomics.
+// One thread per column and chunk of rows (split.parts chunks), summing over
+// its rows: coalesced; chunks of one column add atomically.
 __global__ void normParamGradKernel(const float *dout, const float *x, const float *mean, const float *rstd,
-    float *dweight, float *dbias, std::int64_t rows, std::int64_t cols)
+    float *dweight, float *dbias, std::int64_t rows, std::int64_t cols, SplitSum split)
 {
-    TAPESTRY_GRID_STRIDE(c, cols)
+    TAPESTRY_GRID_STRIDE(i, cols * split.parts)
     {
+        const std::int64_t c = i % cols, first = i / cols * split.chunk;
+        const std::int64_t last = first + split.chunk < rows ? first + split.chunk : rows;
         float w = 0.0f, b = 0.0f;
-        for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t r = first; r < last; ++r) {
             const float g = dout[r * cols + c];
             w += g * (x[r * cols + c] - (mean ? mean[r] : 0.0f)) * rstd[r];
             b += g;
         }
-        if (dweight)
-            dweight[c] += w;
-        if (dbias)
-            dbias[c] += b;
+        if (split.atomic()) {
+            if (dweight)
+                atomicAdd(dweight + c, w);
+            if (dbias)
+                atomicAdd(dbias + c, b);
+        } else {
+            if (dweight)
+                dweight[c] += w;
+            if (dbias)
+                dbias[c] += b;
+        }
     }
 }
 
@@ -134,9 +144,11 @@ void normBackward(cudaStream_t stream, const float *dout, const float *x, const 
         return;
     if (dx)
         normGradKernel<<<rowBlocks(rows), kThreads, 0, stream>>>(dout, x, weight, mean, rstd, dx, cols);
-    if (dweight || dbias)
-        normParamGradKernel<<<blocksFor(cols), kThreads, 0, stream>>>(
-            dout, x, mean, rstd, dweight, dbias, rows, cols);
+    if (dweight || dbias) {
+        const SplitSum split = splitSum(cols, rows);
+        normParamGradKernel<<<blocksFor(cols * split.parts), kThreads, 0, stream>>>(
+            dout, x, mean, rstd, dweight, dbias, rows, cols, split);
+    }
 }
 
 } // namespace tapestry::exec::gpu
