@@ -36,6 +36,13 @@ ir::DType peakDType(Precision precision)
     return ir::DType::F32;
 }
 
+sharding::Mesh predictionMesh(sharding::Mesh mesh, Precision precision)
+{
+    if (precision != Precision::F32)
+        mesh.device.peakFlops[std::string(ir::toString(ir::DType::F32))] = mesh.device.peak(peakDType(precision));
+    return mesh;
+}
+
 TensorView Device::hostView(const TensorView &src, std::vector<float> &staging)
 {
     if (hostMemory() || !src)

@@ -4,6 +4,8 @@
 #include "kernels/strided.h"
 #include "tensorview.h"
 
+#include "sharding/mesh.h"
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -25,6 +27,9 @@ std::string_view toString(Precision precision);  // "fp32", "fp16", "bf16"
 std::optional<Precision> parsePrecision(std::string_view text);
 // The mesh profile's dtype whose peak FLOP/s a step's GEMMs are held to.
 ir::DType peakDType(Precision precision);
+// The mesh the run's step time is predicted on: with fp16 or bf16 GEMMs the
+// graph's float32 work is costed at that precision's peak, as it runs.
+sharding::Mesh predictionMesh(sharding::Mesh mesh, Precision precision);
 
 // Seconds spent inside op kernels, by family: the GEMMs apart from
 // everything else (norms, softmax, elementwise, layout copies).

@@ -119,7 +119,8 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const sharding::Mesh profiled = profile.mesh(sizes, names);
     const double peak = profile.device.peak(peakDType(o.precision));
     const double tolerance = verifyTolerance(o.precision);
-    const cost::PlanCost predictedCost = cost::evaluatePlan(graph, profiled, specs, plan.costOptions);
+    const cost::PlanCost predictedCost =
+        cost::evaluatePlan(graph, predictionMesh(profiled, o.precision), specs, plan.costOptions);
     const double predicted = predictedCost.stepTime;
     // The plan's memory as this executor holds it: float32 parameters,
     // gradients and activations, and Adam's two float32 moments (SGD keeps

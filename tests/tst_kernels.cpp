@@ -1,6 +1,7 @@
 // Executor kernels and the single-process interpreter: every kernel's
 // backward against central finite differences, training of the teaching
 // models, gradient spot checks on a tiny GPT, deterministic initialisation.
+#include "device.h"
 #include "initializer.h"
 #include "interpreter.h"
 #include "kernels/activation.h"
@@ -13,8 +14,10 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
 
+#include "cost/costmodel.h"
 #include "io/modelloader.h"
 #include "io/zoo/graphbuilder.h"
+#include "sharding/meshprofile.h"
 #include "ir/error.h"
 
 #include <QtTest>
@@ -243,6 +246,23 @@ class TestKernels : public QObject {
     Q_OBJECT
 
 private slots:
+    // A run with bf16 or fp16 GEMMs is predicted at that precision's peak,
+    // a float32 run at float32's: the same plan, costed as each runs.
+    void predictionFollowsPrecision()
+    {
+        const auto g = io::loadModel("zoo:gpt2?layers=1&hidden=256&heads=4&ffn=1024&vocab=1024&seq=128&batch=4");
+        sharding::Mesh mesh = sharding::findMeshProfile("dgx-h100").mesh({1}, {"model"});
+        const std::vector<sharding::ShardingSpec> specs(g.tensorCount(), sharding::ShardingSpec::replicated(1));
+        auto computeOn = [&](exec::Precision p) {
+            return cost::evaluatePlan(g, exec::predictionMesh(mesh, p), specs, {}).compute;
+        };
+        const double f32 = computeOn(exec::Precision::F32), bf16 = computeOn(exec::Precision::BF16);
+        QVERIFY(f32 > 0);
+        QCOMPARE(exec::predictionMesh(mesh, exec::Precision::F32).device.peak(ir::DType::F32), 67e12);
+        QCOMPARE(exec::predictionMesh(mesh, exec::Precision::BF16).device.peak(ir::DType::F32), 989e12);
+        QVERIFY2(std::abs(f32 / bf16 - 989.0 / 67.0) < 1e-6 * 989.0 / 67.0, qPrintable(QString::number(f32 / bf16)));
+    }
+
     void backwardMatchesFiniteDifferences_data();
     void backwardMatchesFiniteDifferences();
     void forwardValues();
