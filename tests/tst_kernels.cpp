@@ -23,6 +23,9 @@
 #include <QtTest>
 
 #include <cmath>
+#include <vector>
+#include <limits>
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
@@ -246,6 +249,93 @@ class TestKernels : public QObject {
     Q_OBJECT
 
 private slots:
+    // The vectorised element-wise kernels (kernels/vecmath.h, 8 lanes, the
+    // tail padded) against the scalar functions in double precision, on
+    // sizes around the lane count and on edge values: zeros, tiny and large
+    // magnitudes, the clamps of exp, and -inf as a causal mask writes it.
+    void vectorKernelsMatchScalarReference()
+    {
+        std::mt19937 gen(7);
+        std::uniform_real_distribution<float> wide(-12.0f, 12.0f);
+        const float inf = std::numeric_limits<float>::infinity();
+        const std::vector<float> edges = {0.0f,   -0.0f,   1e-30f,  -1e-30f, 1e-4f, -1e-4f, 0.5f,  -0.5f,
+                                          5.0f,   -5.0f,   20.0f,   -20.0f,  44.0f, -44.0f, 88.5f, -88.5f,
+                                          100.0f, -100.0f, -1e30f, 1e30f};
+        auto close = [](double got, double want, double abs, double rel) {
+            return std::fabs(got - want) <= abs + rel * std::fabs(want);
+        };
+        for (std::int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 1000, 1003}) {
+            std::vector<float> x(static_cast<std::size_t>(n)), g(x.size());
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                x[i] = i < edges.size() && n > 20 ? edges[i] : wide(gen);
+                g[i] = wide(gen) / 12.0f;
+            }
+            std::vector<float> out(x.size()), dx(x.size(), 0.25f);
+            TensorView xv{x.data(), {n}}, gv{g.data(), {n}}, ov{out.data(), {n}}, dv{dx.data(), {n}};
+            for (auto form : {kernels::GeluForm::Tanh, kernels::GeluForm::Erf}) {
+                const bool tanhForm = form == kernels::GeluForm::Tanh;
+                std::fill(dx.begin(), dx.end(), 0.25f);
+                kernels::geluForward(form, ov, xv);
+                kernels::geluBackward(form, gv, xv, dv);
+                for (std::size_t i = 0; i < x.size(); ++i) {
+                    const double v = x[i];
+                    const double u = tanhForm ? 0.7978845608028654 * (v + 0.044715 * v * v * v) : v / std::sqrt(2.0);
+                    const double cdf = tanhForm ? 0.5 * (1 + std::tanh(u)) : 0.5 * (1 + std::erf(u));
+                    const double pdf = tanhForm ? 0.5 * (1 - std::tanh(u) * std::tanh(u)) * 0.7978845608028654 *
+                                                      (1 + 3 * 0.044715 * v * v)
+                                                : std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+                    const double want = std::fabs(v) > 1e15 ? (v > 0 ? v : 0.0) : v * cdf;
+                    QVERIFY2(close(out[i], want, 1e-6, 4e-6),
+                             qPrintable(QStringLiteral("gelu %1 forward at x=%2: %3, want %4")
+                                            .arg(tanhForm ? "tanh" : "erf").arg(v).arg(out[i]).arg(want)));
+                    if (std::fabs(v) > 1e15)
+                        continue;  // the reference's own v·pdf is 0·inf there
+                    const double wantGrad = 0.25 + g[i] * (cdf + v * pdf);
+                    QVERIFY2(close(dx[i], wantGrad, 1e-6, 4e-6),
+                             qPrintable(QStringLiteral("gelu %1 backward at x=%2: %3, want %4")
+                                            .arg(tanhForm ? "tanh" : "erf").arg(v).arg(dx[i]).arg(wantGrad)));
+                }
+            }
+            std::fill(dx.begin(), dx.end(), 0.25f);
+            kernels::siluForward(ov, xv);
+            kernels::siluBackward(gv, xv, dv);
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                const double v = x[i], s = 1.0 / (1.0 + std::exp(-v));
+                QVERIFY2(close(out[i], v * s, 1e-6, 4e-6),
+                         qPrintable(QStringLiteral("silu at x=%1: %2, want %3").arg(v).arg(out[i]).arg(v * s)));
+                if (std::fabs(v) < 1e15)
+                    QVERIFY2(close(dx[i], 0.25 + g[i] * s * (1 + v * (1 - s)), 1e-6, 4e-6),
+                             qPrintable(QStringLiteral("silu backward at x=%1").arg(v)));
+            }
+            // Softmax over rows of n, a causal mask's -inf above the diagonal.
+            const std::int64_t rows = 3;
+            std::vector<float> scores(static_cast<std::size_t>(rows * n)), probs(scores.size());
+            for (std::int64_t r = 0; r < rows; ++r)
+                for (std::int64_t c = 0; c < n; ++c)
+                    scores[static_cast<std::size_t>(r * n + c)] = c > r * n / rows ? -inf : x[static_cast<std::size_t>(c)] / 4.0f;
+            kernels::softmaxForward(TensorView{probs.data(), {rows, n}}, TensorView{scores.data(), {rows, n}});
+            for (std::int64_t r = 0; r < rows; ++r) {
+                double maxv = -inf, sum = 0.0;
+                for (std::int64_t c = 0; c < n; ++c)
+                    maxv = std::max(maxv, static_cast<double>(scores[static_cast<std::size_t>(r * n + c)]));
+                for (std::int64_t c = 0; c < n; ++c)
+                    sum += std::exp(scores[static_cast<std::size_t>(r * n + c)] - maxv);
+                for (std::int64_t c = 0; c < n; ++c) {
+                    const double want = std::exp(scores[static_cast<std::size_t>(r * n + c)] - maxv) / sum;
+                    QVERIFY2(close(probs[static_cast<std::size_t>(r * n + c)], want, 1e-7, 4e-6),
+                             qPrintable(QStringLiteral("softmax row %1 of %2, column %3").arg(r).arg(n).arg(c)));
+                }
+            }
+        }
+        // exp's clamps: 0 below ln(FLT_MIN), infinity above ln(FLT_MAX), NaN kept.
+        std::vector<float> big = {-200.0f, -88.0f, 88.0f, 88.5f, 89.0f, std::nanf(""), 0.0f, 1.0f};
+        std::vector<float> e(big.size());
+        kernels::siluForward(TensorView{e.data(), {8}}, TensorView{big.data(), {8}});  // v / (1 + exp(-v))
+        QCOMPARE(e[0], -0.0f);
+        QVERIFY(std::isnan(e[5]));
+        QCOMPARE(e[4], 89.0f);
+    }
+
     // A run with bf16 or fp16 GEMMs is predicted at that precision's peak,
     // a float32 run at float32's: the same plan, costed as each runs.
     void predictionFollowsPrecision()

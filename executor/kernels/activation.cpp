@@ -1,6 +1,6 @@
 #include "kernels/activation.h"
 
-#include <cmath>
+#include "kernels/vecmath.h"
 
 namespace tapestry::exec::kernels {
 
@@ -26,60 +26,75 @@ void reluBackward(const TensorView &dout, const TensorView &x, const TensorView 
             dx.data[i] += dout.data[i];
 }
 
+// GELU and SiLU run 8 lanes at a time in vectorised clones (kernels/vecmath.h).
+TAPESTRY_VECTOR_CLONES
 void geluForward(GeluForm form, const TensorView &out, const TensorView &x)
 {
-    const std::int64_t n = x.size();
+    using namespace vec;
+    const float *in = x.data;
+    float *o = out.data;
     if (form == GeluForm::Erf) {
-        for (std::int64_t i = 0; i < n; ++i) {
-            const float v = x.data[i];
-            out.data[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
-        }
+        forEach8(x.size(), [&](std::int64_t i, std::int64_t n) {
+            const F8 v = load(in + i, n);
+            store(o + i, splat(0.5f) * v * (splat(1.0f) + vec::erf(v * splat(kInvSqrt2))), n);
+        });
         return;
     }
-    for (std::int64_t i = 0; i < n; ++i) {
-        const float v = x.data[i];
-        out.data[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
-    }
+    forEach8(x.size(), [&](std::int64_t i, std::int64_t n) {
+        const F8 v = load(in + i, n);
+        const F8 u = splat(kSqrt2OverPi) * (v + splat(kGeluCubic) * v * v * v);
+        store(o + i, splat(0.5f) * v * (splat(1.0f) + vec::tanh(u)), n);
+    });
 }
 
+TAPESTRY_VECTOR_CLONES
 void geluBackward(GeluForm form, const TensorView &dout, const TensorView &x, const TensorView &dx)
 {
-    const std::int64_t n = x.size();
+    using namespace vec;
+    const float *in = x.data, *g = dout.data;
+    float *d = dx.data;
     if (form == GeluForm::Erf) {
-        for (std::int64_t i = 0; i < n; ++i) {
-            const float v = x.data[i];
-            const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-            const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-            dx.data[i] += dout.data[i] * (cdf + v * pdf);
-        }
+        forEach8(x.size(), [&](std::int64_t i, std::int64_t n) {
+            const F8 v = load(in + i, n);
+            const F8 cdf = splat(0.5f) * (splat(1.0f) + vec::erf(v * splat(kInvSqrt2)));
+            const F8 pdf = splat(kInvSqrt2Pi) * vec::exp(splat(-0.5f) * v * v);
+            store(d + i, load(d + i, n) + load(g + i, n) * (cdf + v * pdf), n);
+        });
         return;
     }
-    for (std::int64_t i = 0; i < n; ++i) {
-        const float v = x.data[i];
-        const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-        const float t = std::tanh(u);
-        const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-        dx.data[i] += dout.data[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-    }
+    forEach8(x.size(), [&](std::int64_t i, std::int64_t n) {
+        const F8 v = load(in + i, n);
+        const F8 u = splat(kSqrt2OverPi) * (v + splat(kGeluCubic) * v * v * v);
+        const F8 t = vec::tanh(u);
+        const F8 du = splat(kSqrt2OverPi) * (splat(1.0f) + splat(3.0f * kGeluCubic) * v * v);
+        const F8 grad = splat(0.5f) * (splat(1.0f) + t) + splat(0.5f) * v * (splat(1.0f) - t * t) * du;
+        store(d + i, load(d + i, n) + load(g + i, n) * grad, n);
+    });
 }
 
+TAPESTRY_VECTOR_CLONES
 void siluForward(const TensorView &out, const TensorView &x)
 {
-    const std::int64_t n = x.size();
-    for (std::int64_t i = 0; i < n; ++i) {
-        const float v = x.data[i];
-        out.data[i] = v / (1.0f + std::exp(-v));
-    }
+    using namespace vec;
+    const float *in = x.data;
+    float *o = out.data;
+    forEach8(x.size(), [&](std::int64_t i, std::int64_t n) {
+        const F8 v = load(in + i, n);
+        store(o + i, v / (splat(1.0f) + vec::exp(-v)), n);
+    });
 }
 
+TAPESTRY_VECTOR_CLONES
 void siluBackward(const TensorView &dout, const TensorView &x, const TensorView &dx)
 {
-    const std::int64_t n = x.size();
-    for (std::int64_t i = 0; i < n; ++i) {
-        const float v = x.data[i];
-        const float s = 1.0f / (1.0f + std::exp(-v));
-        dx.data[i] += dout.data[i] * s * (1.0f + v * (1.0f - s));
-    }
+    using namespace vec;
+    const float *in = x.data, *g = dout.data;
+    float *d = dx.data;
+    forEach8(x.size(), [&](std::int64_t i, std::int64_t n) {
+        const F8 v = load(in + i, n);
+        const F8 s = splat(1.0f) / (splat(1.0f) + vec::exp(-v));
+        store(d + i, load(d + i, n) + load(g + i, n) * s * (splat(1.0f) + v * (splat(1.0f) - s)), n);
+    });
 }
 
 void negForward(const TensorView &out, const TensorView &x)

@@ -1,23 +1,42 @@
 #include "kernels/softmax.h"
 
-#include <cmath>
+#include "kernels/vecmath.h"
+
+#include <algorithm>
+#include <limits>
 
 namespace tapestry::exec::kernels {
 
+// In vectorised clones (kernels/vecmath.h), 8 lanes at a time: the row's
+// maximum, the exponentials and their sum (in 8 partial sums, whose rounding
+// differs from one running sum by a few ulp).
+TAPESTRY_VECTOR_CLONES
 void softmaxForward(const TensorView &out, const TensorView &x)
 {
+    using namespace vec;
     const std::int64_t rows = x.rows(), n = x.cols();
     for (std::int64_t r = 0; r < rows; ++r) {
         const float *in = x.data + r * n;
         float *o = out.data + r * n;
-        float maxv = in[0];
-        for (std::int64_t i = 1; i < n; ++i)
-            maxv = std::max(maxv, in[i]);
+        const float lowest = -std::numeric_limits<float>::infinity();
+        F8 lanes = splat(lowest);
+        forEach8(n, [&](std::int64_t i, std::int64_t count) {
+            const F8 v = count == 8 ? load(in + i, 8) : select(iota() < static_cast<int>(count), load(in + i, count),
+                                                                  splat(lowest));
+            lanes = select(v > lanes, v, lanes);
+        });
+        float maxv = lowest;
+        for (int k = 0; k < 8; ++k)
+            maxv = std::max(maxv, lanes[k]);
+        F8 sums = splat(0.0f);
+        forEach8(n, [&](std::int64_t i, std::int64_t count) {
+            const F8 e = vec::exp(load(in + i, count) - splat(maxv));
+            store(o + i, e, count);
+            sums += count == 8 ? e : select(iota() < static_cast<int>(count), e, splat(0.0f));
+        });
         float sum = 0.0f;
-        for (std::int64_t i = 0; i < n; ++i) {
-            o[i] = std::exp(in[i] - maxv);
-            sum += o[i];
-        }
+        for (int k = 0; k < 8; ++k)
+            sum += sums[k];
         const float inv = 1.0f / sum;
         for (std::int64_t i = 0; i < n; ++i)
             o[i] *= inv;
