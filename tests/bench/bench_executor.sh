@@ -146,7 +146,18 @@ if __name__ == "__main__":
     print(f"PyTorch {torch.__version__} gloo  {t*1e3:.1f} ms/step, {B*S/t:.0f} tokens/s (one layer, no embedding or LM head)")
 PY
   echo "PyTorch from $torchpy"
-  "$torchpy" "$work/torch_layer.py" "$STEPS"
+  "$torchpy" "$work/torch_layer.py" "$STEPS" | tee "$work/torch.txt"
+  # Side by side: tokens/s, and each step against the time the same GEMMs take
+  # in a plain cblas_sgemm loop (the GEMM-bound limit of this work).
+  python3 - "$work/run.jsonl" "$work/torch.txt" $sgemm <<'PY'
+import json, re, sys
+s = next(json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l)
+torch_ms = float(re.search(r"gloo\s+([0-9.]+) ms/step", open(sys.argv[2]).read()).group(1))
+limit_ms = float(sys.argv[4]) * 1e3
+ours_ms = s["step_time_s"] * 1e3
+print(f"Tapestry/PyTorch   {torch_ms / ours_ms:.2f}x tokens/s (target at least 1.2); GEMM-bound limit {limit_ms:.0f} ms: "
+      f"Tapestry at {100 * limit_ms / ours_ms:.0f}%, PyTorch at {100 * limit_ms / torch_ms:.0f}% (target at least 85%)")
+PY
 else
   echo "PyTorch comparison skipped: torch is not installed (neither /usr/bin/python3 nor python3 imports it; install Debian's python3-torch to compare)"
 fi
