@@ -100,6 +100,14 @@ double maxDifference(const std::vector<float> &x, const std::vector<float> &y)
         worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
     return worst;
 }
+
+// Skips a test that needs a GPU where none is visible, saying why.
+#define TAPESTRY_SKIP_WITHOUT_GPU()                                                                                    \
+    do {                                                                                                               \
+        if (visibleGpuCount() == 0)                                                                                    \
+            QSKIP(qPrintable(QStringLiteral("skipped: no GPU (%1); tests/gpu/run.sh runs the GPU suite where one is") \
+                                 .arg(QString::fromStdString(whyNoGpu()))));                                            \
+    } while (false)
 #endif
 
 } // namespace
@@ -276,9 +284,7 @@ void TestCudaBackend::ncclCollectivesOnGpu()
 #ifndef TAPESTRY_HAVE_CUDA
     QSKIP("skipped: built without CUDA");
 #else
-    if (visibleGpuCount() == 0)
-        QSKIP(qPrintable(QStringLiteral("skipped: no GPU (%1); tests/gpu/run.sh runs the GPU suite where one is")
-                             .arg(QString::fromStdString(whyNoGpu()))));
+    TAPESTRY_SKIP_WITHOUT_GPU();
     const Run r = mpirun(2, {QStringLiteral("--self-test"), QStringLiteral("collectives"), QStringLiteral("--mesh"),
                              QStringLiteral("2"), QStringLiteral("--backend"), QStringLiteral("cuda")});
     QVERIFY2(r.exitCode == 0, r.err.constData());
@@ -305,9 +311,7 @@ void TestCudaBackend::reductionKernelsOnGpu()
 #ifndef TAPESTRY_HAVE_CUDA
     QSKIP("skipped: built without CUDA");
 #else
-    if (visibleGpuCount() == 0)
-        QSKIP(qPrintable(QStringLiteral("skipped: no GPU (%1); tests/gpu/run.sh runs the GPU suite where one is")
-                             .arg(QString::fromStdString(whyNoGpu()))));
+    TAPESTRY_SKIP_WITHOUT_GPU();
     QFETCH(qint64, rows);
     QFETCH(qint64, cols);
     const auto dout = randomValues(rows * cols, 1), x = randomValues(rows * cols, 2), w = randomValues(cols, 3);

@@ -20,26 +20,18 @@ import json
 import os
 import re
 import sys
-import urllib.parse
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import flax.linen as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_source import model_of  # noqa: E402
+
 TOLERANCE = 1e-5
 KINDS = {"all-reduce": "all-reduce", "all-gather": "all-gather", "reduce-scatter": "reduce-scatter",
          "all-to-all": "all-to-all", "collective-permute": "collective-permute"}
-
-
-def knobs_of(source):
-    name, _, query = source.partition("?")
-    knobs = {k: int(v[0]) for k, v in urllib.parse.parse_qs(query).items()}
-    family = "gpt2" if name.startswith("zoo:gpt2") else "llama" if name.startswith("zoo:llama") else None
-    if family is None:
-        raise SystemExit(f"run_jax: {source}: only zoo:llama* and zoo:gpt2* models have a Flax twin here")
-    knobs.setdefault("kv_heads", knobs.get("heads"))
-    return family, knobs
 
 
 class Constrain:
@@ -255,7 +247,7 @@ def main():
         raise SystemExit(__doc__)
     plan_file, export_file = sys.argv[1], sys.argv[2]
     plan = json.load(open(plan_file))
-    family, c = knobs_of(plan["model"]["source"])
+    family, c = model_of(plan["model"]["source"], "run_jax")
     spec = importlib.util.spec_from_file_location("tapestry_export_jax", export_file)
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)

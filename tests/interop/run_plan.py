@@ -26,7 +26,6 @@ import os
 import socket
 import sys
 import traceback
-import urllib.parse
 
 import torch
 import torch.distributed as dist
@@ -35,6 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_models  # noqa: E402
+from zoo_source import model_of  # noqa: E402
 
 TOLERANCE = 1e-5
 
@@ -48,17 +48,6 @@ KINDS = {
     "reduce_scatter_tensor_coalesced": "reduce-scatter",
     "all_to_all_single": "all-to-all", "alltoall_": "all-to-all", "alltoall_base_": "all-to-all",
 }
-
-
-def model_of(source):
-    """The family and knobs of a zoo source."""
-    name, _, query = source.partition("?")
-    knobs = {k: int(v[0]) for k, v in urllib.parse.parse_qs(query).items()}
-    family = "gpt2" if name.startswith("zoo:gpt2") else "llama" if name.startswith("zoo:llama") else None
-    if family is None:
-        raise SystemExit(f"run_plan: {source}: only zoo:llama* and zoo:gpt2* models have a torch twin here")
-    knobs.setdefault("kv_heads", knobs.get("heads"))
-    return family, knobs
 
 
 def collective_counter():
@@ -106,7 +95,7 @@ def rank_main(rank, world, port, plan_file, export_file, results):
         from torch.distributed.tensor import DTensor
 
         plan = json.load(open(plan_file))
-        family, c = model_of(plan["model"]["source"])
+        family, c = model_of(plan["model"]["source"], "run_plan")
         spec = importlib.util.spec_from_file_location("tapestry_export", export_file)
         export = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(export)
