@@ -666,30 +666,29 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
                 stream[m.result.value] = m.module;
         for (const auto &[t, module] : sequenceNorms)
             stream[t] = module;
+        // Grow the stream through adds of stream tensors; any other reader
+        // outside a split module keeps it local.
         bool dtensor = !sequenceNorms.empty();
-        for (std::vector<std::int32_t> todo = [&] {
-                 std::vector<std::int32_t> v;
-                 for (const auto &[t, module] : stream)
-                     v.push_back(t);
-                 return v;
-             }();
-             dtensor && !todo.empty();) {
-            const ir::TensorId t(todo.back());
-            todo.pop_back();
+        std::vector<std::int32_t> frontier;
+        for (const auto &[t, module] : stream)
+            frontier.push_back(t);
+        while (dtensor && !frontier.empty()) {
+            const ir::TensorId t(frontier.back());
+            frontier.pop_back();
             for (auto c : g.tensor(t).consumers) {
                 const ir::Op &op = g.op(c);
-                if (op.type == "Add" && op.outputs.size() == 1 &&
-                    std::all_of(op.inputs.begin(), op.inputs.end(),
-                                [&](ir::TensorId x) { return stream.count(x.value) > 0 || x == t; })) {
-                    if (stream.emplace(op.outputs[0].value, std::string()).second)
-                        todo.push_back(op.outputs[0].value);
+                if (op.type == "Add") {
+                    // An add whose other input is not known as stream yet may
+                    // be once that input is reached; settled below.
+                    const bool residual = op.outputs.size() == 1 &&
+                                          std::all_of(op.inputs.begin(), op.inputs.end(),
+                                                      [&](ir::TensorId x) { return stream.count(x.value) > 0; });
+                    if (residual && stream.emplace(op.outputs[0].value, std::string()).second)
+                        frontier.push_back(op.outputs[0].value);
                     continue;
                 }
                 const auto owner = byModule.find(moduleOfOp(c));
-                const bool styled = owner != byModule.end() && !owner->second.style.empty();
-                // An add whose other input is not yet known as stream: it may
-                // be once that input is reached; settled below.
-                if (!styled && op.type != "Add")
+                if (owner == byModule.end() || owner->second.style.empty())
                     dtensor = false;
             }
         }
