@@ -50,6 +50,11 @@ struct SearchOptions {
     // dropDominatedByCharges). false: every state is carried (the
     // yardstick the tests hold the pruning to).
     bool dropDominatedCharges = true;
+    // tap: the per-op search runs a mixture's experts as the first expert,
+    // its costs counted once per expert, where every expert follows the
+    // first op by op (segmentcost.cpp, Repeats). false: every expert's ops
+    // are searched (the yardstick the tests hold the reduction to).
+    bool repeatsOnce = true;
     // exact: the wall-clock limit of the whole search: costing the strategy
     // tables, then the solver.
     double timeLimitSeconds = 60;

@@ -4,6 +4,7 @@
 #include "cost/chargerules.h"
 #include "cost/collectivetime.h"
 #include "cost/costmodel.h"
+#include "ir/attribute.h"
 #include "ir/error.h"
 #include "sharding/reshard.h"
 #include "sharding/strategy.h"
@@ -340,6 +341,255 @@ private:
     std::vector<std::int32_t> m_table;
 };
 
+// Per op of the segment, the key its twins share, or "" for none. The
+// numbered modules whose weights are tied (the readers of experts.3's w1
+// and experts.0's differ in "experts.N/") name repeat stems, and an op
+// inside one ("experts.5/Silu") is a twin of the ops of its type with the
+// same name under the other numbers.
+std::vector<std::string> twinKeys(const ir::Graph &graph, const Segment &segment)
+{
+    const std::size_t n = segment.ops.size();
+    std::vector<std::string> keys(n);
+    std::unordered_map<std::int32_t, std::size_t> firstReader;
+    for (std::size_t i = 0; i < n; ++i)
+        for (ir::TensorId t : graph.op(segment.ops[i]).inputs)
+            if (t.valid())
+                firstReader.emplace(t.value, i);
+    std::set<std::string> stems;
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (segment.tiedTo[w] >= 0) {
+            const auto reader = [&](std::size_t weight) -> const std::string & {
+                return graph.op(segment.ops[firstReader.at(segment.weights[weight].value)]).name;
+            };
+            const std::string &a = reader(w);
+            const std::string &b = reader(static_cast<std::size_t>(segment.tiedTo[w]));
+            std::size_t at = 0;
+            while (at < a.size() && at < b.size() && a[at] == b[at])
+                ++at;
+            while (at > 0 && a[at - 1] >= '0' && a[at - 1] <= '9')
+                --at;
+            stems.insert(a.substr(0, at));
+        }
+    for (std::size_t i = 0; i < n && !stems.empty(); ++i) {
+        const std::string &name = graph.op(segment.ops[i]).name;
+        for (const std::string &stem : stems) {
+            if (name.compare(0, stem.size(), stem) != 0)
+                continue;
+            std::size_t end = stem.size();
+            while (end < name.size() && name[end] >= '0' && name[end] <= '9')
+                ++end;
+            if (end > stem.size() && end < name.size() && name[end] == '/') {
+                keys[i] = stem + "#" + name.substr(end) + "#" + graph.op(segment.ops[i]).type;
+                break;
+            }
+        }
+    }
+    return keys;
+}
+
+// A mixture's experts searched once (SegmentCoster::setRepeatsOnce). The
+// experts take one choice of weights between them (Segment::tiedTo) and
+// store nothing as searched (allowStoredLayouts), so every expert's ops
+// follow the rules on the specs the first expert's do, reading from the
+// dispatch and writing into the combine as it does: each expert costs what
+// the first costs. The per-op search runs the first expert's ops alone,
+// counting each op's costs, each of its tensors' reshards and saved bytes
+// and each weight's charges once per expert; the other experts' ops are
+// not run, and the ops outside them that write or read their tensors (the
+// dispatch, the combine) write and read the first expert's in their place.
+// Found only where that holds op by op: twins of one type and attributes,
+// reading the same tensors, tied weights or like tensors in the same
+// places, whose tensors no op outside the segment reads and each op
+// outside the experts reads all or none of; else empty, and every expert
+// is searched. (A mixture of 256 experts held 256 buffers live in every
+// state from the dispatch to the combine and ran 256 times the ops.)
+struct Repeats {
+    std::vector<bool> skip;  // per op of the segment: a twin searched as its leader
+    std::unordered_map<std::int32_t, std::int32_t> alias;   // a skipped twin's tensor -> its leader's
+    std::unordered_map<std::int32_t, double> tensorCopies;  // a leader's tensor -> the tensors it stands for
+    std::unordered_map<std::int32_t, double> opCopies;      // a leader op -> the ops it stands for
+    std::vector<double> weightCopies;                       // per weight: the weights it stands for
+    bool empty() const { return opCopies.empty(); }
+};
+
+Repeats findRepeats(const ir::Graph &graph, const Segment &segment)
+{
+    const std::vector<std::string> keys = twinKeys(graph, segment);
+    const std::size_t n = segment.ops.size();
+    std::vector<std::size_t> leader(n);
+    std::map<std::string, std::size_t> firstOf;  // twin key -> its first op
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        leader[i] = i;
+        if (keys[i].empty())
+            continue;
+        const auto [it, first] = firstOf.emplace(keys[i], i);
+        if (!first) {
+            leader[i] = it->second;
+            any = true;
+        }
+    }
+    if (!any)
+        return {};
+    const std::set<ir::OpId> inside(segment.ops.begin(), segment.ops.end());
+    std::unordered_map<std::int32_t, std::size_t> weightIndex;
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        weightIndex.emplace(segment.weights[w].value, w);
+    const std::set<ir::TensorId> derived(segment.derived.begin(), segment.derived.end());
+    const std::set<ir::TensorId> outputs(segment.outputs.begin(), segment.outputs.end());
+    std::set<ir::TensorId> held;
+    for (const auto &[t, spec] : segment.held)
+        held.insert(t);
+    auto alike = [&](ir::TensorId a, ir::TensorId b) {
+        const ir::Tensor &x = graph.tensor(a), &y = graph.tensor(b);
+        return x.shape == y.shape && x.dtype == y.dtype && x.role == y.role;
+    };
+    // Read inside the segment only, and not one of its outputs.
+    auto internal = [&](ir::TensorId t) {
+        const ir::Tensor &tensor = graph.tensor(t);
+        return !outputs.count(t) && tensor.role != ir::Role::Output &&
+               std::all_of(tensor.consumers.begin(), tensor.consumers.end(),
+                           [&](ir::OpId c) { return inside.count(c) != 0; });
+    };
+    Repeats r;
+    r.skip.assign(n, false);
+    r.weightCopies.assign(segment.weights.size(), 1.0);
+    std::map<ir::TensorId, ir::TensorId> skippedDerived;  // a twin's derived parameter -> its leader's
+    std::set<ir::OpId> skippedOps;
+    auto aliasTo = [&](ir::TensorId a, ir::TensorId b) {
+        const auto [it, added] = r.alias.emplace(a.value, b.value);
+        return added || it->second == b.value;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+        if (leader[i] == i)
+            continue;
+        const ir::Op &op = graph.op(segment.ops[i]), &lead = graph.op(segment.ops[leader[i]]);
+        if (op.type != lead.type || op.inputs.size() != lead.inputs.size() ||
+            op.outputs.size() != lead.outputs.size() ||
+            ir::hashAttributes(op.domain, op.attributes) != ir::hashAttributes(lead.domain, lead.attributes))
+            return {};
+        for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+            const ir::TensorId a = op.inputs[k], b = lead.inputs[k];
+            if (a == b)
+                continue;  // read by every twin alike (checked below not to be a twin's own)
+            if (!a.valid() || !b.valid() || !alike(a, b))
+                return {};
+            if (const auto w = weightIndex.find(a.value); w != weightIndex.end()) {
+                const auto lw = weightIndex.find(b.value);
+                if (lw == weightIndex.end() || segment.tiedTo[w->second] != static_cast<int>(lw->second))
+                    return {};
+                continue;
+            }
+            if (derived.count(a)) {
+                if (!derived.count(b) || held.count(a) || held.count(b))
+                    return {};
+                if (!skippedDerived.emplace(a, b).second && skippedDerived.at(a) != b)
+                    return {};
+                continue;
+            }
+            if (r.alias.count(a.value)) {
+                if (r.alias.at(a.value) != b.value)
+                    return {};
+                continue;
+            }
+            // Two outputs of one op outside the twins (a dispatch's buffers).
+            const ir::OpId pa = graph.tensor(a).producer;
+            if (!pa.valid() || pa != graph.tensor(b).producer || !inside.count(pa) || skippedOps.count(pa) ||
+                !internal(a) || !aliasTo(a, b))
+                return {};
+        }
+        for (std::size_t o = 0; o < op.outputs.size(); ++o)
+            if (!alike(op.outputs[o], lead.outputs[o]) || !internal(op.outputs[o]) ||
+                !aliasTo(op.outputs[o], lead.outputs[o]))
+                return {};
+        r.skip[i] = true;
+        skippedOps.insert(segment.ops[i]);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+        if (r.skip[i])
+            r.opCopies.try_emplace(segment.ops[leader[i]].value, 1.0).first->second += 1;
+    std::map<std::int32_t, std::vector<std::int32_t>> members;  // a leader's tensor -> it and its twins'
+    for (const auto &[a, b] : r.alias) {
+        if (r.alias.count(b))
+            return {};
+        auto &m = members[b];
+        if (m.empty())
+            m.push_back(b);
+        m.push_back(a);
+        r.tensorCopies[b] = static_cast<double>(m.size());
+    }
+    // A tied weight read by twins searched as their leaders is counted in
+    // its leader's charges; one read by such a twin and by an op searched
+    // too leaves every expert searched, as does a derived parameter.
+    for (std::size_t w = 0; w < segment.weights.size(); ++w) {
+        if (segment.tiedTo[w] < 0)
+            continue;
+        const auto &consumers = graph.tensor(segment.weights[w]).consumers;
+        const auto skipped = static_cast<std::size_t>(std::count_if(
+            consumers.begin(), consumers.end(), [&](ir::OpId c) { return skippedOps.count(c) != 0; }));
+        if (skipped == 0)
+            continue;
+        if (skipped != consumers.size())
+            return {};
+        r.weightCopies[static_cast<std::size_t>(segment.tiedTo[w])] += 1;
+        r.weightCopies[w] = 0;
+    }
+    for (const auto &[a, b] : skippedDerived) {
+        for (ir::OpId c : graph.tensor(a).consumers)
+            if (!skippedOps.count(c))
+                return {};
+        r.tensorCopies.try_emplace(b.value, 1.0).first->second += 1;
+    }
+    // A weight's or a derived parameter's reshards (its gradient's
+    // reduction) stand for its twins' too: read by the leader ops alone.
+    for (std::size_t w = 0; w < segment.weights.size(); ++w)
+        if (r.weightCopies[w] > 1)
+            r.tensorCopies[segment.weights[w].value] = r.weightCopies[w];
+    for (const auto &[t, copies] : r.tensorCopies) {
+        if (!weightIndex.count(t) && !derived.count(ir::TensorId{t}))
+            continue;
+        for (ir::OpId c : graph.tensor(ir::TensorId{t}).consumers)
+            if (!r.opCopies.count(c.value) || r.opCopies.at(c.value) != copies)
+                return {};
+    }
+    // Every op searched but the leaders reads all of a leader's tensor's
+    // twins or none, as often each, and writes all or none; a twin reads
+    // no leader's tensor in place of its own.
+    std::unordered_map<std::int32_t, std::int32_t> classOf;
+    for (const auto &[b, m] : members)
+        for (std::int32_t t : m)
+            classOf[t] = b;
+    for (std::size_t i = 0; i < n; ++i) {
+        const ir::Op &op = graph.op(segment.ops[i]);
+        if (r.skip[i]) {
+            const ir::Op &lead = graph.op(segment.ops[leader[i]]);
+            for (std::size_t k = 0; k < op.inputs.size(); ++k)
+                if (op.inputs[k] == lead.inputs[k] && op.inputs[k].valid() && classOf.count(op.inputs[k].value))
+                    return {};
+            continue;
+        }
+        if (r.opCopies.count(segment.ops[i].value))
+            continue;
+        for (const auto *list : {&op.inputs, &op.outputs}) {
+            std::map<std::int32_t, int> count;
+            for (ir::TensorId t : *list)
+                if (t.valid())
+                    ++count[t.value];
+            for (const auto &[t, c] : count) {
+                const auto it = classOf.find(t);
+                if (it == classOf.end())
+                    continue;
+                for (std::int32_t m : members.at(it->second)) {
+                    const auto mc = count.find(m);
+                    if (mc == count.end() || mc->second != c)
+                        return {};
+                }
+            }
+        }
+    }
+    return r;
+}
+
 // The order the per-op search takes a segment's ops in. Its state holds
 // every tensor written or read and still to be read, each in one of up to
 // 3^rank specs, so the number of states grows with how many are live at
@@ -407,45 +657,12 @@ SearchOrder orderWithBound(const ir::Graph &graph, const Segment &segment, bool 
             if (derived.count(t))
                 wait(firstReader.at(t.value), i);
         }
-    // Nested repeats run in lockstep: the numbered modules whose weights
-    // are tied (the readers of experts.3's w1 and experts.0's differ in
-    // "experts.N/") name repeat stems, and an op inside one
-    // ("experts.5/Silu") is a twin of the ops with the same name under the
-    // other numbers. Once one twin
-    // runs, the others that are ready run next, so that a leader's choice
-    // stays in the state across one op per repeat instead of across every
-    // repeat (a mixture's eight experts, run one after the other, held the
-    // three leaders' specs live through them all: 27^3 states on a 3D mesh).
-    std::set<std::string> stems;
-    for (std::size_t w = 0; w < segment.weights.size(); ++w)
-        if (segment.tiedTo[w] >= 0) {
-            const auto reader = [&](std::size_t weight) -> const std::string & {
-                return graph.op(segment.ops[firstReader.at(segment.weights[weight].value)]).name;
-            };
-            const std::string &a = reader(w);
-            const std::string &b = reader(static_cast<std::size_t>(segment.tiedTo[w]));
-            std::size_t at = 0;
-            while (at < a.size() && at < b.size() && a[at] == b[at])
-                ++at;
-            while (at > 0 && a[at - 1] >= '0' && a[at - 1] <= '9')
-                --at;
-            stems.insert(a.substr(0, at));
-        }
-    std::vector<std::string> twinKey(n);
-    for (std::size_t i = 0; i < n && !stems.empty(); ++i) {
-        const std::string &name = graph.op(segment.ops[i]).name;
-        for (const std::string &stem : stems) {
-            if (name.compare(0, stem.size(), stem) != 0)
-                continue;
-            std::size_t end = stem.size();
-            while (end < name.size() && name[end] >= '0' && name[end] <= '9')
-                ++end;
-            if (end > stem.size() && end < name.size() && name[end] == '/') {
-                twinKey[i] = stem + "#" + name.substr(end) + "#" + graph.op(segment.ops[i]).type;
-                break;
-            }
-        }
-    }
+    // Nested repeats run in lockstep: once one twin runs (twinKeys), the
+    // others that are ready run next, so that a leader's choice stays in
+    // the state across one op per repeat instead of across every repeat (a
+    // mixture's eight experts, run one after the other, held the three
+    // leaders' specs live through them all: 27^3 states on a 3D mesh).
+    const std::vector<std::string> twinKey = twinKeys(graph, segment);
     std::set<std::int32_t> free;  // weights whose choices are searched (not tied to another's)
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
         if (segment.tiedTo[w] < 0)
@@ -871,6 +1088,8 @@ struct SegmentCoster::Memo {
     std::map<std::vector<std::int64_t>, Prefix> fronts;
     // searchOrder() by segment (its first op and size).
     std::map<std::pair<std::int32_t, std::size_t>, std::vector<ir::OpId>> orders;
+    // findRepeats() by segment (its first op and size, its ties, its held parameters).
+    std::map<std::vector<std::int64_t>, Repeats> repeats;
     // Partials record their weight choices as a chain through this trail,
     // so that extending one copies an index, and a block of any number of
     // weights is searched (a mixed-radix index over its choices overflows
@@ -1132,9 +1351,85 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     auto order = m_memo->orders.find(segmentKey);
     if (order == m_memo->orders.end())
         order = m_memo->orders.emplace(segmentKey, searchOrder(m_graph, segment)).first;
-    const std::vector<ir::OpId> &ops = order->second;
+    // A mixture's experts searched once (Repeats), unless a later block
+    // reads one of the weights left out or gradients flow through a twin's
+    // tensors otherwise than through its leader's.
+    const Repeats *repeats = nullptr;
+    if (m_repeatsOnce) {
+        // (A group of copies searched with a pin held has the ops of the
+        // others, and its own ties and held parameters.)
+        std::vector<std::int64_t> repeatsKey{segmentKey.first, static_cast<std::int64_t>(segmentKey.second)};
+        repeatsKey.insert(repeatsKey.end(), segment.tiedTo.begin(), segment.tiedTo.end());
+        for (const auto &[t, spec] : segment.held)
+            repeatsKey.push_back(t.value);
+        auto found = m_memo->repeats.find(repeatsKey);
+        if (found == m_memo->repeats.end())
+            found = m_memo->repeats.emplace(std::move(repeatsKey), findRepeats(m_graph, segment)).first;
+        if (!found->second.empty())
+            repeats = &found->second;
+        for (std::size_t w = 0; repeats && w < segment.weights.size(); ++w)
+            if (repeats->weightCopies[w] == 0 &&
+                std::find(readLater.begin(), readLater.end(), segment.weights[w]) != readLater.end())
+                repeats = nullptr;
+        if (repeats)
+            for (const auto &[a, b] : repeats->alias)
+                if (m_flow[static_cast<std::size_t>(a)] != m_flow[static_cast<std::size_t>(b)]) {
+                    repeats = nullptr;
+                    break;
+                }
+    }
+    // The ops searched, and those that write or read a twin's tensors
+    // (the dispatch, the combine) as they write and read the leader's.
+    std::vector<ir::OpId> searched;
+    std::unordered_map<std::int32_t, ir::Op> views;
+    std::unordered_map<std::int32_t, double> opCopies;
+    if (repeats) {
+        std::set<ir::OpId> skipped;
+        for (std::size_t i = 0; i < segment.ops.size(); ++i)
+            if (repeats->skip[i])
+                skipped.insert(segment.ops[i]);
+        for (ir::OpId id : order->second) {
+            if (skipped.count(id))
+                continue;
+            searched.push_back(id);
+            ir::Op view = m_graph.op(id);
+            bool aliased = false;
+            for (auto *list : {&view.inputs, &view.outputs})
+                for (ir::TensorId &t : *list)
+                    if (const auto it = t.valid() ? repeats->alias.find(t.value) : repeats->alias.end();
+                        it != repeats->alias.end()) {
+                        t = ir::TensorId{it->second};
+                        aliased = true;
+                    }
+            if (aliased)
+                views.emplace(id.value, std::move(view));
+        }
+        for (std::size_t w = 0; w < segment.weights.size(); ++w)
+            for (std::size_t c = 0; c < choiceBytes[w].size(); ++c) {
+                choiceBytes[w][c] *= repeats->weightCopies[w];
+                choiceSeconds[w][c] *= repeats->weightCopies[w];
+            }
+    }
+    const std::vector<ir::OpId> &ops = repeats ? searched : order->second;
+    auto opOf = [&](ir::OpId id) -> const ir::Op & {
+        const auto it = views.find(id.value);
+        return it != views.end() ? it->second : m_graph.op(id);
+    };
+    // How many ops an op searched stands for, and tensors a tensor.
+    auto copiesOfOp = [&](ir::OpId id) {
+        if (!repeats)
+            return 1.0;
+        const auto it = repeats->opCopies.find(id.value);
+        return it != repeats->opCopies.end() ? it->second : 1.0;
+    };
+    auto copiesOf = [&](ir::TensorId t) -> std::int64_t {
+        if (!repeats)
+            return 1;
+        const auto it = repeats->tensorCopies.find(t.value);
+        return it != repeats->tensorCopies.end() ? static_cast<std::int64_t>(it->second) : 1;
+    };
     for (std::size_t k = 0; k < ops.size(); ++k) {
-        const ir::Op &op = m_graph.op(ops[k]);
+        const ir::Op &op = opOf(ops[k]);
         const bool flows =
             std::any_of(op.inputs.begin(), op.inputs.end(), [&](ir::TensorId t) { return m_flow[t.index()]; });
         for (auto t : op.inputs) {
@@ -1152,7 +1447,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // A tied weight takes its leader's choice from the state, so the leader
     // stays there until its last twin has been read.
     for (std::size_t w = 0; w < segment.weights.size(); ++w)
-        if (const int leader = segment.tiedTo[w]; leader >= 0) {
+        if (const int leader = segment.tiedTo[w];
+            leader >= 0 && readHere(static_cast<std::int32_t>(segment.weights[w].index()))) {
             auto &last = m_lastRead[segment.weights[static_cast<std::size_t>(leader)].index()];
             last = std::max(last, m_lastRead[segment.weights[w].index()]);
         }
@@ -1188,7 +1484,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // Where each Segment::stored tensor is first read, in the search's order.
     std::map<ir::TensorId, std::size_t> firstReads;
     for (std::size_t k = ops.size(); k-- > 0;)
-        for (ir::TensorId t : m_graph.op(ops[k]).inputs)
+        for (ir::TensorId t : opOf(ops[k]).inputs)
             if (std::find(segment.stored.begin(), segment.stored.end(), t) != segment.stored.end())
                 firstReads[t] = k;
     auto firstRead = [&](ir::TensorId t) {
@@ -1202,11 +1498,14 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         maxRecompute = std::max(maxRecompute, cost::recomputedForward(m_roles[id.index()], m_modes[id.index()],
                                                                       m_options.techniques.flashAttention)
                                                   .comm);
+    // A tensor's reshards: this copy's share of them, for each tensor it
+    // stands for.
     auto shareOf = [&](ir::TensorId t) {
+        const auto copies = static_cast<double>(copiesOf(t));
         for (const auto &[shared, share] : segment.readShare)
             if (shared == t)
-                return share;
-        return 1.0;
+                return share * copies;
+        return copies;
     };
 
     // One op: every state and partial extended by every choice of the
@@ -1214,7 +1513,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // `link` where this op writes it.
     auto advance = [&](const Front &front, std::size_t k, std::int32_t linkSpec) {
         const ir::OpId id = ops[k];
-        const ir::Op &op = m_graph.op(id);
+        const ir::Op &op = opOf(id);
+        const double copies = copiesOfOp(id);
         std::vector<std::int32_t> fixed(op.outputs.size(), -1);
         for (std::size_t o = 0; o < op.outputs.size(); ++o)
             if (op.outputs[o] == link && linkSpec >= 0)
@@ -1397,7 +1697,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 m_partialsStored = m_partialsStored || oc.partialsStored;
                 const sharding::OpStrategy &s = oc.strategy;
                 st = state;  // into the scratch state's buffer: no allocation
-                double time = oc.time, comm = oc.comm;
+                double time = oc.time * copies, comm = oc.comm * copies;
                 std::int64_t activations = 0;
                 // Re-stored here: moved from the produced spec, forward and
                 // its gradient back, as its writer would store it so.
@@ -1415,10 +1715,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     double backward = forward * again;
                     if (m_flow[t.index()] && sharding::isFloat(m_graph.tensor(t).dtype))
                         backward += reshardTime(t, gradientId(spec), gradientId(from));
-                    time += forward + m_backwardComm * backward;
-                    comm += forward + backward;
+                    time += (forward + m_backwardComm * backward) * static_cast<double>(copiesOf(t));
+                    comm += (forward + backward) * static_cast<double>(copiesOf(t));
                     if (m_saved[t.index()])
-                        activations += savedBytes(t, spec) - savedBytes(t, from);
+                        activations += (savedBytes(t, spec) - savedBytes(t, from)) * copiesOf(t);
                     st.setSpec(at, spec);
                 }
                 auto entry = [&](ir::TensorId t, std::int32_t spec) {
@@ -1426,7 +1726,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     if (const int at = st.find(ti); at >= 0)
                         return at;
                     if (m_saved[t.index()])
-                        activations += savedBytes(t, spec);
+                        activations += savedBytes(t, spec) * copiesOf(t);
                     return st.insert(ti, spec);
                 };
                 for (std::size_t i = 0; i < op.inputs.size(); ++i) {
@@ -1481,10 +1781,10 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 for (const Partial *pp = partialsBegin; pp != partialsEnd; ++pp) {
                     const Partial &p = *pp;
                     Partial n = p;
-                    n.time += time + weightSeconds + oc.derivedSeconds;
+                    n.time += time + weightSeconds + oc.derivedSeconds * copies;
                     n.comm += comm;
                     n.weightBytes += weightBytes;
-                    n.parameterBytes += weightBytes + oc.derivedBytes;
+                    n.parameterBytes += weightBytes + oc.derivedBytes * copies;
                     n.activations += activations;
                     n.korthikanti[0] += korthikanti[0];
                     n.korthikanti[1] += korthikanti[1];
@@ -1571,7 +1871,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     };
 
     auto writesLink = [&](std::size_t at) {
-        const auto &outs = m_graph.op(ops[at]).outputs;
+        const auto &outs = opOf(ops[at]).outputs;
         return !linkSpecs.empty() && std::find(outs.begin(), outs.end(), link) != outs.end();
     };
     // The ops before the first that writes a fixed output (a boundary
@@ -1582,7 +1882,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // writes (each class output layout, each link layout) runs them once.
     std::size_t prefix = 0;
     for (; prefix < ops.size(); ++prefix) {
-        const ir::Op &op = m_graph.op(ops[prefix]);
+        const ir::Op &op = opOf(ops[prefix]);
         const bool fixes = std::any_of(op.outputs.begin(), op.outputs.end(),
                                        [&](ir::TensorId t) { return boundary.count(t) != 0; });
         // (A softmax outside an attention core, a router's, costs none.)
@@ -1628,7 +1928,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
             return k;
         };
         for (std::size_t k = 0; k < prefix; ++k) {
-            const ir::Op &op = m_graph.op(ops[k]);
+            const ir::Op &op = opOf(ops[k]);
             auto outside = [&](ir::TensorId t) { return !written.count(t) && weightOf(t) == kNotAWeight; };
             if (k > 0 && std::any_of(op.inputs.begin(), op.inputs.end(), outside)) {
                 points.push_back(k);

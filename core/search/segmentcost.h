@@ -149,6 +149,9 @@ public:
     // Whether searchWeights drops partials that states having paid for
     // more reshards dominate (default; SearchOptions::dropDominatedCharges).
     void setDropDominatedCharges(bool drop) { m_dropDominatedCharges = drop; }
+    // Whether searchWeights runs a mixture's experts as the first one,
+    // counted once per expert (default; SearchOptions::repeatsOnce).
+    void setRepeatsOnce(bool once) { m_repeatsOnce = once; }
     // How the partial sums ops produce inside a segment are stored (all-
     // reduced, or reduce-scattered over the sequence as Megatron's sequence
     // parallelism does); outputs the boundary fixes are stored as fixed.
@@ -201,6 +204,7 @@ private:
     }
     bool m_memoryBinds = true;
     bool m_dropDominatedCharges = true;
+    bool m_repeatsOnce = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;
     bool m_partialsStored = false;
     std::vector<sharding::ShardingSpec> m_specs;

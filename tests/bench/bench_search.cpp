@@ -18,8 +18,10 @@
 // best reference plan: where the layer is no class, pruning finds small
 // ones inside it (query, key and value projections), whose layouts
 // multiply the searches of the rest.
+// "moe": the mixtures of experts among the config.json samples on 8 and
+// 8x8, their experts searched as one and every expert searched.
 // Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
-// resnet, mesh3d, exact, presets, techniques, onelayer); all when none are given.
+// moe, resnet, mesh3d, exact, presets, techniques, onelayer); all when none are given.
 #include "cost/objective.h"
 #include "io/modelloader.h"
 #include "io/zoo/zoo.h"
@@ -59,12 +61,12 @@ struct Timing {
     std::size_t evaluated = 0;
 };
 
-Timing runTap(const std::string &source, const std::string &shape)
+Timing runTap(const std::string &source, const std::string &shape, const search::SearchOptions &options = {})
 {
     const auto start = std::chrono::steady_clock::now();
     const auto g = io::loadModel(source);
     const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
-    const auto r = search::tapSearch(g, classes, source, mesh(shape));
+    const auto r = search::tapSearch(g, classes, source, mesh(shape), options);
     return {r.stats.seconds, since(start), r.plan.cost.stepTime, r.stats.plansEvaluated};
 }
 
@@ -245,6 +247,32 @@ int main(int argc, char **argv)
     if (wanted("mixtral")) {
         printTap("mixtral-8x7b", "zoo:mixtral-8x7b", "8");
         printTap("mixtral-8x7b", "zoo:mixtral-8x7b", "4x2");
+    }
+    // Mixtures of many experts (the config.json samples) on 8 and 8x8: the
+    // search that runs one expert for all (SearchOptions::repeatsOnce)
+    // against the one that runs every expert, where that takes under a
+    // minute or so, with the two plans' step times (the same, or a bug).
+    if (wanted("moe")) {
+        std::printf("\n%-28s %-15s %12s %16s %10s %14s\n", "mixture (experts)", "mesh", "search ms",
+                    "every expert ms", "ratio", "step ms");
+        for (const auto &[config, experts] :
+             {std::pair{"mixtral-8x7b", 8}, std::pair{"dbrx-base", 16}, std::pair{"qwen1.5-moe-a2.7b", 60},
+              std::pair{"deepseek-v2-lite", 64}, std::pair{"qwen3-30b-a3b", 128}, std::pair{"deepseek-v3", 256}})
+            for (const char *shape : {"8", "8x8"}) {
+                const std::string source = std::string(TAPESTRY_SOURCE_DIR "/samples/configs/") + config + ".json";
+                const std::string label = std::string(config) + " (" + std::to_string(experts) + ")";
+                const Timing once = runTap(source, shape);
+                std::printf("%-28s %-15s %12.2f", label.c_str(), shape, once.search * 1e3);
+                if (experts > 128 && std::string(shape) != "8") {  // 659 s on this 2-core machine
+                    std::printf(" %16s %10s %14.4f\n", "-", "-", once.stepTime * 1e3);
+                    continue;
+                }
+                search::SearchOptions every;
+                every.repeatsOnce = false;
+                const Timing all = runTap(source, shape, every);
+                std::printf(" %16.2f %9.1fx %14.4f%s\n", all.search * 1e3, all.search / once.search,
+                            once.stepTime * 1e3, once.stepTime == all.stepTime ? "" : "  DIFFERS from every expert's");
+            }
     }
     if (wanted("resnet"))
         printTap("resnet18 (onnx)", TAPESTRY_SOURCE_DIR "/samples/onnx/resnet18-shapes.onnx", "4x2");
