@@ -1210,17 +1210,23 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
                                                          const std::vector<bool> &pending,
                                                          const std::vector<std::int32_t> &fixed)
 {
-    // Looked up through a reused key: most calls are hits and allocate nothing.
-    std::vector<std::int32_t> &key = m_outcomeKey.ints;
+    std::vector<std::int32_t> &key = m_outcomeKey;
     key.assign(1, static_cast<std::int32_t>(id.index()));
     key.push_back(static_cast<std::int32_t>(m_partial));
     key.push_back(m_flowVariant);
     key.insert(key.end(), inputs.begin(), inputs.end());
     key.insert(key.end(), pending.begin(), pending.end());
     key.insert(key.end(), fixed.begin(), fixed.end());
-    m_outcomeKey.hash = hashInts(key);
-    if (auto it = m_outcomes.find(m_outcomeKey); it != m_outcomes.end())
-        return it->second;
+    const std::size_t hash = hashInts(key);
+    std::size_t slot = 0;
+    if (!m_outcomeIndex.empty()) {
+        const std::size_t mask = m_outcomeIndex.size() - 1;
+        for (slot = hash & mask; m_outcomeIndex[slot].second != 0; slot = (slot + 1) & mask) {
+            const auto &[h, entry] = m_outcomeIndex[slot];
+            if (h == hash && m_outcomes[entry - 1].key == key)
+                return m_outcomes[entry - 1].outcome;
+        }
+    }
     std::vector<ShardingSpec> given;
     for (auto i : inputs)
         given.push_back(m_interned[static_cast<std::size_t>(i)]);
@@ -1303,7 +1309,26 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         out.gradientSeconds.push_back(
             reshardTime(op.inputs[i], out.gradientIds[i], gradientId(out.inputIds[i])));
     }
-    return m_outcomes.emplace(m_outcomeKey, std::move(out)).first->second;
+    if (2 * (m_outcomes.size() + 1) > m_outcomeIndex.size()) {
+        std::vector<std::pair<std::size_t, std::uint32_t>> grown(std::max<std::size_t>(1024, 2 * m_outcomeIndex.size()));
+        const std::size_t mask = grown.size() - 1;
+        for (const auto &[h, entry] : m_outcomeIndex)
+            if (entry != 0) {
+                std::size_t at = h & mask;
+                while (grown[at].second != 0)
+                    at = (at + 1) & mask;
+                grown[at] = {h, entry};
+            }
+        m_outcomeIndex = std::move(grown);
+        slot = hash & mask;
+        while (m_outcomeIndex[slot].second != 0)
+            slot = (slot + 1) & mask;
+    }
+    if (m_outcomes.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+        throw TapestryError(Error{m_graph.op(id).name, {}, "tap: too many op outcomes to search"});
+    m_outcomes.push_back({m_outcomeKey, std::move(out)});
+    m_outcomeIndex[slot] = {hash, static_cast<std::uint32_t>(m_outcomes.size())};
+    return m_outcomes.back().outcome;
 }
 
 std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
