@@ -77,7 +77,7 @@ private slots:
         QSignalSpy cost(&doc, &PlanDocument::costChanged);
         QSignalSpy changed(&doc, &PlanDocument::planChanged);
         QVERIFY(!doc.derivePlan());  // no model yet
-        QVERIFY(loadAndDerive(doc, kModel, {method, mesh, QStringLiteral("dgx-h100"), {}}));
+        QVERIFY(loadAndDerive(doc, kModel, {method, mesh, QStringLiteral("dgx-h100"), {}, {}, {}}));
         QCOMPARE(doc.model().source, kModel);
         QVERIFY(doc.model().classes && !doc.model().classes->classes.empty());
         QCOMPARE(started.size(), 1);
@@ -99,11 +99,11 @@ private slots:
     void failedDerivationKeepsPlan()
     {
         PlanDocument doc;
-        QVERIFY(loadAndDerive(doc, kModel, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}}));
+        QVERIFY(loadAndDerive(doc, kModel, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}}));
         const auto kept = doc.planned().plan;
         QSignalSpy failed(&doc, &PlanDocument::planFailed);
         QSignalSpy request(&doc, &PlanDocument::planRequestChanged);
-        doc.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}});
+        doc.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QVERIFY(doc.derivePlan());
         QVERIFY(failed.wait(60000));
         QVERIFY(failed.front().front().toString().contains(QStringLiteral("heads")));
@@ -135,7 +135,7 @@ private slots:
         QFETCH(QString, counterpart);
         QFETCH(bool, wholeClass);
         PlanDocument doc;
-        QVERIFY(loadAndDerive(doc, kModel, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}}));
+        QVERIFY(loadAndDerive(doc, kModel, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}}));
         const auto derived = doc.planned().plan;
         const std::string derivedJson = plan::writePlanJson(*derived);
         const std::string name = tensor.toStdString(), other = counterpart.toStdString();
@@ -196,7 +196,7 @@ private slots:
     void illegalPinIsRefused()
     {
         PlanDocument doc;
-        QVERIFY(loadAndDerive(doc, kModel, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}}));
+        QVERIFY(loadAndDerive(doc, kModel, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}}));
         const auto derived = doc.planned().plan;
         QSignalSpy failed(&doc, &PlanDocument::failed);
         QSignalSpy cost(&doc, &PlanDocument::costChanged);
@@ -215,7 +215,7 @@ private slots:
     {
         PlanDocument doc;
         QVERIFY(loadAndDerive(doc, QStringLiteral("zoo:gpt2?layers=2&heads=4&hidden=256"),
-                              {QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}}));
+                              {QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}}));
         const auto columns = oneAxis(sharding::Placement::shard(1));
         QVERIFY(doc.pinTensor("transformer.h.0.mlp.c_fc.weight", columns, true));
         const auto pins = analysis::pinsOf(*doc.planned().plan);

@@ -300,7 +300,7 @@ private slots:
         StudioWindow w;
         w.setQuietErrors(true);
         w.show();
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&heads=16")));
         if (planned.isEmpty())
@@ -357,7 +357,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy failed(&w, &StudioWindow::planFailed);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));  // 12 heads: 8 does not divide
         if (failed.isEmpty())
@@ -500,7 +500,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
         if (planned.isEmpty())
@@ -554,7 +554,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
         if (planned.isEmpty())
@@ -608,7 +608,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:t5-base?layers=2&decoder_layers=2&batch=8")));
         if (planned.isEmpty())
@@ -634,7 +634,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&batch=4")));
         if (planned.isEmpty())
@@ -669,7 +669,7 @@ private slots:
         {
             StudioWindow w;
             w.setQuietErrors(true);
-            w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+            w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
             QSignalSpy planned(&w, &StudioWindow::planReady);
             QVERIFY(openAndWait(w, model));
             if (planned.isEmpty())
@@ -721,7 +721,7 @@ private slots:
         }
         StudioWindow again;
         again.setQuietErrors(true);
-        again.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        again.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&again, &StudioWindow::planReady);
         QVERIFY(openAndWait(again, model));
         if (planned.isEmpty())
@@ -740,7 +740,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2&heads=4&hidden=256")));
         if (planned.isEmpty())
@@ -786,7 +786,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QSignalSpy failed(&w, &StudioWindow::planFailed);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:mlp")));
@@ -818,7 +818,7 @@ private slots:
     {
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QSignalSpy failed(&w, &StudioWindow::planFailed);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:bert-base?layers=2")));
@@ -853,7 +853,7 @@ private slots:
         StudioWindow w;
         w.setQuietErrors(true);
         w.show();
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
         if (planned.isEmpty())
@@ -906,7 +906,7 @@ private slots:
         QFETCH(QString, format);
         StudioWindow w;
         w.setQuietErrors(true);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         QSignalSpy planned(&w, &StudioWindow::planReady);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:llama3-8b?layers=2&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024")));
         if (planned.isEmpty())
