@@ -343,6 +343,67 @@ private slots:
         QCOMPARE(modelActivations, 4);
     }
 
+    // An export whose linears lost their names to constant folding
+    // (torch.nn.TransformerEncoder: linear1 and linear2 read onnx::MatMul_N):
+    // the MLP's pair is found by structure, column then row, its first
+    // bias split with it. The attention's query, key and value are slices
+    // of one fused in_proj, which no column split keeps whole by heads, so
+    // its out_proj stays replicated although it is named row-parallel
+    // (split alone, it only added an all-reduce).
+    void megatronFoundByStructure()
+    {
+        const std::string source = std::string(TAPESTRY_SOURCE_DIR) + "/samples/onnx/transformer-encoder.onnx";
+        const auto g = io::loadModel(source);
+        const auto p = search::referencePlan(g, source, mesh({4}), search::ReferenceMethod::Megatron);
+        auto weightOf = [&](const std::string &op) {
+            for (const auto &o : g.ops())
+                if (o.name == op)
+                    return g.tensor(o.inputs[1]).name;
+            return std::string();
+        };
+        auto placement = [&](const std::string &tensor) {
+            return QString::fromStdString(p.specs.at(tensor).spec.toPlacements());
+        };
+        for (int layer = 0; layer < 3; ++layer) {
+            const std::string l = std::to_string(layer);
+            const std::string fc1 = weightOf("/layers." + l + "/linear1/MatMul");
+            const std::string fc2 = weightOf("/layers." + l + "/linear2/MatMul");
+            QVERIFY2(fc1.starts_with("onnx::"), fc1.c_str());
+            QCOMPARE(placement(fc1), QStringLiteral("[Shard(1)]"));
+            QCOMPARE(placement(fc2), QStringLiteral("[Shard(0)]"));
+            QCOMPARE(placement("layers." + l + ".linear1.bias"), QStringLiteral("[Shard(0)]"));
+            QCOMPARE(placement("layers." + l + ".linear2.bias"), QStringLiteral("[Replicate()]"));
+            QCOMPARE(placement("layers." + l + ".self_attn.out_proj.weight"), QStringLiteral("[Replicate()]"));
+            QCOMPARE(placement(weightOf("/layers." + l + "/self_attn/MatMul")), QStringLiteral("[Replicate()]"));
+        }
+    }
+
+    // Unnamed linears around an attention core: the three whose outputs the
+    // core reads are column-parallel, the one reading its output row-parallel.
+    void megatronFindsAttentionByStructure()
+    {
+        io::zoo::GraphBuilder b("plain");
+        const std::int64_t batch = 2, seq = 8, heads = 4, d = 8, h = heads * d;
+        auto x = b.input("x", {batch, seq, h}, ir::DType::F32);
+        auto split = [&](const std::string &module) {
+            auto y = b.linear(module, x, h, true);
+            return b.transpose(b.reshape(y, {batch, seq, heads, d}), {0, 2, 1, 3});
+        };
+        auto q = split("a"), k = split("b"), v = split("c");
+        auto scores = b.matmul(q, b.transpose(k, {0, 1, 3, 2}));
+        auto probs = b.op("Softmax", {scores}, b.shape(scores), {{"axis", std::int64_t{-1}}});
+        auto context = b.reshape(b.transpose(b.matmul(probs, v), {0, 2, 1, 3}), {batch, seq, h});
+        b.markOutput(b.linear("d", context, h, true));
+        const auto g = b.take();
+        const auto p = search::referencePlan(g, "plain", mesh({4}), search::ReferenceMethod::Megatron);
+        for (const char *column : {"a.weight", "b.weight", "c.weight"})
+            QCOMPARE(QString::fromStdString(p.specs.at(column).spec.toPlacements()), QStringLiteral("[Shard(1)]"));
+        QCOMPARE(QString::fromStdString(p.specs.at("c.bias").spec.toPlacements()), QStringLiteral("[Shard(0)]"));
+        QCOMPARE(QString::fromStdString(p.specs.at("d.weight").spec.toPlacements()), QStringLiteral("[Shard(0)]"));
+        QCOMPARE(QString::fromStdString(p.specs.at("d.bias").spec.toPlacements()), QStringLiteral("[Replicate()]"));
+        QVERIFY(p.searchWarnings.empty());
+    }
+
     void megatronWithoutKnownNamesWarns()
     {
         io::zoo::GraphBuilder b("plain");

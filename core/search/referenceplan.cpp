@@ -4,7 +4,9 @@
 #include "ir/validate.h"
 #include "sharding/propagation.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace tapestry::search {
@@ -148,6 +150,185 @@ std::optional<int> linearDim(const ir::Graph &graph, ir::TensorId weight, Megatr
     return std::nullopt;
 }
 
+// The rank-2 weight a linear (MatMul or Gemm of an activation by a
+// parameter) reads, or none.
+std::optional<ir::TensorId> linearWeight(const ir::Graph &graph, const ir::Op &op)
+{
+    if ((op.type != "MatMul" && op.type != "Gemm") || op.inputs.size() < 2)
+        return std::nullopt;
+    const ir::Tensor &w = graph.tensor(op.inputs[1]);
+    if (w.role != ir::Role::Parameter || w.shape.size() != 2 ||
+        graph.tensor(op.inputs[0]).role == ir::Role::Parameter)
+        return std::nullopt;
+    return op.inputs[1];
+}
+
+bool isPointwise(const std::string &type)
+{
+    static const std::set<std::string> kPointwise{
+        "Add",  "Sub",  "Mul",  "Div",     "Relu",     "Gelu",  "Silu", "Sigmoid", "Tanh", "Erf",
+        "Pow",  "Sqrt", "Neg",  "Cast",    "Identity", "Dropout", "LeakyRelu", "Elu", "Softplus", "HardSigmoid",
+        "Mish", "Where"};
+    return kPointwise.count(type) != 0;
+}
+
+bool movesData(const std::string &type)
+{
+    return type == "Reshape" || type == "Transpose" || type == "Squeeze" || type == "Unsqueeze" ||
+           type == "Flatten";
+}
+
+// Megatron's pairs found by structure, where module names say nothing (an
+// export's constant folding renames weights onnx::MatMul_1234) or what they
+// say the structure cannot hold to:
+//  - an MLP: linears whose outputs reach one other linear through
+//    pointwise ops alone (the activation, a bias, a gate's product) are
+//    column-parallel and that one row-parallel;
+//  - attention: the linears whose outputs reach an attention core (a
+//    matmul of two activations feeding a softmax, and the one reading the
+//    softmax) through pointwise ops, reshapes and transposes alone are
+//    column-parallel, and the linear reading the core's output row-parallel.
+//    Where an input of the core comes from a slice of one fused projection
+//    ([h, 3h], torch's in_proj), no column split keeps its heads together:
+//    the core's linears are marked None, kept replicated whatever their names.
+// Biases follow their linear (a column-parallel one's is split with it).
+std::map<ir::TensorId, MegatronRole> structuralRoles(const ir::Graph &graph)
+{
+    std::map<ir::TensorId, MegatronRole> roles;
+    // What a tensor reaches through ops that `through` accepts: the other
+    // ops reading it on the way.
+    auto reach = [&](ir::TensorId from, auto through) {
+        std::vector<ir::OpId> reached;
+        std::set<ir::TensorId> seen{from};
+        std::vector<ir::TensorId> stack{from};
+        while (!stack.empty()) {
+            const ir::TensorId t = stack.back();
+            stack.pop_back();
+            if (graph.tensor(t).role == ir::Role::Output)
+                reached.push_back(ir::OpId{});
+            for (ir::OpId c : graph.tensor(t).consumers) {
+                const ir::Op &op = graph.op(c);
+                if (!through(op)) {
+                    if (std::find(reached.begin(), reached.end(), c) == reached.end())
+                        reached.push_back(c);
+                    continue;
+                }
+                for (ir::TensorId o : op.outputs)
+                    if (seen.insert(o).second)
+                        stack.push_back(o);
+            }
+        }
+        return reached;
+    };
+    // Back from a tensor through reshapes, transposes and pointwise ops of
+    // one activation input (pointwise ops alone with `pointwiseOnly`) to
+    // the op that made it.
+    auto source = [&](ir::TensorId t, bool pointwiseOnly = false) -> ir::OpId {
+        for (int hops = 0; hops < 64; ++hops) {
+            const ir::OpId p = graph.tensor(t).producer;
+            if (!p.valid())
+                return p;
+            const ir::Op &op = graph.op(p);
+            if ((pointwiseOnly || !movesData(op.type)) && !isPointwise(op.type))
+                return p;
+            ir::TensorId next;
+            int activations = 0;
+            for (ir::TensorId in : op.inputs)
+                if (in.valid() && graph.tensor(in).role == ir::Role::Activation) {
+                    next = in;
+                    ++activations;
+                }
+            if (activations != 1)
+                return p;
+            t = next;
+        }
+        return {};
+    };
+    auto biasOf = [&](const ir::Op &linear) -> std::optional<ir::TensorId> {
+        if (linear.type == "Gemm" && linear.inputs.size() > 2 && linear.inputs[2].valid())
+            return linear.inputs[2];
+        for (ir::OpId c : graph.tensor(linear.outputs[0]).consumers) {
+            const ir::Op &add = graph.op(c);
+            if (add.type != "Add" || add.inputs.size() != 2)
+                continue;
+            for (ir::TensorId in : add.inputs)
+                if (graph.tensor(in).role == ir::Role::Parameter && graph.tensor(in).shape.size() == 1)
+                    return in;
+        }
+        return std::nullopt;
+    };
+    // The first role found stays, but for None (a core that cannot split).
+    auto mark = [&](const ir::Op &linear, MegatronRole role) {
+        const auto w = linearWeight(graph, linear);
+        if (!w)
+            return;
+        const auto b = biasOf(linear);
+        for (const auto &t : {std::optional<ir::TensorId>(w), b})
+            if (t && (role == MegatronRole::None || !roles.count(*t)))
+                roles[*t] = role;
+    };
+    const auto &ops = graph.ops();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const ir::Op &op = ops[i];
+        if (!linearWeight(graph, op) || op.outputs.empty())
+            continue;
+        // An MLP: this linear's output reaches one linear, through pointwise ops alone.
+        const auto reached = reach(op.outputs[0], [&](const ir::Op &o) { return isPointwise(o.type); });
+        if (reached.size() == 1 && reached[0].valid() && linearWeight(graph, graph.op(reached[0]))) {
+            mark(op, MegatronRole::Column);
+            mark(graph.op(reached[0]), MegatronRole::Row);
+        }
+    }
+    // Attention cores: a matmul of two activations whose output a softmax
+    // reads (through pointwise ops: a scale, a mask), then the matmul of
+    // the softmax's output by the values.
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const ir::Op &scores = ops[i];
+        if (scores.type != "MatMul" || scores.inputs.size() != 2 || scores.outputs.empty() ||
+            graph.tensor(scores.inputs[0]).role != ir::Role::Activation ||
+            graph.tensor(scores.inputs[1]).role != ir::Role::Activation)
+            continue;
+        const auto toSoftmax = reach(scores.outputs[0], [&](const ir::Op &o) { return isPointwise(o.type); });
+        if (toSoftmax.size() != 1 || !toSoftmax[0].valid() || graph.op(toSoftmax[0]).type != "Softmax")
+            continue;
+        const auto toValues = reach(graph.op(toSoftmax[0]).outputs[0],
+                                    [&](const ir::Op &o) { return isPointwise(o.type); });
+        if (toValues.size() != 1 || !toValues[0].valid() || graph.op(toValues[0]).type != "MatMul" ||
+            source(graph.op(toValues[0]).inputs[0]) != toSoftmax[0])
+            continue;
+        const ir::Op &context = graph.op(toValues[0]);
+        const auto toOutput = reach(context.outputs[0], [&](const ir::Op &o) { return movesData(o.type); });
+        if (toOutput.size() != 1 || !toOutput[0].valid() || !linearWeight(graph, graph.op(toOutput[0])))
+            continue;
+        std::vector<ir::OpId> projections;
+        bool fused = false, found = true;
+        for (ir::TensorId in : {scores.inputs[0], scores.inputs[1], context.inputs[1]}) {
+            const ir::OpId p = source(in);
+            if (p.valid() && linearWeight(graph, graph.op(p))) {
+                projections.push_back(p);
+                continue;
+            }
+            found = false;
+            // A slice or split of one linear's output by its features, before
+            // any reshape into heads.
+            if (p.valid() && (graph.op(p).type == "Slice" || graph.op(p).type == "Split")) {
+                const ir::OpId fusedBy =
+                    graph.op(p).inputs.empty() ? ir::OpId{} : source(graph.op(p).inputs[0], true);
+                fused = fused || (fusedBy.valid() && linearWeight(graph, graph.op(fusedBy)));
+            }
+        }
+        const ir::Op &output = graph.op(toOutput[0]);
+        if (found) {
+            for (ir::OpId p : projections)
+                mark(graph.op(p), MegatronRole::Column);
+            mark(output, MegatronRole::Row);
+        } else if (fused) {
+            mark(output, MegatronRole::None);
+        }
+    }
+    return roles;
+}
+
 std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, const sharding::Mesh &mesh, int tp,
                                                         const std::string &modelSource,
                                                         std::vector<std::string> &warnings)
@@ -155,9 +336,13 @@ std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, 
     std::map<ir::TensorId, ShardingSpec> fixed;
     const auto &axis = mesh.axes[static_cast<std::size_t>(tp)];
     int matched = 0;
+    const std::map<ir::TensorId, MegatronRole> structure = structuralRoles(graph);
     for (auto t : graph.tensorsWithRole(ir::Role::Parameter)) {
         const ir::Tensor &tensor = graph.tensor(t);
-        const MegatronRole role = megatronRole(tensor.name);
+        // The structure decides where it finds a pair, the names elsewhere
+        // (embeddings, heads, fused projections it does not follow).
+        const auto found = structure.find(t);
+        const MegatronRole role = found != structure.end() ? found->second : megatronRole(tensor.name);
         if (role == MegatronRole::None)
             continue;
         const bool bias = tensor.name.ends_with(".bias") || tensor.name.ends_with("/bias");
@@ -196,7 +381,8 @@ std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, 
         ++matched;
     }
     if (matched == 0)
-        warnings.push_back("megatron: no parameter has a Megatron module name (q_proj, fc_in, mlp/fc1, ...); "
+        warnings.push_back("megatron: no parameter has a Megatron module name (q_proj, fc_in, mlp/fc1, ...) and no "
+                           "linear pair around an activation or attention core was found; "
                            "axis '" + axis.name + "' splits nothing");
     return fixed;
 }

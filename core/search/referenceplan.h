@@ -14,7 +14,8 @@ namespace tapestry::search {
 
 // The hand-made plans searched plans are measured against.
 enum class ReferenceMethod {
-    Megatron,   // tensor parallel by module names (Shoeybi et al.), data parallel on the other axes
+    Megatron,   // tensor parallel (Shoeybi et al.): column/row pairs by structure, else by module name;
+                // data parallel on the other axes
     DataParallel,  // batch split over every axis, weights replicated, gradients all-reduced
     Replicate,  // everything on every device
 };
