@@ -40,6 +40,39 @@ sharding::Mesh mesh(std::vector<int> sizes)
     return sharding::findMeshProfile("dgx-h100").mesh(sizes, sharding::defaultAxisNames(sizes.size()));
 }
 
+// dgx-h100 devices on `shape` ("2x2x2"), the axes named without roles so
+// that the search chooses what each carries; with `share` > 0, each device
+// holding that share of the memory of tap's plan with the profile's.
+sharding::Mesh freeMesh(const QString &shape, double share, const ir::Graph &g, const std::string &source,
+                        const passes::SubgraphClasses &classes, const search::SearchOptions &options)
+{
+    const auto sizes = sharding::parseMeshShape(shape.toStdString());
+    auto m = sharding::findMeshProfile("dgx-h100")
+                 .mesh(sizes, sizes.size() == 3 ? std::vector<std::string>{"a", "b", "c"}
+                                                : sharding::defaultAxisNames(sizes.size()));
+    if (share > 0)
+        m.device.memoryBytes = static_cast<std::int64_t>(
+            share * static_cast<double>(search::tapSearch(g, classes, source, m, options).plan.cost.memory.total()));
+    return m;
+}
+
+// How two searches' plans differ in what a user compares them by (fit, step
+// time, memory, the least-communication plan's communication), or "".
+QString planDifference(const search::SearchResult &a, const search::SearchResult &b)
+{
+    if (a.plan.cost.fitsMemory != b.plan.cost.fitsMemory)
+        return QStringLiteral("fits %1 against %2").arg(a.plan.cost.fitsMemory).arg(b.plan.cost.fitsMemory);
+    if (!qFuzzyCompare(a.plan.cost.stepTime, b.plan.cost.stepTime))
+        return QStringLiteral("step %1 s against %2 s").arg(a.plan.cost.stepTime).arg(b.plan.cost.stepTime);
+    if (a.plan.cost.memory.total() != b.plan.cost.memory.total())
+        return QStringLiteral("memory %1 B against %2 B").arg(a.plan.cost.memory.total()).arg(b.plan.cost.memory.total());
+    if (!qFuzzyCompare(1 + a.leastCommunication.cost.comm, 1 + b.leastCommunication.cost.comm))
+        return QStringLiteral("least communication %1 s against %2 s")
+            .arg(a.leastCommunication.cost.comm)
+            .arg(b.leastCommunication.cost.comm);
+    return {};
+}
+
 search::SearchResult tap(const ir::Graph &g, const std::string &source, const sharding::Mesh &m, bool decompose = true,
                          bool storedLayouts = true)
 {
@@ -263,26 +296,17 @@ private slots:
         QFETCH(double, share);
         const std::string model = source.toStdString();
         const auto g = io::loadModel(model);
-        const auto sizes = sharding::parseMeshShape(shape.toStdString());
-        // Axes named without roles, so that the search chooses what each carries.
-        auto m = sharding::findMeshProfile("dgx-h100")
-                     .mesh(sizes, sizes.size() == 3 ? std::vector<std::string>{"a", "b", "c"}
-                                                    : sharding::defaultAxisNames(sizes.size()));
         const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
         search::SearchOptions options;
-        if (share > 0)
-            m.device.memoryBytes = static_cast<std::int64_t>(
-                share * static_cast<double>(search::tapSearch(g, classes, model, m, options).plan.cost.memory.total()));
+        const auto m = freeMesh(shape, share, g, model, classes, options);
         const auto dropping = search::tapSearch(g, classes, model, m, options);
         options.dropDominatedCharges = false;
         const auto carrying = search::tapSearch(g, classes, model, m, options);
         qInfo("step %.3f us, %s; least communication %.3f us; at most %zu states, %zu carried",
               dropping.plan.cost.stepTime * 1e6, dropping.plan.cost.fitsMemory ? "fits" : "does not fit",
               dropping.leastCommunication.cost.comm * 1e6, dropping.stats.peakStates, carrying.stats.peakStates);
-        QCOMPARE(dropping.plan.cost.fitsMemory, carrying.plan.cost.fitsMemory);
-        QCOMPARE(dropping.plan.cost.stepTime, carrying.plan.cost.stepTime);
-        QCOMPARE(dropping.plan.cost.memory.total(), carrying.plan.cost.memory.total());
-        QCOMPARE(dropping.leastCommunication.cost.comm, carrying.leastCommunication.cost.comm);
+        const QString difference = planDifference(dropping, carrying);
+        QVERIFY2(difference.isEmpty(), qPrintable(difference));
         QVERIFY(dropping.stats.peakStates <= carrying.stats.peakStates);
     }
 
@@ -343,30 +367,23 @@ private slots:
             }
         }
         const auto g = io::loadModel(model, load);
-        const auto sizes = sharding::parseMeshShape(shape.toStdString());
-        auto m = sharding::findMeshProfile("dgx-h100")
-                     .mesh(sizes, sizes.size() == 3 ? std::vector<std::string>{"a", "b", "c"}
-                                                    : sharding::defaultAxisNames(sizes.size()));
         const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
         search::SearchOptions options;
         if (!pin.isEmpty()) {
-            sharding::ShardingSpec spec = sharding::ShardingSpec::replicated(m.rank());
+            sharding::ShardingSpec spec =
+                sharding::ShardingSpec::replicated(static_cast<int>(sharding::parseMeshShape(shape.toStdString()).size()));
             spec.placements[0] = sharding::Placement::shard(0);
             options.pinned[pin.toStdString()] = spec;
         }
-        if (share > 0)
-            m.device.memoryBytes = static_cast<std::int64_t>(
-                share * static_cast<double>(search::tapSearch(g, classes, model, m, options).plan.cost.memory.total()));
+        const auto m = freeMesh(shape, share, g, model, classes, options);
         const auto once = search::tapSearch(g, classes, model, m, options);
         options.repeatsOnce = false;
         const auto every = search::tapSearch(g, classes, model, m, options);
         qInfo("step %.3f us, %s; least communication %.3f us; %.3f s, every expert %.3f s",
               once.plan.cost.stepTime * 1e6, once.plan.cost.fitsMemory ? "fits" : "does not fit",
               once.leastCommunication.cost.comm * 1e6, once.stats.seconds, every.stats.seconds);
-        QCOMPARE(once.plan.cost.fitsMemory, every.plan.cost.fitsMemory);
-        QCOMPARE(once.plan.cost.stepTime, every.plan.cost.stepTime);
-        QCOMPARE(once.plan.cost.memory.total(), every.plan.cost.memory.total());
-        QCOMPARE(once.leastCommunication.cost.comm, every.leastCommunication.cost.comm);
+        const QString difference = planDifference(once, every);
+        QVERIFY2(difference.isEmpty(), qPrintable(difference));
         QVERIFY(once.plan.specs == every.plan.specs);
     }
 
