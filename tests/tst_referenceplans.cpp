@@ -347,34 +347,51 @@ private slots:
     // (torch.nn.TransformerEncoder: linear1 and linear2 read onnx::MatMul_N):
     // the MLP's pair is found by structure, column then row, its first
     // bias split with it. The attention's query, key and value are slices
-    // of one fused in_proj, which no column split keeps whole by heads, so
-    // its out_proj stays replicated although it is named row-parallel
-    // (split alone, it only added an all-reduce).
+    // of one fused in_proj, which the loader holds as its three parts
+    // stacked ([3, 64, 64]): it is column-parallel by heads in every part,
+    // its bias with it, and out_proj (a Gemm of transB) row-parallel.
+    // Loaded with the fused weight as exported ([64, 192]), no column split
+    // keeps q, k and v whole by heads: the attention stays replicated,
+    // out_proj too although it is named row-parallel (split alone, it only
+    // added an all-reduce).
     void megatronFoundByStructure()
     {
         const std::string source = std::string(TAPESTRY_SOURCE_DIR) + "/samples/onnx/transformer-encoder.onnx";
-        const auto g = io::loadModel(source);
-        const auto p = search::referencePlan(g, source, mesh({4}), search::ReferenceMethod::Megatron);
-        auto weightOf = [&](const std::string &op) {
-            for (const auto &o : g.ops())
-                if (o.name == op)
-                    return g.tensor(o.inputs[1]).name;
-            return std::string();
-        };
-        auto placement = [&](const std::string &tensor) {
-            return QString::fromStdString(p.specs.at(tensor).spec.toPlacements());
-        };
-        for (int layer = 0; layer < 3; ++layer) {
-            const std::string l = std::to_string(layer);
-            const std::string fc1 = weightOf("/layers." + l + "/linear1/MatMul");
-            const std::string fc2 = weightOf("/layers." + l + "/linear2/MatMul");
-            QVERIFY2(fc1.starts_with("onnx::"), fc1.c_str());
-            QCOMPARE(placement(fc1), QStringLiteral("[Shard(1)]"));
-            QCOMPARE(placement(fc2), QStringLiteral("[Shard(0)]"));
-            QCOMPARE(placement("layers." + l + ".linear1.bias"), QStringLiteral("[Shard(0)]"));
-            QCOMPARE(placement("layers." + l + ".linear2.bias"), QStringLiteral("[Replicate()]"));
-            QCOMPARE(placement("layers." + l + ".self_attn.out_proj.weight"), QStringLiteral("[Replicate()]"));
-            QCOMPARE(placement(weightOf("/layers." + l + "/self_attn/MatMul")), QStringLiteral("[Replicate()]"));
+        for (const bool stacked : {true, false}) {
+            io::LoadOptions options;
+            options.stackFusedProjections = stacked;
+            const auto g = io::loadModel(source, options);
+            const auto p = search::referencePlan(g, source, mesh({4}), search::ReferenceMethod::Megatron);
+            auto weightOf = [&](const std::string &op) {
+                for (const auto &o : g.ops())
+                    if (o.name == op)
+                        return g.tensor(o.inputs[1]).name;
+                return std::string();
+            };
+            auto placement = [&](const std::string &tensor) {
+                return QString::fromStdString(p.specs.at(tensor).spec.toPlacements());
+            };
+            for (int layer = 0; layer < 3; ++layer) {
+                const std::string l = std::to_string(layer);
+                const std::string fc1 = weightOf("/layers." + l + "/linear1/MatMul");
+                const std::string fc2 = weightOf("/layers." + l + "/linear2/MatMul");
+                QVERIFY2(fc1.starts_with("onnx::"), fc1.c_str());
+                QCOMPARE(placement(fc1), QStringLiteral("[Shard(1)]"));
+                QCOMPARE(placement(fc2), QStringLiteral("[Shard(0)]"));
+                QCOMPARE(placement("layers." + l + ".linear1.bias"), QStringLiteral("[Shard(0)]"));
+                QCOMPARE(placement("layers." + l + ".linear2.bias"), QStringLiteral("[Replicate()]"));
+                const std::string inProj = weightOf("/layers." + l + "/self_attn/MatMul");
+                if (stacked) {
+                    QCOMPARE(g.tensor(*g.findTensor(inProj)).shape, (ir::Shape{3, 64, 64}));
+                    QCOMPARE(placement(inProj), QStringLiteral("[Shard(2)]"));
+                    QCOMPARE(placement("layers." + l + ".self_attn.in_proj_bias"), QStringLiteral("[Shard(2)]"));
+                    QCOMPARE(placement("layers." + l + ".self_attn.out_proj.weight"), QStringLiteral("[Shard(1)]"));
+                } else {
+                    QCOMPARE(placement(inProj), QStringLiteral("[Replicate()]"));
+                    QCOMPARE(placement("layers." + l + ".self_attn.out_proj.weight"),
+                             QStringLiteral("[Replicate()]"));
+                }
+            }
         }
     }
 

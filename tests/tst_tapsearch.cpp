@@ -754,6 +754,55 @@ private slots:
         }
     }
 
+    // torch.nn.TransformerEncoder as torch 1.13 exports it: q, k and v are
+    // slices of one in_proj. With the loader holding it by parts, tap on
+    // 4 devices under a limit that replicating all breaks splits every
+    // layer's attention by heads (the stacked in_proj [3, 64, 64] along its
+    // last dim, each head's scores apart), and the MLPs after the first
+    // column then row; it fits where replicate does not. Loaded as
+    // exported, a split of in_proj's columns hands one device all of q and
+    // part of k: the slices gather the product and the attention runs
+    // whole, a slower plan.
+    void torchEncoderSplitsAttentionByHeads()
+    {
+        const std::string source = TAPESTRY_SOURCE_DIR "/samples/onnx/transformer-encoder.onnx";
+        auto m = mesh({4});
+        m.device.memoryBytes = static_cast<std::int64_t>(0.012 * (1ll << 30));
+        const auto g = io::loadModel(source);
+        const auto found = tap(g, source, m);
+        QVERIFY(found.plan.cost.fitsMemory);
+        const auto replicate = search::referencePlan(g, source, m, search::ReferenceMethod::Replicate);
+        QVERIFY(!replicate.cost.fitsMemory);
+        auto placement = [&](const plan::Plan &p, ir::TensorId t) {
+            return QString::fromStdString(p.specs.at(g.tensor(t).name).spec.toPlacements());
+        };
+        int columnRowMlps = 0;
+        for (int layer = 0; layer < 4; ++layer) {
+            const std::string l = "/layers." + std::to_string(layer);
+            const ir::Op &inProj = g.op(*g.findOp(l + "/self_attn/MatMul"));
+            QCOMPARE(g.tensor(inProj.inputs[1]).shape, (ir::Shape{3, 64, 64}));
+            QCOMPARE(placement(found.plan, inProj.inputs[1]), QStringLiteral("[Shard(2)]"));
+            // The scores [heads, s, s] split by heads.
+            QCOMPARE(placement(found.plan, g.op(*g.findOp(l + "/self_attn/Softmax")).outputs[0]),
+                     QStringLiteral("[Shard(0)]"));
+            const ir::Op &fc1 = g.op(*g.findOp(l + "/linear1/MatMul"));
+            const ir::Op &fc2 = g.op(*g.findOp(l + "/linear2/MatMul"));
+            if (placement(found.plan, fc1.inputs[1]) == "[Shard(1)]" &&
+                placement(found.plan, fc2.inputs[1]) == "[Shard(0)]")
+                ++columnRowMlps;
+        }
+        QVERIFY2(columnRowMlps >= 3, qPrintable(QString::number(columnRowMlps)));
+
+        io::LoadOptions asExported;
+        asExported.stackFusedProjections = false;
+        const auto fused = io::loadModel(source, asExported);
+        const auto whole = tap(fused, source, m);
+        QVERIFY2(found.plan.cost.stepTime < whole.plan.cost.stepTime,
+                 qPrintable(QStringLiteral("%1 s stacked, %2 s as exported")
+                                .arg(found.plan.cost.stepTime)
+                                .arg(whole.plan.cost.stepTime)));
+    }
+
     // With --overlap a step is forward + the larger of the backward
     // pass' compute and communication, not their sum: a data-parallel
     // plan whose gradient all-reduces the backward compute hides beats

@@ -11,6 +11,10 @@ namespace tapestry::io {
 struct LoadOptions {
     std::optional<std::int64_t> batch;
     std::optional<std::int64_t> seq;
+    // ONNX: a fused projection's weight ([in, k x m], its output sliced into
+    // k parts) held as its parts stacked, [k, in, m], so that plans can
+    // split every part by heads (onnx/fusedprojections.h).
+    bool stackFusedProjections = true;
     // Told, one line each, what the loader guessed on the user's behalf (a
     // config.json read by another family than its model_type names).
     std::function<void(const std::string &)> note;

@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "ir/validate.h"
+#include "sharding/oprule.h"
 #include "sharding/propagation.h"
 
 #include <algorithm>
@@ -163,6 +164,35 @@ std::optional<ir::TensorId> linearWeight(const ir::Graph &graph, const ir::Op &o
     return op.inputs[1];
 }
 
+// A projection held as its parts stacked ([k, in, m]: GPT-2's c_attn,
+// io/onnx/fusedprojections.h): a MatMul of an activation by a parameter of
+// rank 3 whose product (past its bias) a Split along the dim of k reads.
+bool isStackedProjection(const ir::Graph &graph, const ir::Op &op)
+{
+    if (op.type != "MatMul" || op.inputs.size() != 2 || op.outputs.empty())
+        return false;
+    const ir::Tensor &w = graph.tensor(op.inputs[1]);
+    if (w.role != ir::Role::Parameter || w.shape.size() != 3 || w.shape[0] < 2 ||
+        graph.tensor(op.inputs[0]).role == ir::Role::Parameter)
+        return false;
+    ir::TensorId y = op.outputs[0];
+    for (int hops = 0; hops < 2; ++hops) {  // past the bias Add
+        const std::size_t rank = graph.tensor(y).shape.size();
+        const auto &consumers = graph.tensor(y).consumers;
+        for (ir::OpId c : consumers) {
+            const ir::Op &split = graph.op(c);
+            if (split.type == "Split" && rank >= 3 &&
+                static_cast<std::int64_t>(split.outputs.size()) == w.shape[0] &&
+                sharding::normaliseAxis(ir::intAttr(split.attributes, "axis").value_or(0), rank) == rank - 3)
+                return true;
+        }
+        if (consumers.size() != 1 || graph.op(consumers[0]).type != "Add")
+            return false;
+        y = graph.op(consumers[0]).outputs[0];
+    }
+    return false;
+}
+
 bool isPointwise(const std::string &type)
 {
     static const std::set<std::string> kPointwise{
@@ -188,8 +218,10 @@ bool movesData(const std::string &type)
 //    matmul of two activations feeding a softmax, and the one reading the
 //    softmax) through pointwise ops, reshapes and transposes alone are
 //    column-parallel, and the linear reading the core's output row-parallel.
+//    A part of a projection held stacked ([3, h, h]: GPT-2's c_attn, and
+//    torch's in_proj as the ONNX loader holds it) counts as its linear.
 //    Where an input of the core comes from a slice of one fused projection
-//    ([h, 3h], torch's in_proj), no column split keeps its heads together:
+//    held as exported ([h, 3h]), no column split keeps its heads together:
 //    the core's linears are marked None, kept replicated whatever their names.
 // Biases follow their linear (a column-parallel one's is split with it).
 std::map<ir::TensorId, MegatronRole> structuralRoles(const ir::Graph &graph)
@@ -244,22 +276,25 @@ std::map<ir::TensorId, MegatronRole> structuralRoles(const ir::Graph &graph)
         }
         return {};
     };
+    // A stacked projection's bias is [k, 1, m].
     auto biasOf = [&](const ir::Op &linear) -> std::optional<ir::TensorId> {
         if (linear.type == "Gemm" && linear.inputs.size() > 2 && linear.inputs[2].valid())
             return linear.inputs[2];
+        const std::size_t rank = isStackedProjection(graph, linear) ? 3 : 1;
         for (ir::OpId c : graph.tensor(linear.outputs[0]).consumers) {
             const ir::Op &add = graph.op(c);
             if (add.type != "Add" || add.inputs.size() != 2)
                 continue;
             for (ir::TensorId in : add.inputs)
-                if (graph.tensor(in).role == ir::Role::Parameter && graph.tensor(in).shape.size() == 1)
+                if (graph.tensor(in).role == ir::Role::Parameter && graph.tensor(in).shape.size() == rank)
                     return in;
         }
         return std::nullopt;
     };
     // The first role found stays, but for None (a core that cannot split).
     auto mark = [&](const ir::Op &linear, MegatronRole role) {
-        const auto w = linearWeight(graph, linear);
+        const auto w = isStackedProjection(graph, linear) ? std::optional<ir::TensorId>(linear.inputs[1])
+                                                          : linearWeight(graph, linear);
         if (!w)
             return;
         const auto b = biasOf(linear);
@@ -308,14 +343,19 @@ std::map<ir::TensorId, MegatronRole> structuralRoles(const ir::Graph &graph)
                 projections.push_back(p);
                 continue;
             }
-            found = false;
             // A slice or split of one linear's output by its features, before
-            // any reshape into heads.
+            // any reshape into heads; or a part of a stacked projection,
+            // which splits by heads as separate linears do.
             if (p.valid() && (graph.op(p).type == "Slice" || graph.op(p).type == "Split")) {
                 const ir::OpId fusedBy =
                     graph.op(p).inputs.empty() ? ir::OpId{} : source(graph.op(p).inputs[0], true);
+                if (fusedBy.valid() && isStackedProjection(graph, graph.op(fusedBy))) {
+                    projections.push_back(fusedBy);
+                    continue;
+                }
                 fused = fused || (fusedBy.valid() && linearWeight(graph, graph.op(fusedBy)));
             }
+            found = false;
         }
         const ir::Op &output = graph.op(toOutput[0]);
         if (found) {
@@ -345,7 +385,8 @@ std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, 
         const MegatronRole role = found != structure.end() ? found->second : megatronRole(tensor.name);
         if (role == MegatronRole::None)
             continue;
-        const bool bias = tensor.name.ends_with(".bias") || tensor.name.ends_with("/bias");
+        // ".bias", "/bias", torch's MultiheadAttention "in_proj_bias"
+        const bool bias = tensor.name.ends_with("bias");
         std::optional<int> dim;
         if (role == MegatronRole::Embedding)
             dim = 0;
@@ -364,7 +405,8 @@ std::map<ir::TensorId, ShardingSpec> megatronParameters(const ir::Graph &graph, 
         }
         ShardingSpec spec = ShardingSpec::replicated(mesh.rank());
         spec.placements[static_cast<std::size_t>(tp)] = Placement::shard(*dim);
-        const bool vocabulary = role == MegatronRole::Embedding || dottedParts(tensor.name).rbegin()[1] == "lm_head";
+        const auto parts = dottedParts(tensor.name);  // "lm_head.weight"; one part for "onnx::MatMul_12"
+        const bool vocabulary = role == MegatronRole::Embedding || (parts.size() >= 2 && parts.rbegin()[1] == "lm_head");
         if (auto problem = spec.problem(tensor.shape, mesh); problem && vocabulary) {
             // Megatron pads the vocabulary to a multiple of the degree; a
             // plan of this model cannot, so the table stays whole.
@@ -396,6 +438,13 @@ void checkHeads(const ir::Graph &graph, const sharding::MeshAxis &axis, const st
             continue;
         const ir::Shape &in = graph.tensor(op.inputs[0]).shape, &out = graph.tensor(op.outputs[0]).shape;
         if (in.size() != 3 || out.size() != 4 || in[0] != out[0] || in[1] != out[1] || out[2] * out[3] != in[2])
+            continue;
+        // A stacked projection's input, [a, t, h] -> [a, 1, t, h] (t = 1:
+        // torch's sequence-first [s, 1, h]), splits no heads.
+        const auto &readers = graph.tensor(op.outputs[0]).consumers;
+        if (out[2] == 1 && !readers.empty() &&
+            std::all_of(readers.begin(), readers.end(),
+                        [&](ir::OpId c) { return isStackedProjection(graph, graph.op(c)); }))
             continue;
         if (out[2] % axis.size != 0)
             refuse(modelSource, "megatron",

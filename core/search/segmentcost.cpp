@@ -2352,8 +2352,8 @@ Segment makeSegment(const ir::Graph &graph, const sharding::Mesh &mesh, std::str
                     readFirstHere = readFirstHere && (inside.count(c) || c > id);
                 if (!readFirstHere)
                     s.inputs.push_back(t);
-                else  // (a bias of any rank, GPT-2's fused [3, 1, h] too, is derived)
-                    (tensor.shape.size() >= 2 && sharding::isFloat(tensor.dtype) && !tensor.name.ends_with(".bias")
+                else  // (a bias of any rank, GPT-2's fused [3, 1, h] and torch's in_proj_bias too, is derived)
+                    (tensor.shape.size() >= 2 && sharding::isFloat(tensor.dtype) && !tensor.name.ends_with("bias")
                          ? s.weights
                          : s.derived)
                         .push_back(t);

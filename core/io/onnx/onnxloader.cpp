@@ -1,5 +1,6 @@
 #include "io/onnx/onnxloader.h"
 
+#include "io/onnx/fusedprojections.h"
 #include "io/onnx/graphorder.h"
 #include "io/onnx/irbuild.h"
 #include "io/onnx/mappedfile.h"
@@ -60,6 +61,15 @@ ir::Graph loadOnnxFromBuffer(std::span<const std::uint8_t> bytes, const std::str
     const KnownValues values = inferShapes(model, scanned.datalessInitializers, input);
     std::vector<std::string> weightInputs;
     ir::Graph graph = buildGraph(model, scanned.datalessInitializers, values, input, &weightInputs);
+    if (options.stackFusedProjections) {
+        std::vector<onnximport::StackedProjection> stacked;
+        graph = onnximport::stackFusedProjections(graph, &stacked);
+        if (!stacked.empty() && options.note)
+            options.note(std::to_string(stacked.size()) + " fused projection weight(s) (" + stacked[0].weight +
+                         (stacked.size() > 1 ? ", ..." : "") + ") held as their " +
+                         std::to_string(stacked[0].parts) +
+                         " parts stacked, [parts, in, out / parts], so that each part can be split by heads");
+    }
     if (!weightInputs.empty() && options.note) {
         std::string names;
         for (std::size_t i = 0; i < weightInputs.size() && i < 3; ++i)
