@@ -51,6 +51,8 @@ const std::pair<const char *, qlonglong> kPublished[] = {
     {"bert-base-uncased.json", 110'106'428},
     {"bert-large-uncased.json", 336'226'108},
     {"roberta-base.json", 124'697'433},
+    {"electra-small-discriminator.json", 13'549'057},
+    {"electra-base-discriminator.json", 109'483'009},
     {"t5-small.json", 60'506'624},
     {"t5-base.json", 222'903'552},
     {"flan-t5-base.json", 247'577'856},
@@ -203,6 +205,9 @@ private slots:
                                                  << "model_type: expected a string";
         QTest::newRow("unknown architecture") << "bert-base-uncased.json" << R"({"-": ["model_type"], "architectures": ["MambaForCausalLM"]})"
                                               << "architectures: no supported architecture in [\"MambaForCausalLM\"]";
+        QTest::newRow("ELECTRA's generator") << "electra-small-discriminator.json"
+                                             << R"({"architectures": ["ElectraForMaskedLM"]})"
+                                             << "architectures: ELECTRA's generator (ElectraForMaskedLM) is not built";
         QTest::newRow("heads not dividing hidden") << "gpt2.json" << R"({"n_head": 7})"
                                                    << "n_head: n_head=7 does not divide n_embd=768";
         QTest::newRow("kv heads not dividing heads") << "llama3-8b.json" << R"({"num_key_value_heads": 5})"

@@ -124,6 +124,35 @@ private slots:
         QVERIFY2(zoo == hf, describe(zoo, hf).c_str());
     }
 
+    // ElectraForPreTraining (modeling_electra.py): ELECTRA-small's 128-wide
+    // embeddings projected into its 256-wide layers by
+    // electra.embeddings_project, no pooler, and the discriminator's head.
+    void electra()
+    {
+        std::set<std::string> hf{
+            "electra.embeddings.word_embeddings.weight",
+            "electra.embeddings.position_embeddings.weight",
+            "electra.embeddings.token_type_embeddings.weight",
+        };
+        for (const char *m : {"electra.embeddings.LayerNorm", "electra.encoder.layer.0.attention.output.LayerNorm",
+                              "electra.encoder.layer.0.output.LayerNorm", "electra.embeddings_project",
+                              "electra.encoder.layer.0.attention.self.query", "electra.encoder.layer.0.attention.self.key",
+                              "electra.encoder.layer.0.attention.self.value",
+                              "electra.encoder.layer.0.attention.output.dense", "electra.encoder.layer.0.intermediate.dense",
+                              "electra.encoder.layer.0.output.dense", "discriminator_predictions.dense",
+                              "discriminator_predictions.dense_prediction"}) {
+            hf.insert(std::string(m) + ".weight");
+            hf.insert(std::string(m) + ".bias");
+        }
+        const auto zoo = configParameterNames("electra-small-discriminator.json", R"({"num_hidden_layers": 1})");
+        QVERIFY2(zoo == hf, describe(zoo, hf).c_str());
+        // Where the embeddings are as wide as the layers (ELECTRA-base) there
+        // is no projection.
+        const auto base = configParameterNames("electra-base-discriminator.json", R"({"num_hidden_layers": 1})");
+        QVERIFY(!base.count("electra.embeddings_project.weight"));
+        QCOMPARE(base.size(), hf.size() - 2);
+    }
+
     // T5ForConditionalGeneration (v1.0: the LM head tied to the shared
     // embeddings, which the encoder and decoder read as embed_tokens); the
     // relative position bias lives in each stack's first block.

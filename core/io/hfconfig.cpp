@@ -81,6 +81,15 @@ public:
         return *fields.begin();
     }
 
+    // Whether the array `field` holds the string `value`.
+    bool arrayHolds(const std::string &field, const std::string &value) const
+    {
+        if (!has(field) || !m_config.at(field).is_array())
+            return false;
+        const json &a = m_config.at(field);
+        return std::any_of(a.begin(), a.end(), [&](const json &v) { return v.is_string() && v.get<std::string>() == value; });
+    }
+
     bool has(const std::string &field) const
     {
         return m_config.contains(field) && !m_config.at(field).is_null();
@@ -217,6 +226,12 @@ ConfigKnobs bert(const ConfigFields &f, zoo::EncoderHead head)
     take(c, f, "vocab", "vocab_size");
     take(c, f, "positions", "max_position_embeddings");
     take(c, f, "type_vocab", "type_vocab_size");
+    if (head == zoo::EncoderHead::Discriminator) {
+        if (f.arrayHolds("architectures", "ElectraForMaskedLM"))
+            f.fail("architectures", "ELECTRA's generator (ElectraForMaskedLM) is not built; its discriminator "
+                                    "(ElectraForPreTraining) is");
+        set(c, "embedding", "embedding_size", f.positiveOr("embedding_size", c.knobs["hidden"]));
+    }
     c.context = c.knobs["positions"];
     if (head == zoo::EncoderHead::MaskedLm && c.context > 2)
         c.context -= 2;  // RoBERTa's positions start after the padding index: 514 rows, 512 tokens
@@ -700,6 +715,7 @@ const std::vector<Architecture> &architectures()
         // encoders and encoder-decoders
         {"bert", "Bert", 512, as([](const ConfigFields &f) { return bert(f, EncoderHead::NextSentence); })},
         {"roberta", "Roberta", 512, as([](const ConfigFields &f) { return bert(f, EncoderHead::MaskedLm); })},
+        {"electra", "Electra", 512, as([](const ConfigFields &f) { return bert(f, EncoderHead::Discriminator); })},
         {"t5", "T5", 512, as(t5)},
         {"mt5", "MT5", 512, as(t5)},
         // mixtures of experts

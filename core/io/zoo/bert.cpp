@@ -50,21 +50,29 @@ ir::Graph buildBert(const std::string &name, const Knobs &knobs)
 }
 
 // RobertaForMaskedLM has no pooler and no next-sentence head; its masked-LM
-// head is lm_head/{dense, layer_norm, decoder, bias}.
+// head is lm_head/{dense, layer_norm, decoder, bias}. ElectraForPreTraining
+// (the discriminator) has neither: discriminator_predictions/{dense,
+// dense_prediction} give one logit per token, trained to tell replaced
+// tokens by binary cross-entropy, mean(softplus(x) - x·y) over the tokens;
+// its embeddings may be narrower than the layers (ELECTRA-small: 128 into
+// 256), with electra/embeddings_project between.
 ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &knobs)
 {
     const bool bert = head == EncoderHead::NextSentence;
+    const bool electra = head == EncoderHead::Discriminator;
     const KnobCheck check(name, knobs);
     check.divides("heads", "hidden");
     check.atMost("seq", "positions");
     const std::int64_t layers = check["layers"], h = check["hidden"], heads = check["heads"],
                        b = check["batch"], s = check["seq"];
+    const std::int64_t e = check.has("embedding") ? check["embedding"] : h;
 
     GraphBuilder g(name, ir::DType::F32);
     auto inputIds = g.input("input_ids", {b, s}, ir::DType::I64);
     auto tokenTypeIds = g.input("token_type_ids", {b, s}, ir::DType::I64);
     auto positionIds = g.input("position_ids", {1, s}, ir::DType::I64);
-    auto labels = g.input("labels", {b, s}, ir::DType::I64);
+    // The discriminator's labels: 1 where the generator replaced the token.
+    auto labels = electra ? g.input("labels", {b, s, 1}, ir::DType::F32) : g.input("labels", {b, s}, ir::DType::I64);
     std::optional<ir::TensorId> nextSentenceLabel;
     if (bert)
         nextSentenceLabel = g.input("next_sentence_label", {b}, ir::DType::I64);
@@ -74,11 +82,11 @@ ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &k
     spec.scale = g.input("attention_scale", {}, ir::DType::F32);
     spec.mask = g.input("attention_mask", {b, 1, 1, s}, ir::DType::F32);  // padding: -inf on pad keys
 
-    g.push(bert ? "bert" : "roberta");
+    g.push(bert ? "bert" : electra ? "electra" : "roberta");
     g.push("embeddings");
     auto table = [&](const std::string &module, std::int64_t rows) {
         g.push(module);
-        auto w = g.parameter("weight", {rows, h});
+        auto w = g.parameter("weight", {rows, e});
         g.pop();
         return w;
     };
@@ -92,6 +100,8 @@ ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &k
     x = g.op("Add", {x, positions}, g.shape(words));
     x = g.layerNorm("LayerNorm", x, kLayerNormEpsilon);
     g.pop();
+    if (e != h)
+        x = g.linear("embeddings_project", x, h, true);
     g.push("encoder");
     for (std::int64_t i = 0; i < layers; ++i) {
         g.push("layer." + std::to_string(i));
@@ -99,6 +109,21 @@ ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &k
         g.pop();
     }
     g.pop();
+    if (electra) {
+        g.pop();
+        g.push("discriminator_predictions");
+        auto t = g.linear("dense", x, h, true);
+        t = g.op("Gelu", {t}, g.shape(t));
+        auto logits = g.linear("dense_prediction", t, 1, true);
+        g.pop();
+        g.push("loss");
+        auto softplus = g.op("Softplus", {logits}, g.shape(logits));
+        auto perToken = g.op("Sub", {softplus, g.op("Mul", {logits, labels}, g.shape(logits))}, g.shape(logits));
+        auto loss = g.op("ReduceMean", {perToken}, {}, {{"keepdims", std::int64_t{0}}});
+        g.pop();
+        g.markOutput(loss);
+        return g.take();
+    }
     if (!bert) {
         g.pop();
         g.push("lm_head");

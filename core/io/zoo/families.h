@@ -17,8 +17,11 @@ ir::Graph buildGpt2(const std::string &name, const Knobs &knobs);  // + position
 ir::Graph buildGpt3(const std::string &name, const Knobs &knobs);  // + positions; bf16
 ir::Graph buildBert(const std::string &name, const Knobs &knobs);  // + positions, type_vocab
 // The BERT encoder with the pre-training heads of BERT (pooler and
-// next-sentence head) or RoBERTa (masked LM only, lm_head's names).
-enum class EncoderHead { NextSentence, MaskedLm };
+// next-sentence head), RoBERTa (masked LM only, lm_head's names) or ELECTRA's
+// discriminator (replaced-token detection, one logit per token; its
+// embeddings of the optional knob `embedding` wide, projected to the hidden
+// size where the two differ).
+enum class EncoderHead { NextSentence, MaskedLm, Discriminator };
 ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &knobs);
 // + decoder_layers, head_dim, target_seq (the decoder's length)
 ir::Graph buildT5(const std::string &name, const Knobs &knobs);
