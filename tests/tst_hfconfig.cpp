@@ -57,6 +57,8 @@ const std::pair<const char *, qlonglong> kPublished[] = {
     {"t5-base.json", 222'903'552},
     {"flan-t5-base.json", 247'577'856},
     {"mt5-small.json", 300'176'768},
+    {"bart-base.json", 139'420'416},
+    {"bart-large.json", 406'291'456},
     // mixtures of experts
     {"mixtral-8x7b.json", 46'702'792'704},
     {"qwen1.5-moe-a2.7b.json", 14'315'784'192},
@@ -205,6 +207,10 @@ private slots:
                                                  << "model_type: expected a string";
         QTest::newRow("unknown architecture") << "bert-base-uncased.json" << R"({"-": ["model_type"], "architectures": ["MambaForCausalLM"]})"
                                               << "architectures: no supported architecture in [\"MambaForCausalLM\"]";
+        QTest::newRow("mBART's pre-norm") << "bart-base.json" << R"({"normalize_before": true})"
+                                         << "normalize_before: a pre-LayerNorm BART (mBART's) is not built";
+        QTest::newRow("BART stacks of two widths") << "bart-base.json" << R"({"decoder_ffn_dim": 2048})"
+                                                   << "decoder_ffn_dim: decoder_ffn_dim differs from the encoder's";
         QTest::newRow("ELECTRA's generator") << "electra-small-discriminator.json"
                                              << R"({"architectures": ["ElectraForMaskedLM"]})"
                                              << "architectures: ELECTRA's generator (ElectraForMaskedLM) is not built";

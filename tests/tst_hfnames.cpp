@@ -175,6 +175,35 @@ private slots:
         QVERIFY2(zoo == hf, describe(zoo, hf).c_str());
     }
 
+    // BartForConditionalGeneration (modeling_bart.py): the shared
+    // embeddings (the LM head tied to them, final_logits_bias a buffer),
+    // each stack's learned positions and layernorm_embedding, post-norm
+    // layers whose attentions have biases.
+    void bart()
+    {
+        std::set<std::string> hf{"model.shared.weight", "model.encoder.embed_positions.weight",
+                                 "model.decoder.embed_positions.weight"};
+        std::vector<std::string> modules{"model.encoder.layernorm_embedding", "model.decoder.layernorm_embedding"};
+        for (const std::string stack : {"model.encoder.layers.0", "model.decoder.layers.0"}) {
+            for (const char *m : {"self_attn_layer_norm", "fc1", "fc2", "final_layer_norm"})
+                modules.push_back(stack + "." + m);
+            std::vector<std::string> attentions{"self_attn"};
+            if (stack.find("decoder") != std::string::npos) {
+                attentions.push_back("encoder_attn");
+                modules.push_back(stack + ".encoder_attn_layer_norm");
+            }
+            for (const auto &a : attentions)
+                for (const char *p : {"q_proj", "k_proj", "v_proj", "out_proj"})
+                    modules.push_back(stack + "." + a + "." + p);
+        }
+        for (const auto &m : modules) {
+            hf.insert(m + ".weight");
+            hf.insert(m + ".bias");
+        }
+        const auto zoo = configParameterNames("bart-base.json", R"({"encoder_layers": 1, "decoder_layers": 1})");
+        QVERIFY2(zoo == hf, describe(zoo, hf).c_str());
+    }
+
     // GPT2LMHeadModel: query, key and value are one Conv1D, attn.c_attn
     // ([hidden, 3 hidden], held as [3, hidden, hidden]), the projections
     // attn.c_proj, mlp.c_fc and mlp.c_proj; the LM head is tied to wte.

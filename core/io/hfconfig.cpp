@@ -259,6 +259,35 @@ ConfigKnobs t5(const ConfigFields &f)
     return c;
 }
 
+// BART's post-LayerNorm encoder-decoder. Its pre-LayerNorm relatives
+// (mBART: normalize_before, add_final_layer_norm) are other graphs.
+ConfigKnobs bart(const ConfigFields &f)
+{
+    for (const char *field : {"normalize_before", "add_final_layer_norm"})
+        if (f.booleanOr(field, false))
+            f.fail(field, "a pre-LayerNorm BART (mBART's) is not built; BART's post-LayerNorm one is");
+    const std::string act = f.stringOr("activation_function", "gelu");
+    if (act != "gelu")
+        f.fail("activation_function", "activation '" + act + "' is not supported (BART's gelu is)");
+    ConfigKnobs c{"bart", {}, {}, 0, {}, {}};
+    take(c, f, "layers", "encoder_layers");
+    take(c, f, "decoder_layers", "decoder_layers");
+    take(c, f, "hidden", "d_model");
+    take(c, f, "heads", "encoder_attention_heads");
+    take(c, f, "ffn", "encoder_ffn_dim");
+    take(c, f, "vocab", "vocab_size");
+    take(c, f, "positions", "max_position_embeddings");
+    // One size for both stacks, as every published BART has.
+    for (const auto &[field, knob] : {std::pair<const char *, const char *>{"decoder_attention_heads", "heads"},
+                                      {"decoder_ffn_dim", "ffn"}})
+        if (f.positiveOr(field, c.knobs[knob]) != c.knobs[knob])
+            f.fail(field, std::string(field) + " differs from the encoder's; one size for both stacks is built");
+    if (f.booleanOr("scale_embedding", false))
+        set(c, "scale_embedding", "scale_embedding", 1);
+    c.context = c.knobs["positions"];
+    return c;
+}
+
 // The sizes every LLaMA-like config names alike.
 ConfigKnobs llamaSizes(const ConfigFields &f, const std::string &family, bool tiedByDefault)
 {
@@ -718,6 +747,7 @@ const std::vector<Architecture> &architectures()
         {"electra", "Electra", 512, as([](const ConfigFields &f) { return bert(f, EncoderHead::Discriminator); })},
         {"t5", "T5", 512, as(t5)},
         {"mt5", "MT5", 512, as(t5)},
+        {"bart", "Bart", 1024, as(bart)},
         // mixtures of experts
         {"mixtral", "Mixtral", 4096, Reader(mixtral)},
         {"qwen2_moe", "Qwen2Moe", 4096, Reader(qwenMoe)},
@@ -857,8 +887,9 @@ ir::Graph readHfConfig(const std::string &text, const std::string &input, const 
                                            : arch->longestDefaultSeq;
     set(c, "batch", "--batch", options.batch.value_or(8));
     set(c, "seq", "--seq", options.seq.value_or(context));
-    if (c.family == "t5")
-        c.knobs["target_seq"] = 128;  // T5's usual target length; config.json has none
+    // A usual target length (config.json has none), within BART's positions.
+    if (c.family == "t5" || c.family == "bart")
+        c.knobs["target_seq"] = std::min<std::int64_t>(128, c.context ? c.context : 128);
     const std::string name = fields.stringOr("_name_or_path", input);
     zoo::Builder builder;
     if (c.decoder)

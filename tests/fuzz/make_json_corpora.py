@@ -168,6 +168,8 @@ TINY = {
     "num_experts": 4, "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
     "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
     "rotary_dim": 8, "first_k_dense_replace": 1, "word_embed_proj_dim": 64, "embedding_size": 32,
+    "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 96, "decoder_ffn_dim": 96,
 }
 TINY_NESTED = {"attn_config": {"kv_n_heads": 2}, "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 4,
                                                                  "moe_top_k": 2}}
@@ -175,7 +177,8 @@ FAMILY_SAMPLES = ("pythia-1b.json", "gpt-j-6b.json", "opt-1.3b.json", "bloom-560
                   "starcoderbase-1b.json", "starcoder2-3b.json", "qwen2-7b.json", "qwen3-8b.json", "gemma2-9b.json",
                   "phi3-mini-4k.json", "olmo-7b.json", "internlm2-7b.json", "roberta-base.json",
                   "electra-small-discriminator.json",
-                  "flan-t5-base.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json", "deepseek-v2-lite.json",
+                  "flan-t5-base.json", "bart-base.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b.json",
+                  "deepseek-v2-lite.json",
                   "deepseek-v3.json", "dbrx-base.json")
 
 

@@ -25,6 +25,8 @@ enum class EncoderHead { NextSentence, MaskedLm, Discriminator };
 ir::Graph buildEncoder(const std::string &name, EncoderHead head, const Knobs &knobs);
 // + decoder_layers, head_dim, target_seq (the decoder's length)
 ir::Graph buildT5(const std::string &name, const Knobs &knobs);
+// + decoder_layers, positions, target_seq, optional scale_embedding
+ir::Graph buildBart(const std::string &name, const Knobs &knobs);
 // + kv_heads, optional tied_embeddings; both are DecoderArch builds (decoder.h)
 ir::Graph buildLlama(const std::string &name, const Knobs &knobs);
 // + kv_heads, experts, top_k, optional tied_embeddings

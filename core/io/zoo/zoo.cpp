@@ -145,6 +145,7 @@ ir::Graph buildFamily(const std::string &family, const std::string &name, const 
         {"gpt3", buildGpt3},
         {"bert", buildBert},
         {"t5", buildT5},
+        {"bart", buildBart},
         {"llama", buildLlama},
         {"mixtral", buildMixtral},
     };
