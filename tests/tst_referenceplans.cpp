@@ -3,6 +3,8 @@
 #include "io/zoo/graphbuilder.h"
 #include "ir/error.h"
 #include "search/referenceplan.h"
+#include "search/techniquesearch.h"
+#include "sharding/batchflow.h"
 #include "sharding/meshprofile.h"
 
 #include <QtTest>
@@ -277,6 +279,80 @@ private slots:
             QCOMPARE(p.specs.at(input).spec.toPlacements(), std::string("[Shard(0), Shard(0)]"));
         for (const char *input : {"relative_position_bucket", "decoder_relative_position_bucket"})
             QVERIFY(p.specs.at(input).spec.isReplicated());
+        for (const auto &c : p.cost.collectives)
+            QVERIFY2(c.phase == cost::Phase::Backward || c.bytes <= 4, (c.op + " " + c.tensor).c_str());
+    }
+
+    // The batch found by data flow: the token ids' dim 0 in every preset
+    // (the dim the old rule took), the input of an export whose batch leads.
+    void batchFoundByDataFlow_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("input");
+        QTest::addColumn<int>("batch");
+        QTest::newRow("gpt2") << "zoo:gpt2?layers=2&batch=4" << "input_ids" << 4;
+        QTest::newRow("bert") << "zoo:bert-base?layers=2&batch=4" << "input_ids" << 4;
+        QTest::newRow("t5") << "zoo:t5-base?layers=1&decoder_layers=1&batch=8&seq=64" << "input_ids" << 8;
+        QTest::newRow("llama") << "zoo:llama3-8b?layers=2&batch=2" << "input_ids" << 2;
+        QTest::newRow("mixtral") << "zoo:mixtral-8x7b?layers=1&experts=2&batch=2" << "input_ids" << 2;
+        QTest::newRow("mlp") << "zoo:mlp?batch=8" << "x" << 8;
+        // torch 2's nn.Transformer export merges its batch under the
+        // sequence ([s, b, h] -> [s·b, h] before out_proj): no dim passes
+        // whole, and the batch is taken by position (dim 0 of src, 8).
+        QTest::newRow("nn.Transformer export") << TAPESTRY_SOURCE_DIR "/samples/onnx/transformer-2x3.onnx" << "" << 8;
+    }
+    void batchFoundByDataFlow()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, input);
+        QFETCH(int, batch);
+        const auto g = io::loadModel(model.toStdString());
+        const auto flow = sharding::batchByDataFlow(g);
+        if (input.isEmpty()) {
+            QVERIFY(!flow);
+            QCOMPARE(search::modelBatch(g), std::int64_t(batch));
+            return;
+        }
+        QVERIFY(flow);
+        QCOMPARE(QString::fromStdString(g.tensor(flow->input).name), input);
+        QCOMPARE(flow->dim, 0);
+        QCOMPARE(flow->size, std::int64_t(batch));
+    }
+
+    // torch.nn.MultiheadAttention's default layout, sequence first: src
+    // [s, b, h], heads merged with the batch ([s, b·heads, d]). Its dim 0 is
+    // the sequence (the attention's keys, which no split may cut); the data
+    // flow finds the batch in dim 1, and dp splits it there, with the labels
+    // the loss reads beside the output.
+    void dataParallelOfASequenceFirstModel()
+    {
+        const std::int64_t s = 8, b = 4, heads = 2, d = 4, h = heads * d;
+        io::zoo::GraphBuilder g("seqfirst");
+        auto x = g.input("src", {s, b, h}, ir::DType::F32);
+        auto target = g.input("target", {s, b, h}, ir::DType::F32);
+        auto split = [&](const std::string &module) {
+            auto y = g.linear(module, x, h, true);
+            return g.transpose(g.reshape(y, {s, b * heads, d}), {1, 0, 2});
+        };
+        auto q = split("q"), k = split("k"), v = split("v");
+        auto scores = g.matmul(q, g.transpose(k, {0, 2, 1}));
+        auto probs = g.op("Softmax", {scores}, g.shape(scores), {{"axis", std::int64_t{-1}}});
+        auto context = g.reshape(g.transpose(g.matmul(probs, v), {1, 0, 2}), {s, b, h});
+        auto y = g.linear("out", context, h, true);
+        auto error = g.op("Sub", {y, target}, g.shape(y));
+        auto squared = g.op("Mul", {error, error}, g.shape(y));
+        g.markOutput(g.op("ReduceMean", {squared}, {}, {{"keepdims", std::int64_t{0}}}));
+        const auto graph = g.take();
+
+        const auto flow = sharding::batchByDataFlow(graph);
+        QVERIFY(flow);
+        QCOMPARE(flow->dim, 1);
+        QCOMPARE(flow->size, b);
+        QCOMPARE(flow->inputs.size(), std::size_t{2});
+        const auto p = search::referencePlan(graph, "seqfirst", mesh({2}), search::ReferenceMethod::DataParallel);
+        QCOMPARE(p.specs.at("src").spec.toPlacements(), std::string("[Shard(1)]"));
+        QCOMPARE(p.specs.at("target").spec.toPlacements(), std::string("[Shard(1)]"));
+        // Split so, nothing moves forward: each device runs its sequences.
         for (const auto &c : p.cost.collectives)
             QVERIFY2(c.phase == cost::Phase::Backward || c.bytes <= 4, (c.op + " " + c.tensor).c_str());
     }

@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "ir/validate.h"
+#include "sharding/batchflow.h"
 #include "sharding/oprule.h"
 #include "sharding/propagation.h"
 
@@ -53,6 +54,24 @@ void splitBatch(const ir::Graph &graph, const sharding::Mesh &mesh, const std::v
     }
     if (ways == 1)
         return;
+    // A batch the data flow finds elsewhere than in dim 0 (a sequence-first
+    // export, src [s, b, d]): each input it reaches split there.
+    if (const auto flow = sharding::batchByDataFlow(graph); flow && flow->dim != 0) {
+        for (const auto &[t, dim] : flow->inputs) {
+            const ir::Tensor &tensor = graph.tensor(t);
+            const std::int64_t size = tensor.shape[static_cast<std::size_t>(dim)];
+            if (size % ways != 0)
+                refuse(modelSource, method,
+                       "batch " + std::to_string(size) + " (dim " + std::to_string(dim) + ") of input '" +
+                           tensor.name + "' cannot be split over " + axisNames + " (" + std::to_string(ways) +
+                           " ways)");
+            ShardingSpec spec = ShardingSpec::replicated(mesh.rank());
+            for (int a : axes)
+                spec.placements[static_cast<std::size_t>(a)] = Placement::shard(dim);
+            fixed[t] = spec;
+        }
+        return;
+    }
     // The batch: the leading dim most inputs share (T5's relative position
     // buckets, [s, s], are no batch of 512).
     std::map<std::int64_t, int> votes;

@@ -6,6 +6,7 @@
 #include "cost/objective.h"
 #include "cost/plancoster.h"
 #include "ir/error.h"
+#include "sharding/batchflow.h"
 
 #include <fmt/format.h>
 
@@ -55,6 +56,8 @@ cost::Objective objectiveOf(const plan::Plan &p)
 
 std::int64_t modelBatch(const ir::Graph &graph)
 {
+    if (const auto flow = sharding::batchByDataFlow(graph))
+        return flow->size;
     for (auto t : graph.tensorsWithRole(ir::Role::Input)) {
         const auto &shape = graph.tensor(t).shape;
         if (!shape.empty() && shape[0] > 0)
