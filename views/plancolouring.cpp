@@ -35,9 +35,20 @@ QColor shardingColour(const PlanDocument &document, const layout::ViewNode &node
     if (splits > 1)
         return QColor(0xce93d8);
     const int rank = static_cast<int>(model.graph->tensor(biggest).shape.size());
-    if (dim == rank - 1)
+    // The output features are the last dim of an [in, out] weight, the
+    // first of the [out, in] a Gemm reads transposed (torch's nn.Linear as
+    // ONNX exports it on 2-D inputs).
+    int outputDim = rank - 1, inputDim = rank - 2;
+    for (ir::OpId c : model.graph->tensor(biggest).consumers) {
+        const ir::Op &op = model.graph->op(c);
+        if (op.type == "Gemm" && rank == 2 && op.inputs.size() > 1 && op.inputs[1] == biggest &&
+            ir::intAttr(op.attributes, "transB").value_or(0) != 0)
+            std::swap(outputDim, inputDim);
+        break;
+    }
+    if (dim == outputDim)
         return QColor(0x90caf9);  // columns (output features)
-    if (dim == rank - 2)
+    if (dim == inputDim)
         return QColor(0xa5d6a7);  // rows (input features)
     return QColor(0xffe082);
 }

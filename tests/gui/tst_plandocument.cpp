@@ -1,5 +1,6 @@
 // The studio's document without a window: load a model, derive a plan, pin
 // a weight across its class, see the cost change and the signals fire, undo.
+#include "plancolouring.h"
 #include "plandocument.h"
 
 #include "analysis/explain.h"
@@ -53,6 +54,28 @@ private slots:
     void cleanup()
     {
         PlanDocument().clearAutosave();
+    }
+
+    // Colour by sharding tells a column-parallel linear (output features
+    // split, blue) from a row-parallel one (input features, green) by how
+    // its op reads the weight: torch.nn.TransformerEncoder's out_proj is a
+    // Gemm of a transposed [out, in] weight, whose dim 1 is its input.
+    void shardingColoursFollowTheWeightsLayout()
+    {
+        PlanDocument doc;
+        const QString source = QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/onnx/transformer-encoder.onnx");
+        QVERIFY(loadAndDerive(doc, source, {QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}}));
+        const auto &model = doc.model();
+        auto colourOf = [&](const std::string &opName) {
+            layout::ViewNode node;
+            node.node = model.coarse->nodeOf(*model.graph->findOp(opName));
+            return views::shardingColour(doc, node);
+        };
+        const QColor column(0x90caf9), row(0xa5d6a7);
+        QCOMPARE(colourOf("/layers.0/self_attn/MatMul"), column);  // the stacked in_proj, by heads
+        QCOMPARE(colourOf("/layers.0/self_attn/Gemm"), row);       // out_proj, [out, in] split by its dim 1
+        QCOMPARE(colourOf("/layers.0/linear1/MatMul"), column);
+        QCOMPARE(colourOf("/layers.0/linear2/MatMul"), row);
     }
 
     // A load, then a derivation: the signals in order, the plan and its cost
