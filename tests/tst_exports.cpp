@@ -514,6 +514,12 @@ private slots:
                                         << "mlp.fc1.weight: torch: the plan splits parameters over mesh axes data and model";
         QTest::newRow("megatron 2D split") << "zoo:mlp?batch=8" << "2x2" << qint64(500) << "megatron"
                                            << "mlp.fc1.weight: megatron: the plan splits parameters";
+        // torch.nn.TransformerEncoder's in_proj split by heads on 4 devices
+        // under a tight limit: no parallelize_module style splits
+        // MultiheadAttention's fused weight.
+        QTest::newRow("torch MultiheadAttention in_proj")
+            << TAPESTRY_SOURCE_DIR "/samples/onnx/transformer-encoder.onnx" << "4" << qint64(12'884'902) << "torch"
+            << "layers.0.self_attn.in_proj_weight: torch: torch.nn.MultiheadAttention's fused in_proj is split by heads";
         QTest::newRow("megatron replicated embedding")
             << kGpt << "4" << qint64(5'000'000) << "megatron"
             << "transformer.wte.weight: megatron: the plan stores it [Replicate()] where Megatron-LM stores it "

@@ -345,10 +345,12 @@ private slots:
     {
         QFETCH(int, index);
         const auto s = expected()["samples"][static_cast<std::size_t>(index)];
-        // The export's own ops, as export.py counts them: fused projections
-        // as exported (tst_fusedprojections checks them stacked).
+        // The export's own ops and names, as export.py counts them: fused
+        // projections as exported (tst_fusedprojections checks them
+        // stacked), folded weights under the names the export gave them.
         io::LoadOptions options;
         options.stackFusedProjections = false;
+        options.nameFoldedWeights = false;
         if (s["options"].contains("batch"))
             options.batch = s["options"]["batch"].get<std::int64_t>();
         if (s["options"].contains("seq"))
@@ -519,6 +521,39 @@ private slots:
         QCOMPARE(norms, 20);
     }
 
+    // torch folds the transpose of an nn.Linear weight into an initializer
+    // named onnx::MatMul_N; the loader names it after its module again (its
+    // bias's name with "weight" for "bias", else the op's scope), so that
+    // plans and exports name the module a training script splits.
+    void foldedWeightsTakeTheirModulesNames_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("op");
+        QTest::addColumn<QString>("weight");
+        QTest::newRow("nn.Linear") << "transformer-encoder.onnx" << "/layers.2/linear1/MatMul" << "layers.2.linear1.weight";
+        QTest::newRow("MultiheadAttention in_proj")
+            << "transformer-encoder.onnx" << "/layers.0/self_attn/MatMul" << "layers.0.self_attn.in_proj_weight";
+        QTest::newRow("GPT-2 Conv1D") << "gpt-tiny.onnx" << "/h.1/mlp/c_fc/MatMul" << "h.1.mlp.c_fc.weight";
+        QTest::newRow("GPT-2 fused c_attn") << "gpt-tiny.onnx" << "/h.3/attn/c_attn/MatMul" << "h.3.attn.c_attn.weight";
+    }
+    void foldedWeightsTakeTheirModulesNames()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, op);
+        QFETCH(QString, weight);
+        QStringList notes;
+        io::LoadOptions options;
+        options.note = [&](const std::string &line) { notes << QString::fromStdString(line); };
+        const auto g = io::loadModel(kSamples + file.toStdString(), options);
+        const auto id = g.findOp(op.toStdString());
+        QVERIFY(id);
+        QCOMPARE(QString::fromStdString(g.tensor(g.op(*id).inputs[1]).name), weight);
+        for (const auto &t : g.tensorsWithRole(ir::Role::Parameter))
+            QVERIFY2(!g.tensor(t).name.starts_with("onnx::"), g.tensor(t).name.c_str());
+        QVERIFY(std::any_of(notes.begin(), notes.end(),
+                            [](const QString &n) { return n.contains("given their modules' names"); }));
+    }
+
     // A model exported without its weights (torch.onnx.export(...,
     // export_params=False), export_weightless.py): every parameter is a
     // graph input. The inputs read as weights are taken as parameters, the
@@ -534,9 +569,9 @@ private slots:
         const auto src = g.findTensor("src");
         QVERIFY(src);
         QVERIFY(g.tensor(*src).role == ir::Role::Input);
-        QCOMPARE(notes.size(), 1);
-        QVERIFY2(notes[0].contains("read only as weights") && notes[0].contains("taken as parameters"),
-                 qPrintable(notes[0]));
+        const auto weightNotes = notes.filter(QStringLiteral("read only as weights"));
+        QCOMPARE(weightNotes.size(), 1);
+        QVERIFY2(weightNotes[0].contains("taken as parameters"), qPrintable(weightNotes[0]));
         // The same kind of model with its weights in the file says nothing
         // of weights (only that its in_proj is held stacked).
         notes.clear();

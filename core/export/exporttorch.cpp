@@ -295,6 +295,10 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput)
         const auto p = in.specs[i].placements[ax];
         if (!p.isShard() || tensor.shape.size() == 1 || isFusedQkvBias(tensor))
             continue;  // biases follow their module's style; checked below
+        if (module.empty() && tensor.name.ends_with("in_proj_weight"))
+            fail(tensor.name, "torch.nn.MultiheadAttention's fused in_proj is split by heads, and parallelize_module "
+                              "splits nn.Linear and nn.Embedding modules only (replace the attention with separate "
+                              "q, k and v linears, or plan with it whole)");
         if (module.empty())
             fail(tensor.name, "a split parameter needs a module name (NAME.weight) for parallelize_module");
         // Hugging Face's GPT-2 (and GPT, ImageGPT) projections are Conv1D

@@ -7,6 +7,7 @@
 #include "io/onnx/modelscan.h"
 #include "io/onnx/shapeinference.h"
 #include "io/onnx/symbolicdims.h"
+#include "io/onnx/weightnames.h"
 #include "ir/error.h"
 #include "ir/validate.h"
 
@@ -61,6 +62,11 @@ ir::Graph loadOnnxFromBuffer(std::span<const std::uint8_t> bytes, const std::str
     const KnownValues values = inferShapes(model, scanned.datalessInitializers, input);
     std::vector<std::string> weightInputs;
     ir::Graph graph = buildGraph(model, scanned.datalessInitializers, values, input, &weightInputs);
+    if (const auto renamed = options.nameFoldedWeights ? onnximport::nameFoldedWeights(graph)
+                                                       : std::vector<std::pair<std::string, std::string>>{};
+        !renamed.empty() && options.note)
+        options.note(std::to_string(renamed.size()) + " weight(s) the export had renamed given their modules' names (" +
+                     renamed[0].first + " as " + renamed[0].second + (renamed.size() > 1 ? ", ..." : "") + ")");
     if (options.stackFusedProjections) {
         std::vector<onnximport::StackedProjection> stacked;
         graph = onnximport::stackFusedProjections(graph, &stacked);
