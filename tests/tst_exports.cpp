@@ -271,6 +271,28 @@ private slots:
                  qPrintable(bad.err));
     }
 
+    // torch.nn.TransformerEncoder at batch 1 under a tight limit: tap splits
+    // MultiheadAttention's in_proj by heads, which torch cannot say, megatron
+    // splits it too and dp has no batch to split; --target torch still gives
+    // a plan the export takes, the model whole (ZeRO where chosen).
+    void targetTorchFallsBackToReplicate()
+    {
+        QTemporaryDir dir;
+        const QString planFile = dir.filePath(QStringLiteral("plan.json"));
+        const QString model = QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/onnx/transformer-encoder.onnx");
+        auto targeted = runCli({QStringLiteral("plan"), model, QStringLiteral("--mesh"), QStringLiteral("4"),
+                                QStringLiteral("--memory-gib"), QStringLiteral("0.012"), QStringLiteral("--target"),
+                                QStringLiteral("torch"), QStringLiteral("-o"), planFile, QStringLiteral("--json")});
+        QVERIFY2(targeted.code == 0, qPrintable(targeted.err));
+        const auto report = nlohmann::json::parse(targeted.out.toStdString());
+        const std::string note = report["target"]["note"].get<std::string>();
+        QVERIFY2(note.find("the best that is: replicate") != std::string::npos, note.c_str());
+        QVERIFY2(note.find("in_proj_weight") != std::string::npos, note.c_str());
+        auto ok = runCli({QStringLiteral("export"), planFile, QStringLiteral("--to"), QStringLiteral("torch"),
+                          QStringLiteral("-o"), dir.filePath(QStringLiteral("plan.py"))});
+        QVERIFY2(ok.code == 0, qPrintable(ok.err));
+    }
+
     // plan --target torch gives every zoo preset (two layers of it) a plan
     // the torch export takes, on 8 devices and on 2x4.
     void everyPresetHasATorchPlan()

@@ -178,9 +178,9 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
 
 // --target: the plan must be one the framework expresses. The search ran
 // with the axes' roles as constraints and no optimizer offload; where its
-// plan still needs what the export refuses, the reference plans are costed
-// with the same techniques and the best that exports is taken. Returns the
-// report's line; throws where no plan exports.
+// plan still needs what the export refuses, the reference plans (replicate
+// among them) are costed with the same techniques and the best that exports
+// is taken. Returns the report's line; throws where no plan exports.
 std::string keepToTarget(plan::Plan &p, const std::string &target, const ir::Graph &graph, const std::string &model,
                          const sharding::Mesh &mesh, const Args &args)
 {
@@ -202,7 +202,10 @@ std::string keepToTarget(plan::Plan &p, const std::string &target, const ir::Gra
     for (const auto &[name, method, sp] :
          {std::tuple{"megatron with sequence parallelism", search::ReferenceMethod::Megatron, true},
           std::tuple{"megatron", search::ReferenceMethod::Megatron, false},
-          std::tuple{"dp", search::ReferenceMethod::DataParallel, false}}) {
+          std::tuple{"dp", search::ReferenceMethod::DataParallel, false},
+          // Every framework runs a model whole (with ZeRO sharding its
+          // state where the techniques chose it): the plan of last resort.
+          std::tuple{"replicate", search::ReferenceMethod::Replicate, false}}) {
         search::ReferenceOptions options;
         options.sequenceParallel = sp;
         options.cost.overlap = args.has("--overlap");
