@@ -1,6 +1,7 @@
 #include "calibration.h"
 
 #include "interpreter.h"
+#include "kernels/binary.h"
 #include "rankmesh.h"
 
 #include "cost/collectivetime.h"
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <optional>
 #include <vector>
@@ -89,6 +91,31 @@ nlohmann::json gemmRates(const Communicator &comm)
         });
     }
     return rates;
+}
+
+// A training step whose kernels do next to no work: what it takes is the
+// interpreter's dispatch, kernel by kernel.
+constexpr const char *kLaunchWorkload = "zoo:gpt2?layers=2&hidden=8&heads=2&seq=4&batch=1&vocab=32";
+
+// Bytes per second one rank's elementwise kernel reads and writes with all
+// ranks of `comm` at it at once (they share the memory bus): the
+// executor's own Add over 3 x 4M floats (48 MB, past any cache), the best
+// of a few repeats, averaged over ranks.
+double memoryBandwidth(const Communicator &comm)
+{
+    const std::int64_t n = std::int64_t{1} << 22;
+    std::vector<float> a(static_cast<std::size_t>(n), 0.5f), b(static_cast<std::size_t>(n), 0.25f),
+        c(static_cast<std::size_t>(n));
+    const TensorView va{a.data(), {n}}, vb{b.data(), {n}}, vc{c.data(), {n}};
+    double best = 1e30;
+    for (int r = 0; r < 6; ++r) {
+        MPI_Barrier(comm.handle());
+        const auto t0 = Clock::now();
+        kernels::binaryForward(kernels::BinaryOp::Add, vc, va, vb);
+        if (r > 0)
+            best = std::min(best, since(t0));
+    }
+    return averageOverRanks(3.0 * static_cast<double>(n) * sizeof(float) / best, comm);
 }
 
 // Work each rank does before a collective "in step": a GEMM of about
@@ -228,24 +255,33 @@ AxisSweep sweepAxis(Communicator &comm, Burst &burst)
 }
 
 // The whole `workload` on every rank at once: its best step time (averaged
-// over ranks) and the cost model's compute time for it on one device of
-// `peak` float32 FLOP/s at fraction 1.
+// over ranks), and the cost model's compute time for it on one device of
+// `device` as a function of the device's figures (evaluated, not assumed
+// linear: the roofline takes the larger of FLOPs and bytes per op).
 struct Workload {
     double measured = 0;
-    double predictedAtPeak = 0;
+    ir::Graph graph;
+    // The model's compute seconds on one `device`.
+    double predicted(const sharding::DeviceProfile &device) const
+    {
+        sharding::Mesh one;
+        one.axes = {{"model", 1, {"none", 1.0, 0.0}}};
+        one.device = device;
+        const std::vector<sharding::ShardingSpec> specs(graph.tensorCount(), sharding::ShardingSpec::replicated(1));
+        cost::CostOptions options;
+        // tapestry-exec holds float32 weights, gradients and Adam's moments.
+        options.parameterBytes = options.gradientBytes = 4;
+        options.optimizerBytes = 8;
+        options.activationBytes = 4;
+        return cost::evaluatePlan(graph, one, specs, options).compute;
+    }
 };
 
-Workload runWorkload(const Communicator &world, const CalibrationOptions &o, const sharding::DeviceProfile &device)
+Workload runWorkload(const Communicator &world, const std::string &source, const io::LoadOptions &load)
 {
-    ir::Graph graph = io::loadModel(o.workload, o.load);
-    sharding::Mesh one;
-    one.axes = {{"model", 1, {"none", 1.0, 0.0}}};
-    one.device = device;
-    one.device.achievableFraction = 1.0;
-    const std::vector<sharding::ShardingSpec> specs(graph.tensorCount(), sharding::ShardingSpec::replicated(1));
     Workload w;
-    w.predictedAtPeak = cost::evaluatePlan(graph, one, specs).compute;
-    Interpreter interpreter(std::move(graph), InterpreterOptions{}, o.workload);
+    w.graph = io::loadModel(source, load);
+    Interpreter interpreter(ir::Graph(w.graph), InterpreterOptions{}, source);
     double best = 1e30;
     for (int s = 0; s < 4; ++s) {
         MPI_Barrier(world.handle());
@@ -324,8 +360,37 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
     const nlohmann::json gemm = gemmRates(world);
     for (const auto &[dtype, rate] : gemm.items())
         p.device.peakFlops[dtype] = rate.get<double>();
-    const Workload workload = runWorkload(world, o, p.device);
-    p.device.achievableFraction = std::clamp(workload.predictedAtPeak / workload.measured, 1e-3, 1.0);
+    p.device.memoryBandwidth = memoryBandwidth(world);
+    // The kernel launch (the interpreter's dispatch per kernel) from a
+    // model too small for its kernels to take any time: what its step takes
+    // beyond its roofline, per kernel.
+    const Workload tiny = runWorkload(world, kLaunchWorkload, o.load);
+    {
+        sharding::DeviceProfile d = p.device;
+        d.kernelLaunch = 0;
+        const double roofline = tiny.predicted(d);
+        d.kernelLaunch = 1;
+        const double kernels = tiny.predicted(d) - roofline;
+        p.device.kernelLaunch = kernels > 0 ? std::clamp((tiny.measured - roofline) / kernels, 0.0, 1e-3) : 0.0;
+    }
+    // achievable_fraction: the GEMMs' share of peak that makes the
+    // workload's predicted compute its measured step (bisected: the
+    // prediction falls as the fraction grows).
+    const Workload workload = runWorkload(world, o.workload, o.load);
+    {
+        double low = 1e-3, high = 1.0;
+        sharding::DeviceProfile d = p.device;
+        d.achievableFraction = high;
+        if (workload.predicted(d) >= workload.measured) {
+            low = high;
+        } else {
+            for (int i = 0; i < 40; ++i) {
+                d.achievableFraction = std::sqrt(low * high);
+                (workload.predicted(d) > workload.measured ? low : high) = d.achievableFraction;
+            }
+        }
+        p.device.achievableFraction = std::clamp(high, 1e-3, 1.0);
+    }
 
     // The links come from the in-step sweeps: on time-shared cores (more
     // ranks than cores, or a busy machine) ranks reach a step's collectives
@@ -369,8 +434,10 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
     p.description = "measured by tapestry-exec --calibrate on " + std::string(hostname) + ", " + date + ": " +
                     std::to_string(world.size()) + " MPI ranks on " + std::to_string(hosts) +
                     " host(s), one OpenBLAS thread each, all busy at once. peak_flops: the sgemm/sbgemm rate of "
-                    "one rank; achievable_fraction: the cost model's compute time at that peak over the measured "
-                    "training step of " + o.workload + "; links: alpha-beta fits of all-reduce, all-gather and "
+                    "one rank; memory_bandwidth_bytes_per_s: the executor's elementwise Add over 48 MB on every "
+                    "rank at once; kernel_launch_s: the measured training step of " + std::string(kLaunchWorkload) +
+                    " beyond its roofline, per kernel; achievable_fraction: the share of peak at which the cost "
+                    "model's compute time equals the measured training step of " + o.workload + "; links: alpha-beta fits of all-reduce, all-gather and "
                     "reduce-scatter sweeps per mesh axis, each collective timed after a " +
                     std::to_string(static_cast<int>(kBurstSeconds * 1e3)) + " ms GEMM burst on every rank as in "
                     "a training step (see calibration: in-step and idle fits)";
@@ -383,10 +450,15 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
                           {"hosts", hosts},
                           {"mesh", RankMesh::shapeToString(shape)},
                           {"gemm_flops_per_rank", gemm},
+                          {"memory_bandwidth_bytes_per_s", p.device.memoryBandwidth},
+                          {"launch_workload",
+                           {{"model", kLaunchWorkload},
+                            {"step_time_s", tiny.measured},
+                            {"predicted_s", tiny.predicted(p.device)}}},
                           {"workload",
                            {{"model", o.workload},
                             {"step_time_s", workload.measured},
-                            {"compute_at_peak_s", workload.predictedAtPeak}}},
+                            {"predicted_s", workload.predicted(p.device)}}},
                           {"axes", axes}};
     return doc;
 }

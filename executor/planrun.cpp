@@ -1,5 +1,6 @@
 #include "planrun.h"
 
+#include "opregistry.h"
 #include "rankmesh.h"
 #include "shardedprogram.h"
 #include "steploop.h"
@@ -119,18 +120,25 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const sharding::Mesh profiled = profile.mesh(sizes, names);
     const double peak = profile.device.peak(peakDType(o.precision));
     const double tolerance = verifyTolerance(o.precision);
-    const cost::PlanCost predictedCost =
-        cost::evaluatePlan(graph, predictionMesh(profiled, o.precision), specs, plan.costOptions);
-    const double predicted = predictedCost.stepTime;
-    // The plan's memory as this executor holds it: float32 parameters,
-    // gradients and activations, and Adam's two float32 moments (SGD keeps
-    // none).
+    // The plan as this executor holds it: float32 parameters, gradients and
+    // activations, and Adam's two float32 moments (SGD keeps none), which
+    // the memory and the optimizer's bytes moved are costed with.
     cost::CostOptions held = plan.costOptions;
     held.parameterBytes = 4;
     held.gradientBytes = 4;
     held.activationBytes = 4;
     held.optimizerBytes = o.training.optimizer == Optimizer::Adam ? 8 : 0;
+    const cost::PlanCost predictedCost =
+        cost::evaluatePlan(graph, predictionMesh(profiled, o.precision), specs, held);
+    const double predicted = predictedCost.stepTime;
     const cost::MemoryCost predictedMemory = cost::evaluatePlan(graph, profiled, specs, held).memory;
+    // The GEMMs' share of the predicted compute, as the ranks time theirs
+    // (the ops the executor runs as GEMMs); the rest is the other kernels'.
+    double predictedGemm = 0;
+    for (const ir::Op &op : graph.ops())
+        if (const OpDef *def = findOp(op.type); def && def->gemm)
+            if (const auto it = predictedCost.byOp.find(op.name); it != predictedCost.byOp.end())
+                predictedGemm += it->second.compute;
 
     RankMesh mesh(world, shape);
     RankMesh aux(world, shape);
@@ -178,6 +186,8 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
         start.predicted.meshProfile = o.meshProfile;
         start.predicted.stepTime = predicted;
         start.predicted.compute = predictedCost.compute;
+        start.predicted.gemm = predictedGemm;
+        start.predicted.otherKernels = predictedCost.compute - predictedGemm;
         start.predicted.comm = predictedCost.comm;
         for (const auto &[kind, totals] : predictedCost.byCollective)
             start.predicted.collectiveSeconds[reportKind(kind)] = totals.comm;

@@ -83,16 +83,46 @@ private slots:
         QCOMPARE(c.stepTime, c.compute + c.comm);
     }
 
+    // A profile without memory bandwidth or kernel launch charges FLOPs alone.
     void computeIsLocalFlopsOverAchievablePeak()
     {
         const auto g = io::loadModel("zoo:mlp?batch=64&hidden=256&ffn=1024");
-        const auto m = mesh(4);
+        auto m = mesh(4);
+        m.device.memoryBandwidth = 0;
+        m.device.kernelLaunch = 0;
         const auto c = cost::evaluatePlan(g, m, megatronMlp(g, m));
         const double fc1 = 2.0 * 64 * 256 * 1024 / 4;  // column shard
         const double peak = 67e12 * 0.5;             // float32 on dgx-h100
         QCOMPARE(c.byOp.at("mlp/fc1/MatMul").flops, fc1 * 3);  // forward + 2x backward
         QCOMPARE(c.byOp.at("mlp/fc1/MatMul").compute, fc1 * 3 / peak);
         QVERIFY(c.byPhase.at("backward").compute > c.byPhase.at("forward").compute);
+    }
+
+    // With the profile's memory bandwidth and kernel launch, each op costs
+    // the larger of its FLOPs' and its bytes' time, plus a launch per kernel
+    // (one forward, two backward): the column-split matmul is bound by its
+    // FLOPs, the Relu on its output by the bytes it reads and writes, and
+    // both take a quarter of the unsplit op's time on 4 devices.
+    void computeIsTheRooflineOfFlopsAndBytes()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=64&hidden=256&ffn=1024");
+        const auto m = mesh(4);
+        QCOMPARE(m.device.memoryBandwidth, 3.35e12);
+        QCOMPARE(m.device.kernelLaunch, 3e-6);
+        const auto c = cost::evaluatePlan(g, m, megatronMlp(g, m));
+        const double peak = 67e12 * 0.5, bandwidth = 3.35e12, launch = 3e-6;
+        const double fc1Flops = 2.0 * 64 * 256 * 1024 / 4;
+        const double fc1Bytes = (64.0 * 256 + 256.0 * 256 + 64.0 * 256) * 4;  // x, the weight's columns, y
+        QVERIFY(fc1Flops / peak > fc1Bytes / bandwidth);
+        QCOMPARE(c.byOp.at("mlp/fc1/MatMul").compute, fc1Flops / peak + launch + 2 * fc1Flops / peak + 2 * launch);
+        const double reluBytes = 2.0 * 64 * 256 * 4;  // its input and output shards
+        const double reluFlops = 64.0 * 256;
+        QVERIFY(reluBytes / bandwidth > reluFlops / peak);
+        QCOMPARE(c.byOp.at("mlp/act/Relu").compute, reluBytes / bandwidth + launch + 2 * reluBytes / bandwidth + 2 * launch);
+        // Unsplit (replicated on every device), the bytes and the FLOPs are four times as many.
+        const std::vector<sharding::ShardingSpec> whole(g.tensorCount(), sharding::ShardingSpec::replicated(1));
+        const auto one = cost::evaluatePlan(g, mesh(1), whole);
+        QCOMPARE(one.byOp.at("mlp/act/Relu").compute - 3 * launch, 4 * (c.byOp.at("mlp/act/Relu").compute - 3 * launch));
     }
 
     // Model states: 16 bytes per local parameter (mixed-precision Adam), configurable.

@@ -22,7 +22,7 @@ ReportStart sampleStart()
     s.gemmsPerStepPerRank = {{false, true, 64, 768, 256, 3}, {true, false, 256, 768, 64, 1}};
     s.arenaBytesPerRank = 1 << 20;
     s.planAllReduces = 8;
-    s.predicted = {"cpu-loopback", 0.02, 0.015, 0.005, {{"all_reduce", 0.004}, {"all_gather", 0.001}}};
+    s.predicted = {"cpu-loopback", 0.02, 0.015, 0.005, 0.011, 0.004, {{"all_reduce", 0.004}, {"all_gather", 0.001}}};
     s.backend = "cpu";
     s.device = "CPU (OpenBLAS)";
     s.precision = "fp32";
@@ -126,9 +126,12 @@ private slots:
         for (const char *key : {"model", "plan", "method", "mesh", "ranks", "objective", "tokens_per_step",
                                 "flops_per_step_per_rank", "gemms_per_step_per_rank", "arena_bytes_per_rank",
                                 "plan_all_reduces", "predicted_step_time_s", "mesh_profile", "backend", "device",
-                                "precision", "predicted_compute_s", "predicted_comm_s", "predicted_collectives_s"})
+                                "precision", "predicted_compute_s", "predicted_gemm_s", "predicted_other_kernels_s",
+                                "predicted_comm_s", "predicted_collectives_s"})
             QVERIFY2(start.contains(key), key);
         QCOMPARE(start["gemms_per_step_per_rank"][0]["trans_b"].get<bool>(), true);
+        QCOMPARE(start["predicted_gemm_s"].get<double>(), 0.011);
+        QCOMPARE(start["predicted_other_kernels_s"].get<double>(), 0.004);
         const nlohmann::json summary = toJson(sampleSummary(true));
         for (const char *key : {"step_time_s", "forward_s", "backward_s", "update_s", "comm_s", "gemm_s",
                                 "other_kernels_s", "collectives", "tokens_per_s", "gflops_per_rank",

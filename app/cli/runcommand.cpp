@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -95,6 +96,34 @@ void printSummary(const plan::ReportStart &start, const plan::ReportSummary &sum
         << "throughput  " << human(mean.tokensPerSecond) << " tokens/s, " << human(mean.gflopsPerRank)
         << " GFLOP/s per rank over the step, " << human(mean.gemmGflopsPerRank) << " inside the GEMMs ("
         << ms(mean.gemm) << "; other kernels " << ms(mean.otherKernels) << ")\n";
+    // Where the prediction is off: the cost model's parts beside what the
+    // ranks timed (GEMMs, the other kernels, each kind of collective).
+    if (start.predicted.gemm > 0 || start.predicted.otherKernels > 0 || !start.predicted.collectiveSeconds.empty()) {
+        out << "\npredicted against measured, per part of a step (rank 0)\n"
+               "  part                predicted     measured  pred/meas\n";
+        auto part = [&](const std::string &name, double p, double m) {
+            char line[160];
+            char ratio[32] = "-";
+            if (m > 0)
+                std::snprintf(ratio, sizeof ratio, "%.2f", p / m);
+            std::snprintf(line, sizeof line, "  %-16s %12s %12s %10s\n", name.c_str(), ms(p).c_str(), ms(m).c_str(),
+                          ratio);
+            out << line;
+        };
+        part("GEMMs", start.predicted.gemm, mean.gemm);
+        part("other kernels", start.predicted.otherKernels, mean.otherKernels);
+        std::set<std::string> kinds;
+        for (const auto &[kind, s] : start.predicted.collectiveSeconds)
+            kinds.insert(kind);
+        for (const auto &[kind, e] : mean.collectives)
+            kinds.insert(kind);
+        for (const std::string &kind : kinds) {
+            const auto p = start.predicted.collectiveSeconds.find(kind);
+            const auto m = mean.collectives.find(kind);
+            part(kind, p == start.predicted.collectiveSeconds.end() ? 0.0 : p->second,
+                 m == mean.collectives.end() ? 0.0 : m->second.seconds);
+        }
+    }
     if (!mean.collectives.empty()) {
         out << "\ncollectives per step (rank 0)\n  kind              calls        bytes         time\n";
         for (const auto &[kind, e] : mean.collectives) {

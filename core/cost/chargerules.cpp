@@ -22,16 +22,27 @@ bool gradientFlows(const ir::Op &op, const sharding::OpStrategy &s, const std::v
     return false;
 }
 
+double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh)
+{
+    const double bandwidth = mesh.device.memoryBandwidth;
+    return std::max(computeSeconds(flops, type, mesh), bandwidth > 0 ? bytes / bandwidth : 0.0);
+}
+
 OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::Mesh &mesh,
                     const Recomputed &recomputed)
 {
+    // A view launches nothing; any other op one kernel forward and two
+    // backward (its inputs' gradients, its weight's).
+    const bool kernel = s.forwardBytes > 0 || s.forwardFlops > 0;
+    const double launch = kernel ? mesh.device.kernelLaunch : 0.0;
     OpCompute c;
     c.flows = flows;
     c.forwardFlops = s.forwardFlops;
-    c.forward = computeSeconds(s.forwardFlops, s.computeType, mesh);
+    c.forward = kernelSeconds(s.forwardFlops, s.forwardBytes, s.computeType, mesh) + launch;
     if (flows) {
         c.backwardFlops = s.backwardFlops + recomputed.compute * s.forwardFlops;
-        c.backward = computeSeconds(c.backwardFlops, s.computeType, mesh);
+        c.backward = kernelSeconds(s.backwardFlops, s.backwardBytes, s.computeType, mesh) + 2 * launch +
+                     recomputed.compute * c.forward;
     }
     return c;
 }
@@ -225,11 +236,17 @@ ParameterCharge chargeParameters(const ParameterLoad &load, const sharding::Mesh
     ParameterCharge c;
     const int stage = options.techniques.zeroStage, m = std::max(1, options.techniques.microBatches);
     auto elements = [&](int fromStage) { return stage >= fromStage ? load.zeroElements : load.localElements; };
-    // Adam's update: a fixed count of FLOPs per local element, in fp32; on
-    // the host when offloaded, with the gradient sent there and the
-    // parameter back over the host link.
+    // Adam's update: a fixed count of FLOPs per local element, in fp32, or
+    // (by the roofline, the bound it meets on every device) its parameter
+    // and optimizer states read and written and its gradient read; on the
+    // host when offloaded, with the gradient sent there and the parameter
+    // back over the host link. Per element, so that the charge stays linear
+    // in the load (a difference of loads is charged as the difference).
     c.optimizer.flops = options.optimizerFlopsPerParameter * elements(1);
-    c.optimizer.compute = computeSeconds(c.optimizer.flops, ir::DType::F32, mesh);
+    c.optimizer.compute =
+        elements(1) * kernelSeconds(options.optimizerFlopsPerParameter,
+                                    2 * (options.parameterBytes + options.optimizerBytes) + options.gradientBytes,
+                                    ir::DType::F32, mesh);
     const bool offload = options.techniques.offloadOptimizer;
     if (offload)
         c.optimizer.compute = elements(1) / options.hostOptimizerParametersPerSecond +

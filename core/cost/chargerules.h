@@ -23,7 +23,9 @@ namespace tapestry::cost {
 // kind of charge (recomputation, ZeRO's collectives) is added here.
 //
 // A step is charged as:
-// - per op: its local FLOPs at the device's achievable peak, forward always
+// - per op: by the roofline, its local FLOPs at the device's achievable
+//   peak or the bytes it reads and writes at the device's memory
+//   bandwidth, whichever is longer, plus a kernel launch; forward always
 //   and backward when a gradient flows through it (opCompute);
 // - per op: its internal collectives, and its outputs resharded from the
 //   spec it computes to the stored one, forward; and back for their
@@ -40,6 +42,10 @@ namespace tapestry::cost {
 
 // Seconds to compute `flops` of `type` on one device.
 double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh);
+// One kernel by the roofline: its FLOPs at the achievable peak or its bytes
+// at the device's memory bandwidth, whichever takes longer (FLOPs alone
+// where the profile gives no bandwidth).
+double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh);
 
 // Whether a gradient flows through `op`: one of its data inputs carries one
 // (`flow` by tensor id, see gradientFlow()).

@@ -305,14 +305,18 @@ std::string writePlanJson(const Plan &plan)
     Json peaks = Json::object();
     for (const auto &[dtype, flops] : d.peakFlops)
         peaks[dtype] = flops;
+    Json device{{"name", d.name},
+                {"memory_bytes", d.memoryBytes},
+                {"peak_flops", peaks},
+                {"achievable_fraction", d.achievableFraction}};
+    if (d.memoryBandwidth > 0)
+        device["memory_bandwidth_bytes_per_s"] = d.memoryBandwidth;
+    if (d.kernelLaunch > 0)
+        device["kernel_launch_s"] = d.kernelLaunch;
     Json mesh{{"profile", plan.mesh.profile},
               {"axes", axes},
               {"axes_constrained", plan.axesConstrained},
-              {"device",
-               Json{{"name", d.name},
-                    {"memory_bytes", d.memoryBytes},
-                    {"peak_flops", peaks},
-                    {"achievable_fraction", d.achievableFraction}}}};
+              {"device", device}};
     Json search{{"method", plan.method},
                 {"sequence_parallel", plan.sequenceParallel},
                 {"warnings", plan.searchWarnings}};
@@ -477,6 +481,11 @@ Plan readPlanJson(const std::string &text, const std::string &input)
     p.mesh.device.name = r.string(device, "$.mesh.device", "name");
     p.mesh.device.memoryBytes = r.count(device, "$.mesh.device", "memory_bytes");
     p.mesh.device.achievableFraction = r.amount(device, "$.mesh.device", "achievable_fraction", 1.0);
+    if (device.contains("memory_bandwidth_bytes_per_s"))
+        p.mesh.device.memoryBandwidth =
+            r.amount(device, "$.mesh.device", "memory_bandwidth_bytes_per_s", std::numeric_limits<double>::max());
+    if (device.contains("kernel_launch_s"))
+        p.mesh.device.kernelLaunch = r.amount(device, "$.mesh.device", "kernel_launch_s", 1.0);
     for (const auto &[dtype, value] : r.object(device, "$.mesh.device", "peak_flops").items()) {
         if (!value.is_number() || !(value.get<double>() > 0))
             r.fail("$.mesh.device.peak_flops." + dtype, "expected a positive number");

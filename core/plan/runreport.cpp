@@ -127,6 +127,8 @@ json toJsonOf(const ReportStart &s)
             {"plan_all_reduces", s.planAllReduces},
             {"predicted_step_time_s", s.predicted.stepTime},
             {"predicted_compute_s", s.predicted.compute},
+            {"predicted_gemm_s", s.predicted.gemm},
+            {"predicted_other_kernels_s", s.predicted.otherKernels},
             {"predicted_comm_s", s.predicted.comm},
             {"predicted_collectives_s", predicted},
             {"mesh_profile", s.predicted.meshProfile},
@@ -245,6 +247,8 @@ ReportStart startFrom(const json &j)
     get(j, "plan_all_reduces", s.planAllReduces);
     get(j, "predicted_step_time_s", s.predicted.stepTime);
     get(j, "predicted_compute_s", s.predicted.compute);
+    get(j, "predicted_gemm_s", s.predicted.gemm);
+    get(j, "predicted_other_kernels_s", s.predicted.otherKernels);
     get(j, "predicted_comm_s", s.predicted.comm);
     get(j, "predicted_collectives_s", s.predicted.collectiveSeconds);
     get(j, "mesh_profile", s.predicted.meshProfile);

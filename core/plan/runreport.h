@@ -49,6 +49,9 @@ struct ReportHello {
 struct ReportPrediction {
     std::string meshProfile;
     double stepTime = 0, compute = 0, comm = 0;
+    // compute split as the executor times it: inside GEMMs, in the other
+    // kernels (elementwise, norms, softmax, the optimizer's update)
+    double gemm = 0, otherKernels = 0;
     std::map<std::string, double> collectiveSeconds;  // by kind ("all_reduce")
     bool operator==(const ReportPrediction &) const = default;
 };

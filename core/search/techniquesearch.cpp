@@ -299,21 +299,13 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     // (settled), or than one whose bound the best plan that fits meets; or
     // it cannot fit (the least-memory setting, searched first, answers for
     // the plans that do not).
-    // An offloaded optimizer adds at least the host's update of every
-    // device's fewest parameters and their trips over the host link to the
-    // first setting's fastest plan, less at most the whole model's update on
-    // the device.
-    const double hostLeast = parameters * (1 / options.cost.hostOptimizerParametersPerSecond +
-                                           (options.cost.gradientBytes + options.cost.parameterBytes) /
-                                               options.cost.hostBandwidth) -
-                             cost::computeSeconds(options.cost.optimizerFlopsPerParameter * parameters *
-                                                      static_cast<double>(mesh.deviceCount()),
-                                                  ir::DType::F32, mesh);
     auto skipped = [&](const cost::Techniques &t) {
         if (cannotFit(t))
             return true;
-        if (t.offloadOptimizer && best && best->plan.cost.fitsMemory &&
-            fastest + hostLeast >= best->plan.cost.stepTime * (1 - 1e-9))
+        // The optimizer goes to the host only where nothing fits on the
+        // device (--offload-optimizer auto), however the host's update
+        // compares: on CPU ranks the host is the device.
+        if (t.offloadOptimizer && best && best->plan.cost.fitsMemory)
             return true;
         if (std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); }))
             return true;
@@ -463,9 +455,10 @@ plan::Plan chooseTechniques(const plan::Plan &plan, const ir::Graph &graph, cons
 {
     const auto specs = plan::planSpecs(plan, graph, plan.model.source);
     // Every setting ranked on the plan's totals by one coster; the best
-    // costed whole.
+    // costed whole. The optimizer goes to the host only where no setting
+    // keeping it on the device fits (as searchTechniques has it).
     std::optional<cost::PlanCoster> coster;
-    std::optional<std::pair<cost::CostOptions, cost::Objective>> best;
+    std::optional<std::pair<cost::CostOptions, cost::Objective>> best, onDevice;
     for (const cost::Techniques &t : techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph),
                                                          cost::attentionLayerKinds(graph))) {
         cost::CostOptions o = plan.costOptions;
@@ -476,7 +469,11 @@ plan::Plan chooseTechniques(const plan::Plan &plan, const ir::Graph &graph, cons
         const auto objective = cost::Objective::of(coster->totals(specs));
         if (!best || objective < best->second)
             best = {o, objective};
+        if (!t.offloadOptimizer && (!onDevice || objective < onDevice->second))
+            onDevice = {o, objective};
     }
+    if (onDevice && onDevice->second.fits())
+        best = onDevice;
     if (!best)
         return plan;
     plan::Plan p = plan;

@@ -19,13 +19,22 @@ struct LinkProfile {
     friend bool operator==(const LinkProfile &, const LinkProfile &) = default;
 };
 
-// One device of the mesh: memory and peak throughput per dtype, and the
-// fraction of peak that real kernels reach.
+// One device of the mesh: memory and peak throughput per dtype, the
+// fraction of peak that real kernels reach, and (for the roofline the cost
+// model charges each op by, cost::opCompute) the rate its kernels move
+// memory at and what starting one costs.
 struct DeviceProfile {
     std::string name;
     std::int64_t memoryBytes = 0;
     std::map<std::string, double> peakFlops;  // by dtype name ("bfloat16", "float32")
     double achievableFraction = 1.0;
+    // Bytes per second a memory-bound kernel (an elementwise op, a norm, a
+    // softmax) reads and writes; 0 where the profile does not say, and
+    // every op is then charged by its FLOPs alone.
+    double memoryBandwidth = 0;
+    // Seconds each kernel costs besides its work (a GPU's launch, a CPU
+    // interpreter's dispatch); 0 where the profile does not say.
+    double kernelLaunch = 0;
 
     // Peak for `dtype`; dtypes without an entry (integers) use float32's.
     double peak(ir::DType dtype) const;

@@ -138,6 +138,16 @@ MeshProfile readMeshProfileJson(const std::string &text, const std::string &inpu
     }
     if (!p.device.peakFlops.count("float32"))
         r.fail("$.device.peak_flops", "needs a float32 entry (used for dtypes without one)");
+    // The roofline's other two figures, optional (profiles written before
+    // them charge ops by FLOPs alone).
+    if (device.contains("memory_bandwidth_bytes_per_s"))
+        p.device.memoryBandwidth = r.positive(device, "$.device", "memory_bandwidth_bytes_per_s");
+    if (device.contains("kernel_launch_s")) {
+        const json &launch = device.at("kernel_launch_s");
+        if (!launch.is_number() || launch.get<double>() < 0 || launch.get<double>() > 1)
+            r.fail("$.device.kernel_launch_s", "expected seconds from 0 to 1");
+        p.device.kernelLaunch = launch.get<double>();
+    }
     const json &links = r.field(doc, "$", "links");
     p.intraNode = readLink(r, r.field(links, "$.links", "intra_node"), "$.links.intra_node");
     p.interNode = readLink(r, r.field(links, "$.links", "inter_node"), "$.links.inter_node");
@@ -186,16 +196,20 @@ std::string writeMeshProfileJson(const MeshProfile &p)
     json peaks = json::object();
     for (const auto &[dtype, flops] : p.device.peakFlops)
         peaks[dtype] = flops;
+    json device{{"name", p.device.name},
+                {"memory_bytes", p.device.memoryBytes},
+                {"peak_flops", peaks},
+                {"achievable_fraction", p.device.achievableFraction}};
+    if (p.device.memoryBandwidth > 0)
+        device["memory_bandwidth_bytes_per_s"] = p.device.memoryBandwidth;
+    if (p.device.kernelLaunch > 0)
+        device["kernel_launch_s"] = p.device.kernelLaunch;
     const json doc{{"format", "tapestry.mesh-profile"},
                    {"version", 1},
                    {"name", p.name},
                    {"description", p.description},
                    {"intra_node_devices", p.intraNodeDevices},
-                   {"device",
-                    {{"name", p.device.name},
-                     {"memory_bytes", p.device.memoryBytes},
-                     {"peak_flops", peaks},
-                     {"achievable_fraction", p.device.achievableFraction}}},
+                   {"device", device},
                    {"links", {{"intra_node", link(p.intraNode)}, {"inter_node", link(p.interNode)}}}};
     return doc.dump(2) + "\n";
 }

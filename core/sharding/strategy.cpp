@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
+#include <string>
 
 namespace tapestry::sharding {
 
@@ -23,6 +25,15 @@ double movedBytes(const std::vector<Collective> &cs)
     for (const auto &c : cs)
         b += static_cast<double>(c.bytes) * (c.kind == CollectiveKind::AllReduce ? 2.0 : 1.0);
     return b;
+}
+
+// Ops that only relabel their input's elements: no kernel reads or writes
+// memory for them.
+bool movesNoData(const ir::Op &op)
+{
+    static const std::set<std::string, std::less<>> views{"Constant", "Flatten", "Identity", "Reshape",
+                                                          "Shape", "Squeeze", "Unsqueeze"};
+    return views.count(op.type) != 0;
 }
 
 ir::DType computeTypeOf(const ir::Graph &graph, const ir::Op &op)
@@ -265,6 +276,20 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vec
     }
     s.forward.insert(s.forward.end(), s.internalForward.begin(), s.internalForward.end());
     s.backward.insert(s.backward.end(), s.internalBackward.begin(), s.internalBackward.end());
+    if (!movesNoData(op)) {
+        for (std::size_t i = 0; i < op.inputs.size(); ++i)
+            if (s.dataInputs[i] && op.inputs[i].valid()) {
+                const ir::Tensor &t = graph.tensor(op.inputs[i]);
+                s.forwardBytes += static_cast<double>(s.inputs[i].localElements(t.shape, mesh)) *
+                                  static_cast<double>(ir::byteSize(t.dtype));
+            }
+        for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+            const ir::Tensor &t = graph.tensor(op.outputs[o]);
+            s.forwardBytes += static_cast<double>(s.outputs[o].localElements(t.shape, mesh)) *
+                              static_cast<double>(ir::byteSize(t.dtype));
+        }
+        s.backwardBytes = 2 * s.forwardBytes;
+    }
     return s;
 }
 

@@ -38,6 +38,12 @@ struct OpStrategy {
     std::vector<Collective> internalBackward;
     double forwardFlops = 0;   // per device
     double backwardFlops = 0;  // per device, when gradients flow through the op
+    // Bytes its kernels read and write per device: its data inputs' and
+    // outputs' local shards, as computed on (a view such as Reshape moves
+    // none); backward, when gradients flow, twice that (the output's
+    // gradient and the saved inputs read, the inputs' gradients written).
+    double forwardBytes = 0;
+    double backwardBytes = 0;
     ir::DType computeType = ir::DType::F32;
     std::vector<std::string> warnings;
 
