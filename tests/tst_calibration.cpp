@@ -152,6 +152,8 @@ private slots:
         p.device.memoryBytes = std::int64_t{4} << 30;
         p.device.peakFlops = {{"float32", 20e9}, {"bfloat16", 5e9}};
         p.device.achievableFraction = 0.4;
+        p.device.memoryBandwidth = 12e9;
+        p.device.kernelLaunch = 2e-7;
         p.intraNode = {"MPI", fit.bandwidth, fit.latency};
         p.interNode = {"TCP", 0.1e9, 30e-6};
         const std::string text = sharding::writeMeshProfileJson(p);
@@ -160,6 +162,8 @@ private slots:
         QCOMPARE(back.intraNodeDevices, 2);
         QCOMPARE(back.device.peakFlops, p.device.peakFlops);
         QCOMPARE(back.device.achievableFraction, 0.4);
+        QCOMPARE(back.device.memoryBandwidth, 12e9);
+        QCOMPARE(back.device.kernelLaunch, 2e-7);
         QCOMPARE(back.device.memoryBytes, p.device.memoryBytes);
         QCOMPARE(back.intraNode.bandwidth, fit.bandwidth);
         QCOMPARE(back.intraNode.latency, fit.latency);
@@ -195,7 +199,10 @@ private slots:
         const sharding::MeshProfile profile = sharding::loadMeshProfileFile(file.toStdString());
         QCOMPARE(profile.name, std::string("box"));
         QVERIFY(profile.device.peakFlops.at("float32") > 0);
-        
+        // The roofline's figures: a memory bus between 100 MB/s and 10 TB/s,
+        // a launch of at most a millisecond.
+        QVERIFY(profile.device.memoryBandwidth > 1e8 && profile.device.memoryBandwidth < 1e13);
+        QVERIFY(profile.device.kernelLaunch >= 0 && profile.device.kernelLaunch <= 1e-3);
         QVERIFY(profile.device.achievableFraction > 0 && profile.device.achievableFraction <= 1);
         QVERIFY(profile.intraNode.bandwidth > 0 && profile.intraNode.latency > 0);
 

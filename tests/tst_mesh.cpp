@@ -98,6 +98,9 @@ private slots:
         QVERIFY(p.device.peak(ir::DType::F32) > 0);
         QVERIFY(p.intraNode.bandwidth > p.interNode.bandwidth);
         QVERIFY(p.device.achievableFraction > 0 && p.device.achievableFraction <= 1);
+        // Every shipped profile gives the roofline's figures.
+        QVERIFY(p.device.memoryBandwidth > 0);
+        QVERIFY(p.device.kernelLaunch > 0 && p.device.kernelLaunch < 1e-4);
     }
 
     void dgxH100Figures()
@@ -108,6 +111,7 @@ private slots:
         QCOMPARE(p.device.memoryBytes, std::int64_t{80} * 1024 * 1024 * 1024);
         QCOMPARE(p.intraNode.bandwidth, 450e9);
         QCOMPARE(p.interNode.bandwidth, 50e9);  // 400 Gb/s
+        QCOMPARE(p.device.memoryBandwidth, 3.35e12);  // HBM3, the datasheet's
         // Integer dtypes fall back to float32's peak.
         QCOMPARE(p.device.peak(ir::DType::I64), p.device.peak(ir::DType::F32));
     }
@@ -197,6 +201,15 @@ private slots:
         QTest::newRow("dtype") << QString(good).replace(R"("float32":1e12)", R"("float32":1e12,"fp7":1)")
                                << "$.device.peak_flops.fp7";
         QTest::newRow("fraction") << QString(good).replace("0.5", "1.5") << "$.device.achievable_fraction";
+        QTest::newRow("memory bandwidth zero")
+            << QString(good).replace(R"("achievable_fraction":0.5)", R"("achievable_fraction":0.5,"memory_bandwidth_bytes_per_s":0)")
+            << "$.device.memory_bandwidth_bytes_per_s";
+        QTest::newRow("kernel launch past a second")
+            << QString(good).replace(R"("achievable_fraction":0.5)", R"("achievable_fraction":0.5,"kernel_launch_s":2)")
+            << "$.device.kernel_launch_s";
+        QTest::newRow("kernel launch a string")
+            << QString(good).replace(R"("achievable_fraction":0.5)", R"("achievable_fraction":0.5,"kernel_launch_s":"3us")")
+            << "$.device.kernel_launch_s";
         QTest::newRow("number past a double") << QString(good).replace("1e-6", "1e999") << "not valid JSON";
         QTest::newRow("devices per node past an int")
             << QString(good).replace(R"("intra_node_devices":4)", R"("intra_node_devices":4294967300)")

@@ -80,6 +80,9 @@ private slots:
         QCOMPARE(plan::writePlanJson(loaded), text);
         QVERIFY(loaded.cost == p.cost);
         QVERIFY(loaded.specs == p.specs);
+        // The device's roofline figures travel with the plan.
+        QCOMPARE(loaded.mesh.device.memoryBandwidth, 3.35e12);
+        QCOMPARE(loaded.mesh.device.kernelLaunch, 3e-6);
         // Re-costing the loaded plan gives the same figures.
         auto again = loaded;
         plan::recostPlan(again, g, "plan.json");
