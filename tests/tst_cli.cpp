@@ -38,6 +38,29 @@ void writeFile(const QString &path, const QByteArray &bytes)
 class TestCli : public QObject {
     Q_OBJECT
 private slots:
+    // A batch of 4 in 2 micro-batches cannot be split over 4 devices as
+    // dp splits it: plan says so in one line naming the tensor, writes
+    // nothing, and exits 2 (tapestry-exec would refuse the plan).
+    void microBatchesThePlanCannotSplitAreRefused()
+    {
+        QTemporaryDir dir;
+        const QString out = dir.filePath(QStringLiteral("plan.json"));
+        const Run r = cli({QStringLiteral("plan"), QStringLiteral("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=4&vocab=128"),
+                           QStringLiteral("--mesh"), QStringLiteral("4"), QStringLiteral("--search"), QStringLiteral("dp"),
+                           QStringLiteral("--micro-batches"), QStringLiteral("2"), QStringLiteral("-o"), out});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--micro-batches") && r.err.contains("input_ids") && r.err.contains("4 equal pieces"),
+                 r.err.constData());
+        QCOMPARE(r.err.count('\n'), 1);
+        QVERIFY(!QFile::exists(out));
+        // One micro-batch per device's share divides: planned.
+        const Run ok = cli({QStringLiteral("plan"), QStringLiteral("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=8&vocab=128"),
+                            QStringLiteral("--mesh"), QStringLiteral("4"), QStringLiteral("--search"), QStringLiteral("dp"),
+                            QStringLiteral("--micro-batches"), QStringLiteral("2"), QStringLiteral("-o"), out});
+        QVERIFY2(ok.code == 0, ok.err.constData());
+        QVERIFY(QFile::exists(out));
+    }
+
     void inspectJson()
     {
         const Run r = cli({QStringLiteral("inspect"), QStringLiteral("zoo:mlp"), QStringLiteral("--json")});

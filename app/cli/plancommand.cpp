@@ -267,6 +267,13 @@ int runPlan(const Args &args)
     std::string targetNote;
     if (auto target = args.value("--target"))
         targetNote = keepToTarget(p, *target, graph, model, mesh, args);
+    // A plan whose micro-batches its specs cannot split runs nowhere: said
+    // here, not by the executor.
+    if (auto problem = search::microBatchProblem(graph, plan::planSpecs(p, graph, model), p.mesh,
+                                                 p.costOptions.techniques.microBatches))
+        throw TapestryError(Error{"--micro-batches", {},
+                                  std::to_string(p.costOptions.techniques.microBatches) + " micro-batches with the " +
+                                      p.method + " plan: " + *problem + "; plan with fewer micro-batches"});
     const auto reasons = search::techniqueReasons(p, graph);
     if (auto path = args.value("-o"))
         plan::writePlanFile(*path, p);

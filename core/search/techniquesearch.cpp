@@ -66,6 +66,32 @@ std::int64_t modelBatch(const ir::Graph &graph)
     return 0;
 }
 
+std::optional<std::string> microBatchProblem(const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                                             const sharding::Mesh &mesh, int microBatches)
+{
+    if (microBatches <= 1)
+        return std::nullopt;
+    std::int64_t batch = 0;
+    for (auto t : graph.tensorsWithRole(ir::Role::Input))
+        if (const auto &shape = graph.tensor(t).shape; !shape.empty() && shape[0] > 0) {
+            batch = shape[0];
+            break;
+        }
+    if (batch <= 0 || batch % microBatches != 0)
+        return std::to_string(microBatches) + " micro-batches do not divide the model's batch of " +
+               std::to_string(batch);
+    for (std::size_t i = 0; i < graph.tensorCount() && i < specs.size(); ++i) {
+        const ir::Tensor &t = graph.tensors()[i];
+        if (t.role == ir::Role::Parameter || t.shape.empty() || t.shape[0] != batch)
+            continue;
+        ir::Shape part = t.shape;
+        part[0] = batch / microBatches;
+        if (auto problem = specs[i].problem(part, mesh))
+            return "tensor '" + t.name + "' in a micro-batch: " + *problem;
+    }
+    return std::nullopt;
+}
+
 bool hasAttentionCore(const ir::Graph &graph)
 {
     const auto roles = cost::recomputeRoles(graph);
@@ -219,7 +245,12 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         if (options.cancelled && options.cancelled())
             throw TapestryError(Error{modelSource, {}, "tap: cancelled"});
     };
+    // A plan whose specs its micro-batches cannot split (a batch of 4 in 2
+    // micro-batches over 4 devices) is kept only while there is no other.
     auto consider = [&](SearchResult r) {
+        if (best && !r.planSpecs.empty() &&
+            microBatchProblem(graph, r.planSpecs, mesh, r.plan.costOptions.techniques.microBatches))
+            return;
         if (!best || objectiveOf(r.plan) < objectiveOf(best->plan))
             best = std::move(r);
     };

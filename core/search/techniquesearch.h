@@ -52,6 +52,14 @@ std::vector<cost::Techniques> techniqueCandidates(const TechniqueChoices &choice
 
 // The model's batch for micro-batching: dim 0 of its first graph input.
 std::int64_t modelBatch(const ir::Graph &graph);
+// Why a step of `microBatches` micro-batches cannot run `specs`: a tensor
+// whose dim 0 is the model's batch (the graph's inputs' and what follows
+// them) that the plan splits more ways than a micro-batch's share of it
+// divides into ("tensor 'input_ids' in a micro-batch: dim 0 of size 2
+// cannot be split into 4 equal pieces"), as tapestry-exec would refuse it.
+// Nothing for one micro-batch, or where every such tensor divides.
+std::optional<std::string> microBatchProblem(const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                                             const sharding::Mesh &mesh, int microBatches);
 // Whether the graph has an attention core the cost model recognises.
 bool hasAttentionCore(const ir::Graph &graph);
 
