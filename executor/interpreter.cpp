@@ -21,6 +21,15 @@ bool isFloat(ir::DType d)
 
 } // namespace
 
+cost::CostOptions heldCostOptions(cost::CostOptions options, Optimizer optimizer)
+{
+    options.parameterBytes = 4;
+    options.gradientBytes = 4;
+    options.activationBytes = 4;
+    options.optimizerBytes = optimizer == Optimizer::Adam ? 8 : 0;
+    return options;
+}
+
 Interpreter::Interpreter(ir::Graph graph, InterpreterOptions options, std::string input)
     : m_graph(std::move(graph)), m_options(options)
 {

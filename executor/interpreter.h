@@ -6,6 +6,7 @@
 #include "steploop.h"
 #include "tensorview.h"
 
+#include "cost/costoptions.h"
 #include "ir/graph.h"
 
 #include <cstdint>
@@ -16,6 +17,11 @@
 namespace tapestry::exec {
 
 enum class Optimizer { Sgd, Adam };
+
+// `options` as this executor holds tensors, for predicting its runs:
+// float32 parameters, gradients and activations, and for Adam its two
+// float32 moments (SGD keeps none).
+cost::CostOptions heldCostOptions(cost::CostOptions options, Optimizer optimizer);
 
 struct InterpreterOptions {
     std::uint64_t seed = 1;

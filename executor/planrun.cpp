@@ -1,5 +1,6 @@
 #include "planrun.h"
 
+#include "interpreter.h"
 #include "opregistry.h"
 #include "rankmesh.h"
 #include "shardedprogram.h"
@@ -120,18 +121,13 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const sharding::Mesh profiled = profile.mesh(sizes, names);
     const double peak = profile.device.peak(peakDType(o.precision));
     const double tolerance = verifyTolerance(o.precision);
-    // The plan as this executor holds it: float32 parameters, gradients and
-    // activations, and Adam's two float32 moments (SGD keeps none), which
-    // the memory and the optimizer's bytes moved are costed with.
-    cost::CostOptions held = plan.costOptions;
-    held.parameterBytes = 4;
-    held.gradientBytes = 4;
-    held.activationBytes = 4;
-    held.optimizerBytes = o.training.optimizer == Optimizer::Adam ? 8 : 0;
-    const cost::PlanCost predictedCost =
-        cost::evaluatePlan(graph, predictionMesh(profiled, o.precision), specs, held);
+    // The plan as this executor holds it, which the memory and the
+    // optimizer's bytes moved are costed with (the precision changes the
+    // peak alone, not the memory).
+    const cost::PlanCost predictedCost = cost::evaluatePlan(graph, predictionMesh(profiled, o.precision), specs,
+                                                            heldCostOptions(plan.costOptions, o.training.optimizer));
     const double predicted = predictedCost.stepTime;
-    const cost::MemoryCost predictedMemory = cost::evaluatePlan(graph, profiled, specs, held).memory;
+    const cost::MemoryCost &predictedMemory = predictedCost.memory;
     // The GEMMs' share of the predicted compute, as the ranks time theirs
     // (the ops the executor runs as GEMMs); the rest is the other kernels'.
     double predictedGemm = 0;
