@@ -268,12 +268,8 @@ struct Workload {
         one.axes = {{"model", 1, {"none", 1.0, 0.0}}};
         one.device = device;
         const std::vector<sharding::ShardingSpec> specs(graph.tensorCount(), sharding::ShardingSpec::replicated(1));
-        cost::CostOptions options;
-        // tapestry-exec holds float32 weights, gradients and Adam's moments.
-        options.parameterBytes = options.gradientBytes = 4;
-        options.optimizerBytes = 8;
-        options.activationBytes = 4;
-        return cost::evaluatePlan(graph, one, specs, options).compute;
+        // As the interpreter below runs it: float32, its default optimizer.
+        return cost::evaluatePlan(graph, one, specs, heldCostOptions({}, InterpreterOptions{}.optimizer)).compute;
     }
 };
 
