@@ -74,7 +74,8 @@ constexpr const char *kUsage =
     "                      times the slower of the predicted step time and the slowest step\n"
     "                      so far, at least 60 s\n"
     "  --mesh-profile P    profile for the predicted step time and the device's peak\n"
-    "                      (default cpu-loopback; on cuda dgx-a100 for an A100, else dgx-h100)\n"
+    "                      (default cpu-loopback; on cuda dgx-a100 for an A100,\n"
+    "                      dgx-h200 for an H200, else dgx-h100)\n"
     "  --backend B         cpu: host memory, OpenBLAS, MPI; cuda: one GPU per rank (chosen by\n"
     "                      the local rank, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, modulo\n"
     "                      the GPUs visible, so ranks may share one), cuBLAS, NCCL per mesh\n"
@@ -321,7 +322,10 @@ std::string meshProfileFor(const Options &o, exec::Backend &backend)
         return *o.meshProfile;
     if (backend.name() == "cpu")
         return "cpu-loopback";
-    return backend.device().description().find("A100") != std::string::npos ? "dgx-a100" : "dgx-h100";
+    const std::string device = backend.device().description();
+    if (device.find("A100") != std::string::npos)
+        return "dgx-a100";
+    return device.find("H200") != std::string::npos ? "dgx-h200" : "dgx-h100";
 }
 
 // The single-process reference: the one step loop on the interpreter, its

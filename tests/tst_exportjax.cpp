@@ -4,6 +4,7 @@
 #include "export/exportjax.h"
 #include "search/referenceplan.h"
 #include "sharding/meshprofile.h"
+#include "sharding/strategy.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -291,10 +292,34 @@ private slots:
         sharding::Mesh named = p.mesh;
         for (std::size_t a = 0; a < named.axes.size(); ++a)
             named.axes[a].name = in.axisNames[a];
+        // Each linear reads its input as the plan computes on it: q, k, v
+        // and the MLP's gate and up on the whole sequence (the plan's
+        // all-gather between the sequence-sharded norm and the linears),
+        // o_proj and down_proj split over the features.
+        for (const char *key : {"model.layers.*.self_attn.q_proj:input", "model.layers.*.self_attn.k_proj:input",
+                                "model.layers.*.self_attn.v_proj:input", "model.layers.*.mlp.gate_proj:input",
+                                "model.layers.*.mlp.up_proj:input", "lm_head:input"})
+            QCOMPARE(byKey[key].spec, std::string("P('data', None, None)"));
+        for (const char *key : {"model.layers.*.self_attn.o_proj:input", "model.layers.*.mlp.down_proj:input"})
+            QCOMPARE(byKey[key].spec, std::string("P('data', None, 'model')"));
+        QCOMPARE(byKey["model.layers.*.self_attn.q_proj:input"].reader,
+                 std::string("model/layers.0/self_attn/q_proj/MatMul"));
         for (const auto &c : jax.constraints) {
             const auto t = g.findTensor(c.tensor);
             QVERIFY2(t, c.tensor.c_str());
-            QCOMPARE(c.spec, in.specs[t->index()].toPartitionSpec(static_cast<int>(g.tensor(*t).shape.size()), named));
+            const int rank = static_cast<int>(g.tensor(*t).shape.size());
+            if (c.reader.empty()) {
+                QCOMPARE(c.spec, in.specs[t->index()].toPartitionSpec(rank, named));
+                continue;
+            }
+            const auto op = g.findOp(c.reader);
+            QVERIFY2(op, c.reader.c_str());
+            std::vector<sharding::ShardingSpec> specs;
+            for (auto x : g.op(*op).inputs)
+                specs.push_back(in.specs[x.index()]);
+            const auto strategy = sharding::resolveStrategy(g, *op, specs, p.mesh);
+            const auto at = std::find(g.op(*op).inputs.begin(), g.op(*op).inputs.end(), *t) - g.op(*op).inputs.begin();
+            QCOMPARE(c.spec, strategy.inputs[static_cast<std::size_t>(at)].toPartitionSpec(rank, named));
         }
 
         // Without attention layers, the modules that hold weights; the axis

@@ -86,7 +86,7 @@ private slots:
     void shippedProfilesLoad_data()
     {
         QTest::addColumn<QString>("name");
-        for (const char *n : {"dgx-h100", "dgx-a100", "pcie-8x", "cpu-loopback"})
+        for (const char *n : {"dgx-h100", "dgx-h200", "dgx-a100", "pcie-8x", "cpu-loopback"})
             QTest::newRow(n) << n;
     }
     void shippedProfilesLoad()

@@ -62,7 +62,7 @@ std::vector<OptionSpec> meshOptions()
         {"--mesh", "SHAPE", "device mesh: 8, 2x8, 4x2, or with axis names: '2x2x2 (dp, tp, sp)' (required)"},
         {"--axes", "A,B", "axis names (default: 1D model; 2D data,model; 3D and 4D: required); given names "
                           "(data, model, sequence) are roles the plan searches keep each axis to"},
-        {"--mesh-profile", "NAME|FILE", "machine profile: dgx-h100 (default), dgx-a100, pcie-8x, cpu-loopback, "
+        {"--mesh-profile", "NAME|FILE", "machine profile: dgx-h100 (default), dgx-h200, dgx-a100, pcie-8x, cpu-loopback, "
                                         "or a tapestry.mesh-profile .json"},
         {"--memory-gib", "G", "device memory in GiB, overriding the profile's"},
     };

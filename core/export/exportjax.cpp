@@ -2,6 +2,7 @@
 
 #include "cost/activationmemory.h"
 #include "cost/costoptions.h"
+#include "sharding/strategy.h"
 
 #include <algorithm>
 #include <cctype>
@@ -152,6 +153,7 @@ JaxPlan jaxPlan(const ExportInput &in)
     // Each module's activations in and out.
     struct Boundary {
         std::string key, tensor, spec;
+        std::string reader;  // the linear reading `tensor` so, for a linear's input
     };
     std::vector<Boundary> boundaries;
     for (const auto &scope : modules) {
@@ -180,7 +182,46 @@ JaxPlan jaxPlan(const ExportInput &in)
         for (const auto &[side, tensors] : {std::pair{std::string("input"), inputs}, std::pair{std::string("output"), outputs}})
             for (std::size_t i = 0; i < tensors.size(); ++i)
                 boundaries.push_back({module + ":" + side + (tensors.size() > 1 ? std::to_string(i) : ""),
-                                      g.tensor(tensors[i]).name, specOf(tensors[i])});
+                                      g.tensor(tensors[i]).name, specOf(tensors[i]), {}});
+    }
+
+    // Each linear's activation input as the linear computes on it: where the
+    // plan redistributes between a module's boundary and its linears (a
+    // sequence-sharded input all-gathered for column-parallel q, k and v),
+    // a constraint at the boundary alone leaves XLA free to compute on the
+    // shards and gather the weights instead. Keyed by the linear's module;
+    // where that module is itself a boundary (an LM head outside the
+    // layers), the read replaces the boundary's input, being what the
+    // linear computes on.
+    for (std::size_t o = 0; o < g.opCount(); ++o) {
+        const ir::OpId id(static_cast<std::int32_t>(o));
+        const ir::Op &op = g.op(id);
+        if (!readsWeight(op) || op.type == "Gather")
+            continue;
+        // The linear's module by its scope: "model/layers.0/self_attn/q_proj/MatMul"
+        // is model.layers.0.self_attn.q_proj, a tied head's "lm_head/MatMul" lm_head.
+        const auto slash = op.name.rfind('/');
+        const std::string module = slash == std::string::npos ? std::string() : moduleOfScope(op.name.substr(0, slash));
+        if (module.empty())
+            continue;
+        std::vector<sharding::ShardingSpec> specs;
+        for (auto x : op.inputs)
+            specs.push_back(in.specs[x.index()]);
+        const auto strategy = sharding::resolveStrategy(g, id, specs, in.plan.mesh);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            const ir::Tensor &x = g.tensor(op.inputs[i]);
+            if (x.role != ir::Role::Activation || x.shape.size() < 2 ||
+                (x.producer.valid() && g.op(x.producer).type == "Transpose" &&
+                 g.tensor(g.op(x.producer).inputs[0]).role == ir::Role::Parameter))
+                continue;
+            const std::string key = module + ":input";
+            const std::string spec =
+                strategy.inputs[i].toPartitionSpec(static_cast<int>(x.shape.size()), mesh);
+            boundaries.erase(std::remove_if(boundaries.begin(), boundaries.end(),
+                                            [&](const Boundary &b) { return b.key == key; }),
+                             boundaries.end());
+            boundaries.push_back({key, x.name, spec, op.name});
+        }
     }
 
     // Layer indices folded where every layer's boundary has one spec.
@@ -198,7 +239,7 @@ JaxPlan jaxPlan(const ExportInput &in)
                 continue;
             }
             const std::string key = fold ? glob : b.key;
-            constraints.emplace(key, JaxConstraint{key, b.tensor, b.spec});
+            constraints.emplace(key, JaxConstraint{key, b.tensor, b.spec, b.reader});
         }
     }
     for (auto &[key, c] : constraints)
@@ -265,7 +306,8 @@ std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source)
 {
     std::string s;
     s += "\"\"\"A Tapestry plan as JAX runs it: the device mesh, a NamedSharding for every parameter\n"
-         "and graph input, and the activation layouts the plan assumes at module boundaries.\n\n";
+         "and graph input, and the activation layouts the plan assumes at module boundaries and\n"
+         "at each linear's input.\n\n";
     s += exportProvenance(source, "jax", plan.axisNotes);
     for (const auto &left : plan.unconstrained)
         s += "Not constrained (a pending sum): " + left + "\n";
@@ -277,6 +319,8 @@ std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source)
          "    batch = {k: jax.device_put(v, input_shardings(mesh)[k]) for k, v in batch.items()}\n"
          "    # in the model's code, where it has the activation:\n"
          "    x = constrain(x, \"model.layers.0.self_attn:input\", mesh)\n"
+         "    # and each linear's input as it reads it, before the projection:\n"
+         "    q = q_proj(constrain(x, \"model.layers.0.self_attn.q_proj:input\", mesh))\n"
          "    # the layers remat_modules names under jax.checkpoint; gradients accumulated\n"
          "    # over micro_batches slices of the global batch\n"
          "\"\"\"\n";
@@ -321,10 +365,13 @@ std::string jaxPlanPython(const JaxPlan &plan, const plan::Plan &source)
     }
     s += "}\n";
     s += "# The activations at module boundaries as the plan lays them out, by \"module:side\"\n"
-         "# (\"*\" for every layer); each with the graph's tensor it stands for.\n";
+         "# (\"*\" for every layer), and each linear's input as the linear computes on it (where\n"
+         "# the plan redistributes it between the boundary and the linear); each with the graph's\n"
+         "# tensor it stands for.\n";
     s += "activation_constraints = {\n";
     for (const auto &c : plan.constraints)
-        s += "    " + pyString(c.key) + ": " + c.spec + ",  # " + c.tensor + "\n";
+        s += "    " + pyString(c.key) + ": " + c.spec + ",  # " + c.tensor +
+             (c.reader.empty() ? std::string() : " as " + c.reader + " reads it") + "\n";
     s += "}\n";
     s += "# The global batch runs as this many micro-batches per optimizer step (gradient accumulation).\n";
     s += "micro_batches = " + std::to_string(plan.microBatches) + "\n";

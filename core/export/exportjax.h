@@ -23,6 +23,11 @@ struct JaxConstraint {
     std::string key;
     std::string tensor;  // the graph's tensor (the first layer's, where folded)
     std::string spec;
+    // For a linear's input ("model.layers.*.mlp.gate_proj:input"): the op
+    // that reads `tensor` in `spec`, which may differ from the layout the
+    // tensor is produced in (an all-gather between them); empty at a
+    // module boundary.
+    std::string reader;
 };
 
 // The plan as JAX runs it: the mesh (axes named by what each carries,
@@ -56,7 +61,9 @@ struct JaxPlan {
 // keys. Constraints are kept for each attention layer (its residual stream
 // in and out), the modules of a layer that hold linears (attention, MLP)
 // and the modules outside the layers that hold weights (embeddings, LM
-// head); a PartitionSpec names a dim split over two axes by both, in mesh
+// head), and for each linear its input as the linear reads it
+// ("model.layers.*.self_attn.q_proj:input"), so that XLA redistributes
+// the activation where the plan does rather than the weight; a PartitionSpec names a dim split over two axes by both, in mesh
 // order, as jax.sharding.Mesh lays devices out row-major like the plan.
 JaxPlan jaxPlan(const ExportInput &in);
 

@@ -6,7 +6,8 @@
 # autocast), SGD. The peer is tests/interop/hf_models.py's GPT-2, which has the
 # zoo model's layers and parameters. Prints per precision the step times
 # (min and median of interleaved rounds), tokens/s, the ratio, the executor's
-# GEMM and other-kernel time, and the cost model's prediction (dgx-h100).
+# GEMM and other-kernel time, and the cost model's prediction of each (the
+# device's shipped profile: dgx-h200 on an H200, dgx-h100 on an H100).
 #   tests/bench/bench_gpu_executor.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -56,8 +57,8 @@ PY
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 minimum() { sort -g | head -1; }
-printf '%-5s %12s %12s %12s %12s %8s %10s %10s %10s\n' precision "tapestry min" "median" "torch min" "median" \
-  "ratio" "gemm s" "other s" "predicted"
+printf '%-5s %12s %12s %12s %12s %8s %10s %10s %10s %10s %10s\n' precision "tapestry min" "median" "torch min" "median" \
+  "ratio" "gemm" "other" "predicted" "pred gemm" "pred other"
 for precision in fp32 bf16; do
   : >"$work/t.txt"; : >"$work/p.txt"
   for ((r = 0; r < ROUNDS; ++r)); do  # interleaved: the two sides share the machine alike
@@ -68,7 +69,8 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 s = next(l for l in lines if l["event"] == "summary")
 p = next(l for l in lines if l["event"] == "start")
-print(s["step_time_s"], s["gemm_s"], s["other_kernels_s"], p["predicted_step_time_s"])
+print(s["step_time_s"], s["gemm_s"], s["other_kernels_s"], p["predicted_step_time_s"],
+      p.get("predicted_gemm_s", 0), p.get("predicted_other_kernels_s", 0), p.get("mesh_profile", "?"))
 PY
     python3 "$work/peer.py" "$precision" "$STEPS" >>"$work/p.txt"
   done
@@ -76,8 +78,12 @@ PY
   pmin=$(minimum <"$work/p.txt"); pmed=$(median <"$work/p.txt")
   gemm=$(cut -d' ' -f2 "$work/t.txt" | median); other=$(cut -d' ' -f3 "$work/t.txt" | median)
   predicted=$(cut -d' ' -f4 "$work/t.txt" | head -1)
+  pgemm=$(cut -d' ' -f5 "$work/t.txt" | head -1); pother=$(cut -d' ' -f6 "$work/t.txt" | head -1)
+  profile=$(cut -d' ' -f7 "$work/t.txt" | head -1)
   awk -v pr="$precision" -v a="$tmin" -v b="$tmed" -v c="$pmin" -v d="$pmed" -v g="$gemm" -v o="$other" -v p="$predicted" \
-    'BEGIN {printf "%-9s %10.2f ms %9.2f ms %9.2f ms %9.2f ms %7.2fx %8.2f ms %8.2f ms %8.2f ms\n",
-            pr, a*1e3, b*1e3, c*1e3, d*1e3, d/b, g*1e3, o*1e3, p*1e3}'
+    -v pg="$pgemm" -v po="$pother" \
+    'BEGIN {printf "%-9s %10.2f ms %9.2f ms %9.2f ms %9.2f ms %7.2fx %7.2f ms %7.2f ms %7.2f ms %7.2f ms %7.2f ms\n",
+            pr, a*1e3, b*1e3, c*1e3, d*1e3, d/b, g*1e3, o*1e3, p*1e3, pg*1e3, po*1e3}'
 done
+echo "predicted: the cost model on the $profile profile (step, GEMMs, other kernels)"
 echo "ratio: PyTorch's median step time over Tapestry's (above 1: Tapestry faster); $(nvidia-smi -L | head -1)"

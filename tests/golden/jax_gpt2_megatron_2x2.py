@@ -1,5 +1,6 @@
 """A Tapestry plan as JAX runs it: the device mesh, a NamedSharding for every parameter
-and graph input, and the activation layouts the plan assumes at module boundaries.
+and graph input, and the activation layouts the plan assumes at module boundaries and
+at each linear's input.
 
 Exported by `tapestry-cli export --to jax` from a tapestry.plan:
   model zoo:gpt2?layers=2&batch=4&seq=32&hidden=64&heads=4&ffn=256&vocab=256&positions=128 (fnv1a64:c6c00505decbd594)
@@ -15,6 +16,8 @@ In the training script:
     batch = {k: jax.device_put(v, input_shardings(mesh)[k]) for k, v in batch.items()}
     # in the model's code, where it has the activation:
     x = constrain(x, "model.layers.0.self_attn:input", mesh)
+    # and each linear's input as it reads it, before the projection:
+    q = q_proj(constrain(x, "model.layers.0.self_attn.q_proj:input", mesh))
     # the layers remat_modules names under jax.checkpoint; gradients accumulated
     # over micro_batches slices of the global batch
 """
@@ -129,12 +132,17 @@ param_shapes = {
     'transformer.ln_f.bias': (64,),
 }
 # The activations at module boundaries as the plan lays them out, by "module:side"
-# ("*" for every layer); each with the graph's tensor it stands for.
+# ("*" for every layer), and each linear's input as the linear computes on it (where
+# the plan redistributes it between the boundary and the linear); each with the graph's
+# tensor it stands for.
 activation_constraints = {
-    'lm_head:input': P('data', None, None),  # transformer/ln_f/LayerNormalization:0
+    'lm_head:input': P('data', None, None),  # transformer/ln_f/LayerNormalization:0 as lm_head/MatMul reads it
     'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0
+    'transformer.h.*.attn.c_proj:input': P('data', None, 'model'),  # transformer/h.0/attn/Reshape_3:0 as transformer/h.0/attn/c_proj/MatMul reads it
     'transformer.h.*.attn:input': P('data', None, None),  # transformer/h.0/ln_1/LayerNormalization:0
     'transformer.h.*.attn:output': P('data', None, None),  # transformer/h.0/attn/c_proj/Add:0
+    'transformer.h.*.mlp.c_fc:input': P('data', None, None),  # transformer/h.0/ln_2/LayerNormalization:0 as transformer/h.0/mlp/c_fc/MatMul reads it
+    'transformer.h.*.mlp.c_proj:input': P('data', None, 'model'),  # transformer/h.0/mlp/Gelu:0 as transformer/h.0/mlp/c_proj/MatMul reads it
     'transformer.h.*.mlp:input': P('data', None, None),  # transformer/h.0/ln_2/LayerNormalization:0
     'transformer.h.*.mlp:output': P('data', None, None),  # transformer/h.0/mlp/c_proj/Add:0
     'transformer.h.*:input': P('data', None, None),  # transformer/Add:0

@@ -1,5 +1,6 @@
 """A Tapestry plan as JAX runs it: the device mesh, a NamedSharding for every parameter
-and graph input, and the activation layouts the plan assumes at module boundaries.
+and graph input, and the activation layouts the plan assumes at module boundaries and
+at each linear's input.
 
 Exported by `tapestry-cli export --to jax` from a tapestry.plan:
   model zoo:llama3-8b?layers=2&batch=8&seq=64&hidden=256&heads=8&kv_heads=4&ffn=512&vocab=1024 (fnv1a64:95a14d3bc4f8b89a)
@@ -14,6 +15,8 @@ In the training script:
     batch = {k: jax.device_put(v, input_shardings(mesh)[k]) for k, v in batch.items()}
     # in the model's code, where it has the activation:
     x = constrain(x, "model.layers.0.self_attn:input", mesh)
+    # and each linear's input as it reads it, before the projection:
+    q = q_proj(constrain(x, "model.layers.0.self_attn.q_proj:input", mesh))
     # the layers remat_modules names under jax.checkpoint; gradients accumulated
     # over micro_batches slices of the global batch
 """
@@ -108,13 +111,22 @@ param_shapes = {
     'lm_head.weight': (256, 1024),
 }
 # The activations at module boundaries as the plan lays them out, by "module:side"
-# ("*" for every layer); each with the graph's tensor it stands for.
+# ("*" for every layer), and each linear's input as the linear computes on it (where
+# the plan redistributes it between the boundary and the linear); each with the graph's
+# tensor it stands for.
 activation_constraints = {
-    'lm_head:input': P('data', 'model', None),  # model/norm/RMSNorm:0
+    'lm_head:input': P('data', None, None),  # model/norm/RMSNorm:0 as lm_head/MatMul reads it
     'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0
     'model.embed_tokens:output': P('data', 'model', None),  # model/embed_tokens/Gather:0
+    'model.layers.*.mlp.down_proj:input': P('data', None, 'model'),  # model/layers.0/mlp/Mul:0 as model/layers.0/mlp/down_proj/MatMul reads it
+    'model.layers.*.mlp.gate_proj:input': P('data', None, None),  # model/layers.0/post_attention_layernorm/RMSNorm:0 as model/layers.0/mlp/gate_proj/MatMul reads it
+    'model.layers.*.mlp.up_proj:input': P('data', None, None),  # model/layers.0/post_attention_layernorm/RMSNorm:0 as model/layers.0/mlp/up_proj/MatMul reads it
     'model.layers.*.mlp:input': P('data', 'model', None),  # model/layers.0/post_attention_layernorm/RMSNorm:0
     'model.layers.*.mlp:output': P('data', 'model', None),  # model/layers.0/mlp/down_proj/MatMul:0
+    'model.layers.*.self_attn.k_proj:input': P('data', None, None),  # model/layers.0/input_layernorm/RMSNorm:0 as model/layers.0/self_attn/k_proj/MatMul reads it
+    'model.layers.*.self_attn.o_proj:input': P('data', None, 'model'),  # model/layers.0/self_attn/Reshape_7:0 as model/layers.0/self_attn/o_proj/MatMul reads it
+    'model.layers.*.self_attn.q_proj:input': P('data', None, None),  # model/layers.0/input_layernorm/RMSNorm:0 as model/layers.0/self_attn/q_proj/MatMul reads it
+    'model.layers.*.self_attn.v_proj:input': P('data', None, None),  # model/layers.0/input_layernorm/RMSNorm:0 as model/layers.0/self_attn/v_proj/MatMul reads it
     'model.layers.*.self_attn:input': P('data', 'model', None),  # model/layers.0/input_layernorm/RMSNorm:0
     'model.layers.*.self_attn:output': P('data', 'model', None),  # model/layers.0/self_attn/o_proj/MatMul:0
     'model.layers.*:input': P('data', 'model', None),  # model/embed_tokens/Gather:0

@@ -7,7 +7,7 @@ PLAN.json is a tapestry.plan for zoo:llama3-8b or zoo:gpt2 given with every knob
 EXPORT.py is `tapestry-cli export PLAN.json --to jax`. The model is written here in
 flax.linen with the parameter paths the export names (Hugging Face's Flax layout:
 kernels [in, out], `embedding` tables, GPT-2's c_attn as q, k and v stacked) and
-calls the export's constrain() at every module boundary it lists. One training
+calls the export's constrain() at every module boundary and linear input it lists. One training
 step's loss and gradients are computed under jax.jit on the plan's mesh, with the
 parameters and inputs placed by param_shardings() and input_shardings(), and
 compared with the same step on one device (float32, 1e-5 relative to the largest
@@ -90,26 +90,31 @@ class LlamaLayer(nn.Module):
         c, con, p = self.c, self.constrain, self.prefix
         b, s, h = x.shape
         d = h // c["heads"]
-        dense = lambda n, name: nn.Dense(n, use_bias=False, name=name)  # noqa: E731
+
+        def dense(n, name, scope):  # a linear, its input laid out as the plan reads it
+            layer = nn.Dense(n, use_bias=False, name=name)
+            return lambda y: layer(con(y, f"{p}.{scope}.{name}:input"))
+
         x = con(x, f"{p}:input")
         y = con(RMSNorm(name="input_layernorm")(x), f"{p}.self_attn:input")
 
         def attention(y):
-            q = dense(c["heads"] * d, "q_proj")(y).reshape(b, s, c["heads"], d).transpose(0, 2, 1, 3)
-            k = dense(c["kv_heads"] * d, "k_proj")(y).reshape(b, s, c["kv_heads"], d).transpose(0, 2, 1, 3)
-            v = dense(c["kv_heads"] * d, "v_proj")(y).reshape(b, s, c["kv_heads"], d).transpose(0, 2, 1, 3)
+            q = dense(c["heads"] * d, "q_proj", "self_attn")(y).reshape(b, s, c["heads"], d).transpose(0, 2, 1, 3)
+            k = dense(c["kv_heads"] * d, "k_proj", "self_attn")(y).reshape(b, s, c["kv_heads"], d).transpose(0, 2, 1, 3)
+            v = dense(c["kv_heads"] * d, "v_proj", "self_attn")(y).reshape(b, s, c["kv_heads"], d).transpose(0, 2, 1, 3)
             cos, sin = rotary(s, d)
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
             groups = c["heads"] // c["kv_heads"]
             k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)
             o = causal_attention(q, k, v).transpose(0, 2, 1, 3).reshape(b, s, h)
-            return dense(h, "o_proj")(o)
+            return dense(h, "o_proj", "self_attn")(o)
 
         x = x + con(_Named(attention, name="self_attn")(y), f"{p}.self_attn:output")
         y = con(RMSNorm(name="post_attention_layernorm")(x), f"{p}.mlp:input")
 
         def mlp(y):
-            return dense(h, "down_proj")(nn.silu(dense(c["ffn"], "gate_proj")(y)) * dense(c["ffn"], "up_proj")(y))
+            gate, up = dense(c["ffn"], "gate_proj", "mlp")(y), dense(c["ffn"], "up_proj", "mlp")(y)
+            return dense(h, "down_proj", "mlp")(nn.silu(gate) * up)
 
         x = x + con(_Named(mlp, name="mlp")(y), f"{p}.mlp:output")
         return con(x, f"{p}:output")
@@ -180,15 +185,17 @@ class GPT2Layer(nn.Module):
         y = con(nn.LayerNorm(epsilon=1e-5, name="ln_1")(x), f"{p}.attn:input")
 
         def attention(y):
-            q, k, v = (t.reshape(b, s, heads, d).transpose(0, 2, 1, 3) for t in FusedQKV(name="c_attn")(y))
+            qkv = FusedQKV(name="c_attn")(con(y, f"{p}.attn.c_attn:input"))
+            q, k, v = (t.reshape(b, s, heads, d).transpose(0, 2, 1, 3) for t in qkv)
             o = causal_attention(q, k, v).transpose(0, 2, 1, 3).reshape(b, s, h)
-            return nn.Dense(h, name="c_proj")(o)
+            return nn.Dense(h, name="c_proj")(con(o, f"{p}.attn.c_proj:input"))
 
         x = x + con(_Named(attention, name="attn")(y), f"{p}.attn:output")
         y = con(nn.LayerNorm(epsilon=1e-5, name="ln_2")(x), f"{p}.mlp:input")
 
         def mlp(y):
-            return nn.Dense(h, name="c_proj")(nn.gelu(nn.Dense(c["ffn"], name="c_fc")(y), approximate=True))
+            z = nn.gelu(nn.Dense(c["ffn"], name="c_fc")(con(y, f"{p}.mlp.c_fc:input")), approximate=True)
+            return nn.Dense(h, name="c_proj")(con(z, f"{p}.mlp.c_proj:input"))
 
         x = x + con(_Named(mlp, name="mlp")(y), f"{p}.mlp:output")
         return con(x, f"{p}:output")
@@ -284,7 +291,7 @@ def main():
     ok = errors[worst] <= TOLERANCE
     print(f"numerics {'ok' if ok else 'WRONG'}: loss and {len(errors) - 1} gradients on {count} devices, "
           f"worst {worst} {errors[worst]:.2e} (tolerance {TOLERANCE:g})")
-    print(f"constraints applied at {len(model.constrain.applied)} module boundaries "
+    print(f"constraints applied at {len(model.constrain.applied)} module boundaries and linear inputs "
           f"of {len(export.activation_constraints)} the export lists (patterns)")
 
     forward = jax.jit(loss_of(model), in_shardings=(shardings, inputs["input_ids"], inputs["labels"]))
