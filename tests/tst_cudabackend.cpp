@@ -37,9 +37,12 @@ using Run = tapestry::testing::ProcessRun;
 
 Run mpirun(int ranks, const QStringList &execArgs)
 {
+    // TAPESTRY_EXEC in the environment names the executor of a build
+    // unpacked elsewhere (tests/gpu/pack.sh on a GPU machine).
+    const QString exec = qEnvironmentVariable("TAPESTRY_EXEC", QStringLiteral(TAPESTRY_EXEC));
     return tapestry::testing::runProcess(QStringLiteral("mpirun"),
                                          QStringList{QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
-                                                     QString::number(ranks), QStringLiteral(TAPESTRY_EXEC)} +
+                                                     QString::number(ranks), exec} +
                                              execArgs,
                                          120000);
 }

@@ -304,6 +304,14 @@ private slots:
             QCOMPARE(byKey[key].spec, std::string("P('data', None, 'model')"));
         QCOMPARE(byKey["model.layers.*.self_attn.q_proj:input"].reader,
                  std::string("model/layers.0/self_attn/q_proj/MatMul"));
+        // Each linear's output as its readers read it: the row-parallel
+        // projections' partial sums reduce-scattered onto sequence shards
+        // for the residual add, the column-parallel ones split by features.
+        for (const char *key : {"model.layers.*.self_attn.o_proj:output", "model.layers.*.mlp.down_proj:output"})
+            QCOMPARE(byKey[key].spec, std::string("P('data', 'model', None)"));
+        for (const char *key : {"model.layers.*.self_attn.q_proj:output", "model.layers.*.mlp.gate_proj:output"})
+            QCOMPARE(byKey[key].spec, std::string("P('data', None, 'model')"));
+        QCOMPARE(byKey["model.layers.*.self_attn.o_proj:output"].reader, std::string("model/layers.0/Add"));
         for (const auto &c : jax.constraints) {
             const auto t = g.findTensor(c.tensor);
             QVERIFY2(t, c.tensor.c_str());

@@ -222,6 +222,35 @@ JaxPlan jaxPlan(const ExportInput &in)
                              boundaries.end());
             boundaries.push_back({key, x.name, spec, op.name});
         }
+        // And its output as its readers read it: a partial sum reduced, or
+        // a split gathered, right after the linear as the plan does (a
+        // column-split projection gathered before the heads are split out
+        // of it), where it is left free XLA may carry the split on through
+        // reshapes and attention. The layout the plan stores it in where
+        // its readers differ.
+        const ir::TensorId y = op.outputs[0];
+        std::string spec, reader;
+        bool agree = true;
+        for (const ir::OpId c : g.tensor(y).consumers) {
+            std::vector<sharding::ShardingSpec> cSpecs;
+            for (auto x : g.op(c).inputs)
+                cSpecs.push_back(in.specs[x.index()]);
+            const auto cStrategy = sharding::resolveStrategy(g, c, cSpecs, in.plan.mesh);
+            const auto &inputs = g.op(c).inputs;
+            const auto at = static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), y) - inputs.begin());
+            const std::string read =
+                cStrategy.inputs[at].toPartitionSpec(static_cast<int>(g.tensor(y).shape.size()), mesh);
+            if (reader.empty())
+                spec = read, reader = g.op(c).name;
+            agree = agree && read == spec;
+        }
+        if (reader.empty() || !agree)
+            spec = specOf(y), reader.clear();
+        const std::string key = module + ":output";
+        boundaries.erase(std::remove_if(boundaries.begin(), boundaries.end(),
+                                        [&](const Boundary &b) { return b.key == key; }),
+                         boundaries.end());
+        boundaries.push_back({key, g.tensor(y).name, spec, reader});
     }
 
     // Layer indices folded where every layer's boundary has one spec.

@@ -137,12 +137,15 @@ param_shapes = {
 # tensor it stands for.
 activation_constraints = {
     'lm_head:input': P('data', None, None),  # transformer/ln_f/LayerNormalization:0 as lm_head/MatMul reads it
-    'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0
+    'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0 as loss/SoftmaxCrossEntropyLoss reads it
     'transformer.h.*.attn.c_proj:input': P('data', None, 'model'),  # transformer/h.0/attn/Reshape_3:0 as transformer/h.0/attn/c_proj/MatMul reads it
+    'transformer.h.*.attn.c_proj:output': P('data', None, None),  # transformer/h.0/attn/c_proj/MatMul:0 as transformer/h.0/attn/c_proj/Add reads it
     'transformer.h.*.attn:input': P('data', None, None),  # transformer/h.0/ln_1/LayerNormalization:0
     'transformer.h.*.attn:output': P('data', None, None),  # transformer/h.0/attn/c_proj/Add:0
     'transformer.h.*.mlp.c_fc:input': P('data', None, None),  # transformer/h.0/ln_2/LayerNormalization:0 as transformer/h.0/mlp/c_fc/MatMul reads it
+    'transformer.h.*.mlp.c_fc:output': P('data', None, 'model'),  # transformer/h.0/mlp/c_fc/MatMul:0 as transformer/h.0/mlp/c_fc/Add reads it
     'transformer.h.*.mlp.c_proj:input': P('data', None, 'model'),  # transformer/h.0/mlp/Gelu:0 as transformer/h.0/mlp/c_proj/MatMul reads it
+    'transformer.h.*.mlp.c_proj:output': P('data', None, None),  # transformer/h.0/mlp/c_proj/MatMul:0 as transformer/h.0/mlp/c_proj/Add reads it
     'transformer.h.*.mlp:input': P('data', None, None),  # transformer/h.0/ln_2/LayerNormalization:0
     'transformer.h.*.mlp:output': P('data', None, None),  # transformer/h.0/mlp/c_proj/Add:0
     'transformer.h.*:input': P('data', None, None),  # transformer/Add:0

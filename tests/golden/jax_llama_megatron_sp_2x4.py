@@ -116,17 +116,24 @@ param_shapes = {
 # tensor it stands for.
 activation_constraints = {
     'lm_head:input': P('data', None, None),  # model/norm/RMSNorm:0 as lm_head/MatMul reads it
-    'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0
+    'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0 as loss/SoftmaxCrossEntropyLoss reads it
     'model.embed_tokens:output': P('data', 'model', None),  # model/embed_tokens/Gather:0
     'model.layers.*.mlp.down_proj:input': P('data', None, 'model'),  # model/layers.0/mlp/Mul:0 as model/layers.0/mlp/down_proj/MatMul reads it
+    'model.layers.*.mlp.down_proj:output': P('data', 'model', None),  # model/layers.0/mlp/down_proj/MatMul:0 as model/layers.0/Add_1 reads it
     'model.layers.*.mlp.gate_proj:input': P('data', None, None),  # model/layers.0/post_attention_layernorm/RMSNorm:0 as model/layers.0/mlp/gate_proj/MatMul reads it
+    'model.layers.*.mlp.gate_proj:output': P('data', None, 'model'),  # model/layers.0/mlp/gate_proj/MatMul:0 as model/layers.0/mlp/Silu reads it
     'model.layers.*.mlp.up_proj:input': P('data', None, None),  # model/layers.0/post_attention_layernorm/RMSNorm:0 as model/layers.0/mlp/up_proj/MatMul reads it
+    'model.layers.*.mlp.up_proj:output': P('data', None, 'model'),  # model/layers.0/mlp/up_proj/MatMul:0 as model/layers.0/mlp/Mul reads it
     'model.layers.*.mlp:input': P('data', 'model', None),  # model/layers.0/post_attention_layernorm/RMSNorm:0
     'model.layers.*.mlp:output': P('data', 'model', None),  # model/layers.0/mlp/down_proj/MatMul:0
     'model.layers.*.self_attn.k_proj:input': P('data', None, None),  # model/layers.0/input_layernorm/RMSNorm:0 as model/layers.0/self_attn/k_proj/MatMul reads it
+    'model.layers.*.self_attn.k_proj:output': P('data', None, 'model'),  # model/layers.0/self_attn/k_proj/MatMul:0 as model/layers.0/self_attn/Reshape_1 reads it
     'model.layers.*.self_attn.o_proj:input': P('data', None, 'model'),  # model/layers.0/self_attn/Reshape_7:0 as model/layers.0/self_attn/o_proj/MatMul reads it
+    'model.layers.*.self_attn.o_proj:output': P('data', 'model', None),  # model/layers.0/self_attn/o_proj/MatMul:0 as model/layers.0/Add reads it
     'model.layers.*.self_attn.q_proj:input': P('data', None, None),  # model/layers.0/input_layernorm/RMSNorm:0 as model/layers.0/self_attn/q_proj/MatMul reads it
+    'model.layers.*.self_attn.q_proj:output': P('data', None, 'model'),  # model/layers.0/self_attn/q_proj/MatMul:0 as model/layers.0/self_attn/Reshape reads it
     'model.layers.*.self_attn.v_proj:input': P('data', None, None),  # model/layers.0/input_layernorm/RMSNorm:0 as model/layers.0/self_attn/v_proj/MatMul reads it
+    'model.layers.*.self_attn.v_proj:output': P('data', None, 'model'),  # model/layers.0/self_attn/v_proj/MatMul:0 as model/layers.0/self_attn/Reshape_2 reads it
     'model.layers.*.self_attn:input': P('data', 'model', None),  # model/layers.0/input_layernorm/RMSNorm:0
     'model.layers.*.self_attn:output': P('data', 'model', None),  # model/layers.0/self_attn/o_proj/MatMul:0
     'model.layers.*:input': P('data', 'model', None),  # model/embed_tokens/Gather:0

@@ -117,11 +117,12 @@ for case in 2:2 2x2:4; do
 done
 
 if [[ -x $BUILD/tests/tst_cudabackend ]]; then
-  if "$BUILD/tests/tst_cudabackend" >"$WORK/tst.txt" 2>&1; then
+  # The executor of this build, wherever it was unpacked (the test's own path is the build's).
+  if TAPESTRY_EXEC=$(realpath "$EXEC") "$BUILD/tests/tst_cudabackend" >"$WORK/tst.txt" 2>&1; then
     echo "PASS  tst_cudabackend"
   else
     echo "FAIL  tst_cudabackend"
-    grep -E '^(FAIL|SKIP)' "$WORK/tst.txt" | sed 's/^/      /'
+    grep -E -A3 '^(FAIL|SKIP)' "$WORK/tst.txt" | sed 's/^/      /'
     failures=$((failures + 1))
   fi
 fi

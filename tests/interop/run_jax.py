@@ -7,7 +7,7 @@ PLAN.json is a tapestry.plan for zoo:llama3-8b or zoo:gpt2 given with every knob
 EXPORT.py is `tapestry-cli export PLAN.json --to jax`. The model is written here in
 flax.linen with the parameter paths the export names (Hugging Face's Flax layout:
 kernels [in, out], `embedding` tables, GPT-2's c_attn as q, k and v stacked) and
-calls the export's constrain() at every module boundary and linear input it lists. One training
+calls the export's constrain() at every module boundary and linear input and output it lists. One training
 step's loss and gradients are computed under jax.jit on the plan's mesh, with the
 parameters and inputs placed by param_shardings() and input_shardings(), and
 compared with the same step on one device (float32, 1e-5 relative to the largest
@@ -91,9 +91,9 @@ class LlamaLayer(nn.Module):
         b, s, h = x.shape
         d = h // c["heads"]
 
-        def dense(n, name, scope):  # a linear, its input laid out as the plan reads it
-            layer = nn.Dense(n, use_bias=False, name=name)
-            return lambda y: layer(con(y, f"{p}.{scope}.{name}:input"))
+        def dense(n, name, scope):  # a linear, its input and output laid out as the plan reads them
+            layer, key = nn.Dense(n, use_bias=False, name=name), f"{p}.{scope}.{name}"
+            return lambda y: con(layer(con(y, f"{key}:input")), f"{key}:output")
 
         x = con(x, f"{p}:input")
         y = con(RMSNorm(name="input_layernorm")(x), f"{p}.self_attn:input")
@@ -188,14 +188,15 @@ class GPT2Layer(nn.Module):
             qkv = FusedQKV(name="c_attn")(con(y, f"{p}.attn.c_attn:input"))
             q, k, v = (t.reshape(b, s, heads, d).transpose(0, 2, 1, 3) for t in qkv)
             o = causal_attention(q, k, v).transpose(0, 2, 1, 3).reshape(b, s, h)
-            return nn.Dense(h, name="c_proj")(con(o, f"{p}.attn.c_proj:input"))
+            return con(nn.Dense(h, name="c_proj")(con(o, f"{p}.attn.c_proj:input")), f"{p}.attn.c_proj:output")
 
         x = x + con(_Named(attention, name="attn")(y), f"{p}.attn:output")
         y = con(nn.LayerNorm(epsilon=1e-5, name="ln_2")(x), f"{p}.mlp:input")
 
         def mlp(y):
-            z = nn.gelu(nn.Dense(c["ffn"], name="c_fc")(con(y, f"{p}.mlp.c_fc:input")), approximate=True)
-            return nn.Dense(h, name="c_proj")(con(z, f"{p}.mlp.c_proj:input"))
+            z = con(nn.Dense(c["ffn"], name="c_fc")(con(y, f"{p}.mlp.c_fc:input")), f"{p}.mlp.c_fc:output")
+            z = nn.gelu(z, approximate=True)
+            return con(nn.Dense(h, name="c_proj")(con(z, f"{p}.mlp.c_proj:input")), f"{p}.mlp.c_proj:output")
 
         x = x + con(_Named(mlp, name="mlp")(y), f"{p}.mlp:output")
         return con(x, f"{p}:output")
@@ -291,7 +292,7 @@ def main():
     ok = errors[worst] <= TOLERANCE
     print(f"numerics {'ok' if ok else 'WRONG'}: loss and {len(errors) - 1} gradients on {count} devices, "
           f"worst {worst} {errors[worst]:.2e} (tolerance {TOLERANCE:g})")
-    print(f"constraints applied at {len(model.constrain.applied)} module boundaries and linear inputs "
+    print(f"constraints applied at {len(model.constrain.applied)} module boundaries and linears "
           f"of {len(export.activation_constraints)} the export lists (patterns)")
 
     forward = jax.jit(loss_of(model), in_shardings=(shardings, inputs["input_ids"], inputs["labels"]))
