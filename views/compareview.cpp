@@ -50,7 +50,7 @@ void CompareView::setDiff(const analysis::PlanDiff &diff, const QString &nameA, 
     row(step, tr("Compute"), {}, {}, signedMs(diff.computeDelta));
     row(step, tr("Memory per device"), {}, {},
         (diff.memoryDelta > 0 ? QStringLiteral("+") : QString()) +
-            QLocale().formattedDataSize(diff.memoryDelta, 1, QLocale::DataSizeTraditionalFormat));
+            QLocale().formattedDataSize(diff.memoryDelta, 1, QLocale::DataSizeIecFormat));
     step->setExpanded(true);
     auto *classes = row(nullptr, tr("By subgraph class"), {}, {}, {});
     for (const auto &[name, g] : diff.byClass)

@@ -67,7 +67,7 @@ void InspectorDock::installSections()
         m_view->addRow(sharding, tr("Shard shape"), QString::fromStdString(layout::shapeLabel(local)));
         m_view->addRow(sharding, tr("Bytes per device"),
                        QLocale().formattedDataSize(spec.localElements(tensor.shape, p.mesh) * ir::byteSize(tensor.dtype), 2,
-                                                   QLocale::DataSizeTraditionalFormat));
+                                                   QLocale::DataSizeIecFormat));
         item->setText(1, item->text(1) + QStringLiteral("  ") + QString::fromStdString(spec.toPlacements()));
         sharding->setExpanded(true);
         if (tensor.role == ir::Role::Parameter) {
@@ -161,7 +161,7 @@ void InspectorDock::installSections()
                                                               QString::fromLatin1(sharding::toString(c.kind).data()),
                                                               QString::fromStdString(c.axis)),
                            tr("%1, %2 ms — %3")
-                               .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeTraditionalFormat))
+                               .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeIecFormat))
                                .arg(c.time * 1e3, 0, 'f', 3)
                                .arg(QString::fromStdString(c.reason)));
         }

@@ -45,7 +45,7 @@ void InspectorView::addTensor(QTreeWidgetItem *parent, ir::TensorId t)
                             QString::fromLatin1(ir::toString(tensor.dtype).data()));
     item->setData(0, Qt::UserRole, t.value);
     addRow(item, tr("Role"), QString::fromLatin1(ir::toString(tensor.role).data()));
-    addRow(item, tr("Bytes"), QLocale().formattedDataSize(tensor.byteCount(), 2, QLocale::DataSizeTraditionalFormat));
+    addRow(item, tr("Bytes"), QLocale().formattedDataSize(tensor.byteCount(), 2, QLocale::DataSizeIecFormat));
     if (m_tensorSection)
         m_tensorSection(t, item);
 }

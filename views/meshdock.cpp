@@ -119,7 +119,7 @@ void MeshDock::showNode(passes::NodeId node)
                               QString::fromLatin1(sharding::toString(c.kind).data()),
                               QString::fromStdString(c.tensor), QString::fromStdString(c.axis));
         step.detail = tr("%1 per device, %2 ms · %3")
-                          .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeTraditionalFormat))
+                          .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeIecFormat))
                           .arg(c.time * 1e3, 0, 'f', 3)
                           .arg(change);
         steps.push_back(step);

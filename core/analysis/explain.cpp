@@ -34,13 +34,14 @@ std::string formatTime(double seconds)
 
 std::string formatBytes(double bytes)
 {
+    // Binary units, as the CLI's reports and the studio write memory.
     const double a = std::abs(bytes);
-    if (a >= 1e9)
-        return fmt::format("{:.3g} GB", bytes / 1e9);
-    if (a >= 1e6)
-        return fmt::format("{:.3g} MB", bytes / 1e6);
-    if (a >= 1e3)
-        return fmt::format("{:.3g} kB", bytes / 1e3);
+    if (a >= 0x1p30)
+        return fmt::format("{:.3g} GiB", bytes / 0x1p30);
+    if (a >= 0x1p20)
+        return fmt::format("{:.3g} MiB", bytes / 0x1p20);
+    if (a >= 0x1p10)
+        return fmt::format("{:.3g} KiB", bytes / 0x1p10);
     return fmt::format("{:.0f} B", bytes);
 }
 

@@ -7,6 +7,7 @@
 #include "meshview.h"
 #include "candidatesview.h"
 #include <QElapsedTimer>
+#include <QRegularExpression>
 #include <QMenu>
 #include <QProgressBar>
 #include <QPushButton>
@@ -333,6 +334,18 @@ private slots:
         for (QTreeWidgetItemIterator c(w.inspector()); *c; ++c)
             collectives = collectives || (*c)->text(0) == QStringLiteral("Cost per step");
         QVERIFY(collectives);
+        // Sizes in binary units, as the CLI writes them: c_fc's weight,
+        // 768 x 3072 floats, is 9 MiB, never "9.44 MB" or "9 MB".
+        QString bytes;
+        for (QTreeWidgetItemIterator c(w.inspector()); *c; ++c) {
+            const QString value = (*c)->text(1);
+            QVERIFY2(!QRegularExpression(QStringLiteral("\\d ?[kKMGT]B\\b")).match(value).hasMatch(), qPrintable(value));
+            if ((*c)->text(0) == QStringLiteral("Bytes") && (*c)->parent() &&
+                (*c)->parent()->text(0) == QStringLiteral("transformer.h.0.mlp.c_fc.weight"))
+                bytes = value;
+        }
+        QCOMPARE(bytes, QLocale().formattedDataSize(768 * 3072 * 4, 2, QLocale::DataSizeIecFormat));
+        QVERIFY2(bytes.contains(QStringLiteral("MiB")), qPrintable(bytes));
         // Colouring by sharding tells column from row splits apart.
         w.setColouring(StudioWindow::Colouring::BySharding);
         QColor fcIn, fcOut;
