@@ -20,8 +20,14 @@ ClassesDock::ClassesDock(QWidget *parent)
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->verticalHeader()->hide();
-    m_table->horizontalHeader()->setStretchLastSection(true);
-    m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    // The numbers keep the room their contents need; the class name takes
+    // what is left (elided on the left, keeping its last atoms; whole in its tooltip), so that a
+    // narrow dock never cuts an instance count or a parameter count.
+    m_table->horizontalHeader()->setStretchLastSection(false);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(ClassListModel::Name, QHeaderView::Stretch);
+    m_table->setTextElideMode(Qt::ElideLeft);
+    m_table->setWordWrap(false);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &current) {
         if (current.isValid())
             emit classActivated(current.data(ClassListModel::ClassIdRole).toInt());

@@ -66,7 +66,16 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
         std::vector<std::string> scopes;
         for (const auto &i : cls.instances)
             scopes.push_back(i.scope);
-        return QString::fromStdString(layout::scopePattern(scopes));
+        const QString pattern = QString::fromStdString(layout::scopePattern(scopes));
+        switch (index.column()) {
+        case Instances:
+            return tr("%1: %n instance(s) in the model", nullptr, static_cast<int>(cls.instances.size())).arg(pattern);
+        case Parameters:
+            return tr("%1: %2 parameters per instance")
+                .arg(pattern, QLocale().toString(static_cast<qlonglong>(cls.parametersPerInstance)));
+        default:
+            return pattern;
+        }
     }
     case SortRole:
     case Qt::DisplayRole: {
@@ -85,7 +94,7 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
             return static_cast<qlonglong>(cls.opsPerInstance);
         case Parameters:
             return sort ? QVariant(static_cast<qlonglong>(cls.parametersPerInstance))
-                        : QVariant(QLocale().toString(static_cast<qlonglong>(cls.parametersPerInstance)));
+                        : QVariant(compactCount(cls.parametersPerInstance));
         case Share:
             return sort ? QVariant(share) : QVariant(QStringLiteral("%1 %").arg(share * 100, 0, 'f', 1));
         }
@@ -97,21 +106,40 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
 
 QVariant ClassListModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    if (orientation != Qt::Horizontal || (role != Qt::DisplayRole && role != Qt::ToolTipRole))
         return {};
+    // Short headers, so that the numbers keep their room in a narrow dock;
+    // the tooltips say them in full.
+    const bool tip = role == Qt::ToolTipRole;
     switch (section) {
     case Name:
-        return tr("Class");
+        return tip ? tr("The class: its instances' scopes, * where they differ") : tr("Class");
     case Instances:
-        return tr("Instances");
+        return tip ? tr("Instances of the class in the model") : tr("×");
     case Ops:
-        return tr("Ops");
+        return tip ? tr("Ops per instance") : tr("Ops");
     case Parameters:
-        return tr("Params");
+        return tip ? tr("Parameters per instance") : tr("Params");
     case Share:
-        return m_costShares.isEmpty() ? tr("Ops share") : tr("Cost share");
+        if (m_costShares.isEmpty())
+            return tip ? tr("The class's share of the model's ops") : tr("Share");
+        return tip ? tr("The class's share of the plan's step time") : tr("Share");
     }
     return {};
+}
+
+QString ClassListModel::compactCount(std::int64_t n)
+{
+    // 218,112,000 -> "218.1M": three significant figures at most, the
+    // exact count in the tooltip.
+    const double v = static_cast<double>(n);
+    if (v >= 1e9)
+        return QStringLiteral("%1B").arg(v / 1e9, 0, 'f', v >= 1e11 ? 0 : 1);
+    if (v >= 1e6)
+        return QStringLiteral("%1M").arg(v / 1e6, 0, 'f', v >= 1e8 ? 1 : 2);
+    if (v >= 1e3)
+        return QStringLiteral("%1K").arg(v / 1e3, 0, 'f', v >= 1e5 ? 0 : 1);
+    return QString::number(n);
 }
 
 } // namespace tapestry::views

@@ -99,8 +99,8 @@ void CostSummaryBar::paintEvent(QPaintEvent *)
         textRight = measuredBox.left() - 12;
     }
     p.setPen(palette().color(QPalette::WindowText));
-    p.drawText(QRect(8, 0, textRight - 8, height()), Qt::AlignVCenter,
-               fontMetrics().elidedText(m_text, Qt::ElideRight, textRight - 8));
+    m_shownText = fontMetrics().elidedText(m_text, Qt::ElideRight, textRight - 8);
+    p.drawText(QRect(8, 0, textRight - 8, height()), Qt::AlignVCenter, m_shownText);
     // Compute (blue) vs communication (orange).
     p.setPen(Qt::NoPen);
     p.setBrush(QColor(0x64b5f6));

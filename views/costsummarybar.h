@@ -23,6 +23,8 @@ public:
     void setMeasured(const QString &text);
     QString measuredText() const { return m_measuredText; }
     QString text() const { return m_text; }
+    // The summary as last painted, elided to the room the bars leave it.
+    QString shownText() const { return m_shownText; }
     bool fits() const { return m_fits; }
     QSize sizeHint() const override;
 
@@ -40,6 +42,7 @@ private:
     QString m_text;
     QString m_memoryText;
     QString m_measuredText;
+    QString m_shownText;
 };
 
 } // namespace tapestry::views

@@ -68,7 +68,9 @@ void InspectorDock::installSections()
         m_view->addRow(sharding, tr("Bytes per device"),
                        QLocale().formattedDataSize(spec.localElements(tensor.shape, p.mesh) * ir::byteSize(tensor.dtype), 2,
                                                    QLocale::DataSizeIecFormat));
-        item->setText(1, item->text(1) + QStringLiteral("  ") + QString::fromStdString(spec.toPlacements()));
+        // The sharding first: in a narrow column it is what stays in view.
+        item->setText(1, QString::fromStdString(spec.toPlacements()) + QStringLiteral("  ") + item->text(1));
+        item->setToolTip(1, item->text(1));
         sharding->setExpanded(true);
         if (tensor.role == ir::Role::Parameter) {
             // ZeRO: the states over the axes this spec replicates the parameter on.

@@ -2,8 +2,26 @@
 
 #include <QHeaderView>
 #include <QLocale>
+#include <QStyledItemDelegate>
 
 namespace tapestry::views {
+
+namespace {
+
+// Elides on the left, so that a tensor's name keeps its module and kind.
+class LeftElidingDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+    void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override
+    {
+        QStyledItemDelegate::initStyleOption(option, index);
+        option->textElideMode = Qt::ElideLeft;
+    }
+};
+
+} // namespace
 
 InspectorView::InspectorView(QWidget *parent) : QTreeWidget(parent)
 {
@@ -13,6 +31,9 @@ InspectorView::InspectorView(QWidget *parent) : QTreeWidget(parent)
     header()->resizeSection(0, 190);
     setAlternatingRowColors(true);
     setUniformRowHeights(true);
+    // Long names keep their distinguishing ends ("…self_attn.q_proj.weight");
+    // values their beginnings, where the sharding is.
+    setItemDelegateForColumn(0, new LeftElidingDelegate(this));
     showNothing();
 }
 
@@ -27,6 +48,7 @@ QTreeWidgetItem *InspectorView::addRow(QTreeWidgetItem *parent, const QString &k
     auto *item = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(this);
     item->setText(0, key);
     item->setText(1, value);
+    item->setToolTip(0, key);
     item->setToolTip(1, value);
     return item;
 }

@@ -7,6 +7,8 @@
 #include "meshview.h"
 #include "candidatesview.h"
 #include <QElapsedTimer>
+#include <QTreeWidget>
+#include <QHeaderView>
 #include <QRegularExpression>
 #include <QMenu>
 #include <QProgressBar>
@@ -984,6 +986,71 @@ private slots:
         w.setQuietErrors(true);
         QVERIFY(openAndWait(w, QStringLiteral("zoo:mlp")));
         QCOMPARE(w.recentFiles().value(0), QStringLiteral("zoo:mlp"));
+    }
+
+    // The numbers a user opens the studio for are never cut off, at the
+    // default window size and at 1920x1080: the cost bar's step time, every
+    // numeric column of the class list, and each parameter's sharding in the
+    // inspector (its name may elide, keeping its tail).
+    void readableAtBothSizes_data()
+    {
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("1400x900") << QSize(1400, 900);
+        QTest::newRow("1920x1080") << QSize(1920, 1080);
+    }
+    void readableAtBothSizes()
+    {
+        QFETCH(QSize, size);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.resize(size);
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
+        w.show();
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:llama3-8b?layers=4")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        w.classTable()->selectRow(0);
+        w.grab();  // lays out and paints every widget at this size
+
+        // The cost bar shows its first part, the step time, whole.
+        const QString step = w.costBar()->text().section(QStringLiteral(" · "), 0, 0);
+        QVERIFY2(step.startsWith(QStringLiteral("step ")), qPrintable(step));
+        QVERIFY2(w.costBar()->shownText().startsWith(step), qPrintable(w.costBar()->shownText()));
+
+        // The class list: each numeric column inside the view and as wide as
+        // its contents and header.
+        QTableView *table = w.classTable();
+        const QAbstractItemView *view = table;  // sizeHintForColumn is public here
+        const QHeaderView *header = table->horizontalHeader();
+        for (int c : {ClassListModel::Instances, ClassListModel::Ops, ClassListModel::Parameters, ClassListModel::Share}) {
+            const int right = header->sectionViewportPosition(c) + header->sectionSize(c);
+            QVERIFY2(right <= table->viewport()->width(),
+                     qPrintable(QStringLiteral("column %1 ends at %2 of %3").arg(c).arg(right).arg(table->viewport()->width())));
+            QVERIFY2(header->sectionSize(c) >= view->sizeHintForColumn(c),
+                     qPrintable(QStringLiteral("column %1: %2 < %3").arg(c).arg(header->sectionSize(c)).arg(view->sizeHintForColumn(c))));
+        }
+        QCOMPARE(table->model()->index(0, ClassListModel::Instances).data().toString(), QStringLiteral("×4"));
+
+        // The inspector: each parameter's sharding, the value's first part,
+        // fits the value column.
+        InspectorView *inspector = w.inspector();
+        const QTreeWidgetItem *params = nullptr;
+        for (int i = 0; i < inspector->topLevelItemCount(); ++i)
+            if (inspector->topLevelItem(i)->text(0) == QStringLiteral("Parameters"))
+                params = inspector->topLevelItem(i);
+        QVERIFY(params && params->childCount() > 0);
+        const QHeaderView *columns = inspector->header();
+        QVERIFY(columns->sectionViewportPosition(1) + columns->sectionSize(1) <= inspector->viewport()->width() + 1);
+        const int margin = 2 * (inspector->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, inspector) + 1);
+        for (int i = 0; i < params->childCount(); ++i) {
+            const QString value = params->child(i)->text(1);
+            QVERIFY2(value.startsWith(QLatin1Char('[')), qPrintable(value));
+            const QString spec = value.left(value.indexOf(QLatin1Char(']')) + 1);
+            QVERIFY2(inspector->fontMetrics().horizontalAdvance(spec) + margin <= columns->sectionSize(1),
+                     qPrintable(spec + QStringLiteral(" in %1 px").arg(columns->sectionSize(1))));
+        }
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/readable-%1x%2.png").arg(size.width()).arg(size.height())));
     }
 
     void screenshots_data()
