@@ -21,6 +21,14 @@
 #include "analysis/pinpropagation.h"
 
 #include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMimeData>
 #include <QDockWidget>
 #include <QLabel>
 #include <QMessageBox>
@@ -89,7 +97,71 @@ StudioWindow::StudioWindow(QWidget *parent)
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     if (!settings.contains(QStringLiteral("window/geometry")))
         resize(1400, 900);
-    m_status->setText(tr("Open a model: File › Open, or File › Model zoo"));
+    m_status->setText(tr("Open a model: File › Open, or File › Model zoo, or drop a model or plan file here"));
+    setAcceptDrops(true);
+}
+
+bool StudioWindow::isDroppable(const QString &path)
+{
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    return (suffix == QStringLiteral("onnx") || suffix == QStringLiteral("json")) && QFileInfo(path).isFile();
+}
+
+namespace {
+
+// The one local file a drag carries, or nothing.
+QString droppedFile(const QMimeData *data)
+{
+    if (!data || !data->hasUrls() || data->urls().size() != 1 || !data->urls().front().isLocalFile())
+        return {};
+    const QString path = data->urls().front().toLocalFile();
+    return StudioWindow::isDroppable(path) ? path : QString();
+}
+
+} // namespace
+
+void StudioWindow::dragEnterEvent(QDragEnterEvent *event)
+{
+    if (!droppedFile(event->mimeData()).isEmpty())
+        event->acceptProposedAction();
+}
+
+void StudioWindow::dropEvent(QDropEvent *event)
+{
+    const QString path = droppedFile(event->mimeData());
+    if (path.isEmpty())
+        return;
+    event->acceptProposedAction();
+    openDroppedFile(path);
+}
+
+bool StudioWindow::openDroppedFile(const QString &path)
+{
+    if (!isDroppable(path))
+        return false;
+    // A plan says so in its format field; its model is named by source, a
+    // relative path read from the plan's folder when not from here.
+    QString planModel;
+    if (QFileInfo(path).suffix().toLower() == QStringLiteral("json")) {
+        QFile f(path);
+        if (f.open(QIODevice::ReadOnly) && f.size() < (64 << 20)) {
+            const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+            if (doc.value(QStringLiteral("format")).toString() == QStringLiteral("tapestry.plan"))
+                planModel = doc.value(QStringLiteral("model")).toObject().value(QStringLiteral("source")).toString();
+        }
+    }
+    if (planModel.isEmpty()) {
+        openModel(path);
+        return true;
+    }
+    if (document().graph && document().source == planModel)
+        return openPlanFile(path);
+    if (!planModel.startsWith(QStringLiteral("zoo:")) && QFileInfo(planModel).isRelative() &&
+        !QFileInfo::exists(planModel))
+        planModel = QFileInfo(path).dir().filePath(planModel);
+    m_pendingPlanFile = path;
+    openModel(planModel);
+    return true;
 }
 
 StudioWindow::~StudioWindow()
@@ -156,6 +228,7 @@ void StudioWindow::connectDocument()
     connect(m_doc, &PlanDocument::loadFailed, this, [this](const QString &message, bool cancelled) {
         m_progress->hide();
         m_cancel->hide();
+        m_pendingPlanFile.clear();  // it was for the model that did not load
         if (cancelled) {
             m_status->setText(tr("Loading %1 cancelled").arg(m_loadingSource));
             return;

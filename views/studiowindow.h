@@ -85,6 +85,12 @@ public:
     // Reads a tapestry.plan file for the open model and shows it (lessons,
     // hand-written plans). False with the error shown when it does not fit.
     bool openPlanFile(const QString &path);
+    // A file dropped on the window (or named otherwise): a tapestry.plan
+    // opens its model (unless it is the open one) and then itself; an
+    // .onnx, a tapestry.model or a config.json opens as a model. False for
+    // a file of any other kind, which is left alone.
+    bool openDroppedFile(const QString &path);
+    static bool isDroppable(const QString &path);
     MeshView *meshView() const;
     // Opens a lesson of LESSONS.md: 1 = Y = X·B·C Megatron split on 4
     // devices, 2 = the 2-layer MLP fully sharded on a 4x2 mesh.
@@ -148,6 +154,8 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent *event) override;
+    void dragEnterEvent(QDragEnterEvent *event) override;
+    void dropEvent(QDropEvent *event) override;
 
 private:
     void createDocks();

@@ -7,6 +7,10 @@
 #include "meshview.h"
 #include "candidatesview.h"
 #include <QElapsedTimer>
+#include <QUrl>
+#include <QDropEvent>
+#include <QDragEnterEvent>
+#include <QMimeData>
 #include <QTreeWidget>
 #include <QHeaderView>
 #include <QRegularExpression>
@@ -1051,6 +1055,45 @@ private slots:
                      qPrintable(spec + QStringLiteral(" in %1 px").arg(columns->sectionSize(1))));
         }
         QVERIFY(w.grab().save(shotDir() + QStringLiteral("/readable-%1x%2.png").arg(size.width()).arg(size.height())));
+    }
+
+    // A model or plan file dropped on the window opens: a plan with its
+    // model (zoo:mlp for the 4x2 lesson plan) and then its own specs; a
+    // file of another kind is not taken.
+    void dropsOpenModelsAndPlans()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        auto drag = [&](const QString &path) {
+            QMimeData data;
+            data.setUrls({QUrl::fromLocalFile(path)});
+            QDragEnterEvent enter(QPoint(700, 400), Qt::CopyAction, &data, Qt::LeftButton, Qt::NoModifier);
+            QCoreApplication::sendEvent(&w, &enter);
+            if (!enter.isAccepted())
+                return false;
+            QDropEvent drop(QPointF(700, 400), Qt::CopyAction, &data, Qt::LeftButton, Qt::NoModifier);
+            QCoreApplication::sendEvent(&w, &drop);
+            return drop.isAccepted();
+        };
+        QTemporaryDir dir;
+        const QString text = dir.filePath(QStringLiteral("notes.txt"));
+        QFile f(text);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not a model");
+        f.close();
+        QVERIFY(!drag(text));
+        QVERIFY(!drag(dir.filePath(QStringLiteral("missing.onnx"))));
+
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(drag(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/plans/mlp-2d-4x2.json")));
+        QVERIFY(planned.wait(60000));
+        QCOMPARE(w.document().source, QStringLiteral("zoo:mlp"));
+        QCOMPARE(QString::fromStdString(w.planned().plan->mesh.toString()), QStringLiteral("4x2 (y, x)"));
+
+        QVERIFY(drag(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/onnx/gpt-tiny.onnx")));
+        QTRY_VERIFY_WITH_TIMEOUT(w.document().source.endsWith(QStringLiteral("gpt-tiny.onnx")), 60000);
+        QVERIFY(w.document().graph);
     }
 
     void screenshots_data()
