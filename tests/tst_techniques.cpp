@@ -21,6 +21,8 @@
 
 #include <QtTest>
 
+#include <algorithm>
+
 #include <cmath>
 #include <set>
 
@@ -49,6 +51,16 @@ plan::Plan reference(const ir::Graph &g, const sharding::Mesh &m, search::Refere
     search::ReferenceOptions o;
     o.sequenceParallel = sp;
     return search::referencePlan(g, kGpt, m, method, o);
+}
+
+// The backward pass' working set, once per plan (16-bit): the gradients of a
+// layer's output, input and residual branch (s·b·h each, over t with
+// sequence parallelism) and its largest intermediate gradient (the MLP's
+// 4·s·b·h/t, or the probabilities' a·s²·b/t without flash attention).
+double workingSet(double t, bool sequenceParallel, bool flash)
+{
+    const double sbh = kS * kB * kH;
+    return 2 * (3 * (sequenceParallel ? sbh / t : sbh) + std::max(4 * sbh / t, flash ? 0.0 : kA * kS * kS * kB / t));
 }
 
 double parameterCount(const ir::Graph &g)
@@ -95,11 +107,17 @@ private slots:
         t.recompute = *cost::recomputeFromString(recompute.toStdString());
         const cost::PlanCost c = costWith(g, p, t);
         QCOMPARE(c.memory.activationModel, std::string("korthikanti"));
-        double expected = perLayer * kLayers;
+        const double tp = plan == "replicate" ? 1 : 8;
+        const bool sp = plan == "megatron-sp";
+        // The rows, and once per plan the backward pass' working set.
+        double expected = perLayer * kLayers + workingSet(tp, sp, false);
         // Full recomputation also holds the one layer it recomputes, whole,
-        // during that layer's backward pass (once per plan).
-        if (t.recompute == cost::Recompute::Full)
-            expected += static_cast<double>(costWith(g, p, {}).memory.activations) / kLayers;
+        // during that layer's backward pass (once per plan): the row
+        // without recomputation.
+        if (t.recompute == cost::Recompute::Full) {
+            const double sbh = kS * kB * kH, as_h = kA * kS / kH;
+            expected += sp ? sbh / tp * (34 + 5 * as_h) : sbh * (34 + 5 * as_h);
+        }
         QVERIFY2(std::abs(static_cast<double>(c.memory.activations) - expected) <= 0.01 * expected,
                  qPrintable(QStringLiteral("%1 B, the table says %2 B").arg(c.memory.activations).arg(expected)));
     }
@@ -115,7 +133,7 @@ private slots:
         cost::Techniques flash;
         flash.flashAttention = true;
         QCOMPARE(static_cast<double>(costWith(g, p, flash).memory.activations),
-                 kLayers * (34 * sbh / t + 4 * kA * kS * kB / t));
+                 kLayers * (34 * sbh / t + 4 * kA * kS * kB / t) + workingSet(t, true, true));
         const std::int64_t whole = costWith(g, p, {}).memory.activations;
         for (int m : {2, 4}) {
             cost::Techniques micro;

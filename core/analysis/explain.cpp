@@ -161,7 +161,7 @@ std::int64_t Explainer::activationBytes(const std::vector<ShardingSpec> &specs) 
         for (const auto &l : cost::transformerLayers(m_graph, m_mesh, specs)) {
             bytes += cost::layerActivationBytes(l, m_options);
             if (const auto op = m_graph.findOp(l.softmaxOp))
-                bytes += cost::recomputeWorkingBytes(l, m_options, shares[op->index()]);
+                bytes += cost::layerWorkingBytes(l, m_options, shares[op->index()]);
         }
         return bytes;
     }

@@ -101,6 +101,29 @@ std::int64_t recomputeWorkingBytes(const TransformerLayerShape &layer, const Cos
     return std::llround(static_cast<double>(layerActivationBytes(layer, kept)) * share);
 }
 
+std::int64_t backwardWorkingBytes(const TransformerLayerShape &l, const CostOptions &options, double share)
+{
+    if (share <= 0)
+        return 0;
+    const double b = static_cast<double>(microBatchOf(l.b, options.techniques.microBatches));
+    const double s = static_cast<double>(l.s), h = static_cast<double>(l.h), a = static_cast<double>(l.a);
+    const double t = static_cast<double>(l.t), sbh = s * b * h;
+    // Elements: the gradients of the layer's output, its input and the
+    // residual branch, each [s, b, h] (on sequence shards with sequence
+    // parallelism), and the largest intermediate gradient: the MLP's
+    // [s, b, 4h] split over t, or the attention probabilities' [b, a, s, s]
+    // over t where they are materialised (no flash attention).
+    const double stream = 3 * (l.sequenceParallel ? sbh / t : sbh);
+    const double intermediate =
+        std::max(4 * sbh / t, options.techniques.flashAttention ? 0.0 : a * s * s * b / t);
+    return std::llround((stream + intermediate) * options.activationBytes * share);
+}
+
+std::int64_t layerWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share)
+{
+    return recomputeWorkingBytes(layer, options, share) + backwardWorkingBytes(layer, options, share);
+}
+
 std::int64_t savedBytes(const ir::Tensor &tensor, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
                         int microBatches)
 {

@@ -61,6 +61,19 @@ std::int64_t layerActivationBytes(const TransformerLayerShape &layer, const Cost
 // 1 / the count of its kind (layerShares), which the search charges layer
 // by layer as the plan does. 0 under any other setting.
 std::int64_t recomputeWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share);
+// What the backward pass holds besides the saved activations while it runs
+// one layer: the gradients in flight (the layer's output, input and
+// residual branch gradients, s·b·h each, and its largest intermediate
+// gradient, the MLP's 4·s·b·h/t or the attention probabilities' a·s²·b/t
+// where no flash attention keeps them out), in activation bytes, of one
+// micro-batch. Charged as recomputeWorkingBytes is: once per kind of
+// layer, each layer carrying `share` of it. The memory a training job
+// peaks at is the saved activations plus this, near the start of the
+// backward pass.
+std::int64_t backwardWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share);
+// recomputeWorkingBytes + backwardWorkingBytes: what every costing path
+// charges a layer besides layerActivationBytes.
+std::int64_t layerWorkingBytes(const TransformerLayerShape &layer, const CostOptions &options, double share);
 // By op id: for the score Softmax of an attention layer, 1 / the number of
 // attention layers of its kind in the graph; 0 for any other op.
 std::vector<double> layerShares(const ir::Graph &graph);

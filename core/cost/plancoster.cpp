@@ -485,7 +485,7 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs, bool breakdowns
         for (const auto &l : layers) {
             cost.memory.activations += layerActivationBytes(l, m_options);
             if (const auto op = m_graph.findOp(l.softmaxOp))
-                    cost.memory.activations += recomputeWorkingBytes(l, m_options, m_shares[op->index()]);
+                    cost.memory.activations += layerWorkingBytes(l, m_options, m_shares[op->index()]);
         }
     } else {
         cost.memory.activationModel = "saved-tensors";

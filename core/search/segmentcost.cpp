@@ -1792,7 +1792,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     for (int sp = 0; sp < 2; ++sp)
                         if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sp == 1))
                             korthikanti[sp] = cost::layerActivationBytes(*l, m_options) +
-                                              cost::recomputeWorkingBytes(*l, m_options, m_shares[id.index()]);
+                                              cost::layerWorkingBytes(*l, m_options, m_shares[id.index()]);
                     m_specs[op.inputs[0].index()] = keep;
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
@@ -2214,7 +2214,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         for (ir::OpId id : segment.ops)
             if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sequenceParallel))
                 activations += cost::layerActivationBytes(*l, m_options) +
-                               cost::recomputeWorkingBytes(*l, m_options, m_shares[id.index()]);
+                               cost::layerWorkingBytes(*l, m_options, m_shares[id.index()]);
     } else {
         // The saved-tensor model of the cost model, over this segment's ops.
         std::set<ir::TensorId> saved;
