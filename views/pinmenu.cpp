@@ -32,11 +32,17 @@ PinMenu::PinMenu(PlanDocument *document, const layout::ViewNode &node, QWidget *
                     continue;
                 const auto explanation = document->explainer()->explainTensor(tensor.name);
                 auto *sub = addMenu(tr("Pin %1").arg(QString::fromStdString(tensor.name)));
+                sub->setToolTipsVisible(true);
                 for (const auto &alt : explanation.alternatives) {
-                    QString text = QString::fromStdString(alt.summary);
+                    // The spec and what it moves (step, comm, memory) in the
+                    // entry; the collectives it adds and removes, which make
+                    // a line of a thousand pixels, in its tooltip.
+                    const QString summary = QString::fromStdString(alt.summary);
+                    QString text = summary.section(QStringLiteral("; "), 0, 0);
                     if (!alt.fits)
                         text = tr("⚠ does not fit in memory: %1").arg(text);
                     auto *action = sub->addAction(alt.chosen ? tr("✓ %1 (the plan's)").arg(text) : text);
+                    action->setToolTip(summary);
                     action->setEnabled(!alt.chosen);
                     connect(action, &QAction::triggered, document, [document, name = tensor.name, spec = alt.spec] {
                         document->pinTensor(name, spec, document->pinWholeClass());

@@ -5,6 +5,7 @@
 #include "graphpanel.h"
 #include "inspectorview.h"
 #include "meshview.h"
+#include "pinmenu.h"
 #include "candidatesview.h"
 #include <QElapsedTimer>
 #include <QUrl>
@@ -513,6 +514,41 @@ private slots:
             forwardAllReduces += w.meshView()->caption().contains(QStringLiteral("forward all-reduce"));
         }
         QCOMPARE(forwardAllReduces, 1);
+    }
+
+    // A node's pin menu stays as wide as a readable line: each alternative
+    // says its spec and what it moves; the collectives it adds and removes
+    // are in the entry's tooltip.
+    void pinMenuReadable()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
+        w.show();
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
+        if (planned.isEmpty())
+            QVERIFY(planned.wait(60000));
+        const auto &nodes = w.graphPanel()->viewGraph().nodes;
+        int block = -1;
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            if (nodes[i].kind == tapestry::layout::ViewNode::Kind::Block)
+                block = static_cast<int>(i);
+        QVERIFY(block >= 0);
+        PinMenu menu(w.planDocument(), nodes[static_cast<std::size_t>(block)], &w);
+        QVERIFY2(menu.error().isEmpty(), qPrintable(menu.error()));
+        int submenus = 0, tooltips = 0;
+        for (QAction *a : menu.actions()) {
+            if (!a->menu())
+                continue;
+            ++submenus;
+            QVERIFY2(a->menu()->sizeHint().width() <= 900,
+                     qPrintable(a->text() + QStringLiteral(": %1 px").arg(a->menu()->sizeHint().width())));
+            for (QAction *alt : a->menu()->actions())
+                tooltips += alt->toolTip().contains(QStringLiteral("adds ")) || alt->toolTip().contains(QStringLiteral("removes "));
+        }
+        QVERIFY(submenus >= 4);
+        QVERIFY(tooltips > 0);
     }
 
     void pinMovesCostAndUndoRestores()
