@@ -25,6 +25,7 @@ GraphPanel::GraphPanel(QWidget *parent)
     grid->addWidget(m_graphView, 0, 0);
     grid->addWidget(m_minimap, 0, 0, Qt::AlignRight | Qt::AlignBottom);
 
+    m_minimap->setToolTip(tr("Click or drag to move the view; View › Minimap (Ctrl+M) hides it"));
     connect(m_scene, &GraphScene::nodeSelected, this, &GraphPanel::viewNodeSelected);
     connect(m_scene, &GraphScene::nodeActivated, this, &GraphPanel::toggleExpanded);
     connect(m_scene, &GraphScene::nodeContextMenu, this, &GraphPanel::viewNodeContextMenu);
@@ -270,6 +271,16 @@ bool GraphPanel::exportImage(const QString &path, const QString &title, QString 
             return false;
     }
     return writeImageFile(path, bytes, error);
+}
+
+void GraphPanel::setMinimapVisible(bool visible)
+{
+    m_minimap->setVisible(visible);
+}
+
+bool GraphPanel::minimapVisible() const
+{
+    return !m_minimap->isHidden();
 }
 
 } // namespace tapestry::views

@@ -35,6 +35,10 @@ public:
     GraphScene *scene() const { return m_scene; }
     GraphView *view() const { return m_graphView; }
     bool isLayoutRunning() const { return m_watcher.isRunning(); }
+    // The minimap in the view's corner, shown or folded away (View ›
+    // Minimap), so that it never hides the graph a user is reading.
+    void setMinimapVisible(bool visible);
+    bool minimapVisible() const;
 
     // Colour per view node; an empty function colours by class.
     using Colouring = std::function<QColor(const layout::ViewNode &)>;

@@ -112,6 +112,17 @@ void StudioActions::createViewMenu()
     m_fit->setShortcut(QKeySequence(tr("Ctrl+0")));
     view->addAction(tr("Zoom &in"), m_window, [graph] { graph->zoomBy(1.25); })->setShortcut(QKeySequence::ZoomIn);
     view->addAction(tr("Zoom &out"), m_window, [graph] { graph->zoomBy(0.8); })->setShortcut(QKeySequence::ZoomOut);
+    // The minimap, kept shown or hidden between runs.
+    m_minimap = view->addAction(tr("&Minimap"));
+    m_minimap->setCheckable(true);
+    m_minimap->setShortcut(QKeySequence(tr("Ctrl+M")));
+    const bool minimap = QSettings().value(QStringLiteral("view/minimap"), true).toBool();
+    m_minimap->setChecked(minimap);
+    m_window->graphPanel()->setMinimapVisible(minimap);
+    connect(m_minimap, &QAction::toggled, m_window, [this](bool on) {
+        m_window->graphPanel()->setMinimapVisible(on);
+        QSettings().setValue(QStringLiteral("view/minimap"), on);
+    });
 
     auto *toolbar = m_window->addToolBar(tr("Main"));
     toolbar->setObjectName(QStringLiteral("main"));

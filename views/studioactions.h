@@ -74,6 +74,7 @@ private:
     QAction *m_zoo = nullptr;
     QAction *m_exportImage = nullptr;
     QAction *m_fit = nullptr;
+    QAction *m_minimap = nullptr;
 };
 
 } // namespace tapestry::views

@@ -516,6 +516,38 @@ private slots:
         QCOMPARE(forwardAllReduces, 1);
     }
 
+    // View › Minimap folds the minimap away and back, and the choice holds
+    // for the next window.
+    void minimapFoldsAndIsRemembered()
+    {
+        auto minimapAction = [](StudioWindow &w) -> QAction * {
+            for (QAction *a : w.findChildren<QAction *>())
+                if (a->text() == QStringLiteral("&Minimap"))
+                    return a;
+            return nullptr;
+        };
+        {
+            StudioWindow w;
+            w.show();
+            QAction *a = minimapAction(w);
+            QVERIFY(a && a->isCheckable());
+            if (!a->isChecked())
+                a->setChecked(true);
+            QVERIFY(w.graphPanel()->minimapVisible());
+            QCOMPARE(a->shortcut(), QKeySequence(QStringLiteral("Ctrl+M")));
+            a->setChecked(false);
+            QVERIFY(!w.graphPanel()->minimapVisible());
+        }
+        {
+            StudioWindow again;
+            again.show();
+            QVERIFY(!again.graphPanel()->minimapVisible());
+            QVERIFY(!minimapAction(again)->isChecked());
+            minimapAction(again)->setChecked(true);  // as the other tests expect it
+            QVERIFY(again.graphPanel()->minimapVisible());
+        }
+    }
+
     // A node's pin menu stays as wide as a readable line: each alternative
     // says its spec and what it moves; the collectives it adds and removes
     // are in the entry's tooltip.
