@@ -251,6 +251,7 @@ bool PlanDocument::openPlanFile(const QString &path)
         plan::Plan p = plan::readPlanFile(path.toStdString());
         recoster().recost(p, path.toStdString());
         m_undo->clear();
+        m_planFile = path;
         adoptPlan(groupPlan(m_model, std::move(p)), PlanChange::Opened);
         return true;
     } catch (const std::exception &e) {

@@ -68,6 +68,8 @@ public:
     // Reads a tapestry.plan file for the open model (lessons, hand-written
     // plans); false, with `failed`, when it does not fit.
     bool openPlanFile(const QString &path);
+    // The file the open plan was last read from (openPlanFile).
+    QString planFile() const { return m_planFile; }
     bool savePlan(const QString &path);
     // The plan for a training framework ("torch", "jax", "megatron").
     bool exportPlan(const QString &format, const QString &path);
@@ -185,6 +187,7 @@ private:
     // queued behind it. Whatever reads or removes the file waits for both.
     QFutureWatcher<QString> m_autosaveWriter;
     std::shared_ptr<const plan::Plan> m_autosaveQueued;
+    QString m_planFile;
 };
 
 } // namespace tapestry::views

@@ -140,6 +140,7 @@ void StudioActions::createPlanMenu()
     m_method = new QComboBox(planBar);
     m_method->addItems({QStringLiteral("tap"), QStringLiteral("megatron"), QStringLiteral("dp"), QStringLiteral("replicate")});
     m_method->setToolTip(tr("How the plan is made: TAP search, or a reference plan"));
+    m_method->setSizeAdjustPolicy(QComboBox::AdjustToContents);  // a plan file's name shows whole
     m_mesh = new QComboBox(planBar);
     m_mesh->setEditable(true);
     m_mesh->addItems({QStringLiteral("8"), QStringLiteral("4"), QStringLiteral("2"), QStringLiteral("2x8"),
@@ -298,6 +299,7 @@ void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)
                             "Each is chosen with the plan unless fixed here; a change re-costs the plan (undoable)."));
     planBar->addWidget(m_memory);
     connect(m_document, &PlanDocument::planChanged, this, &StudioActions::showTechniques);
+    connect(m_document, &PlanDocument::planChanged, this, &StudioActions::showPlanSource);
     showTechniques();
 }
 
@@ -384,9 +386,33 @@ void StudioActions::showTechniques()
                              .arg(QString::fromStdString(cost::describe(t))));
 }
 
+void StudioActions::showPlanSource(PlanDocument::PlanChange change)
+{
+    // A plan opened from a file was made by no method of the list: the
+    // field says where it came from ("file: mlp-2d-4x2.json") until a plan
+    // is derived again, which takes the method chosen before.
+    const int fileItem = m_method->findData(QStringLiteral("file"));
+    if (change == PlanDocument::PlanChange::Opened) {
+        const QString label = tr("file: %1").arg(QFileInfo(m_document->planFile()).fileName());
+        if (fileItem < 0) {
+            m_derivedMethod = m_method->currentText();
+            m_method->addItem(label, QStringLiteral("file"));
+        } else {
+            m_method->setItemText(fileItem, label);
+        }
+        m_method->setCurrentIndex(m_method->findData(QStringLiteral("file")));
+        m_method->setToolTip(tr("This plan was opened from %1; choose a method to derive one").arg(m_document->planFile()));
+    } else if (change == PlanDocument::PlanChange::Derived && fileItem >= 0) {
+        m_method->removeItem(fileItem);
+        m_method->setToolTip(tr("How the plan is made: TAP search, or a reference plan"));
+    }
+}
+
 PlanRequest StudioActions::request() const
 {
-    PlanRequest r{m_method->currentText(), m_mesh->currentText().trimmed(), m_profile->currentText(), {}};
+    const QString method = m_method->currentData().toString() == QStringLiteral("file") ? m_derivedMethod
+                                                                                          : m_method->currentText();
+    PlanRequest r{method, m_mesh->currentText().trimmed(), m_profile->currentText(), {}};
     r.techniques = techniqueChoices();
     return r;
 }

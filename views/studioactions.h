@@ -1,5 +1,6 @@
 #pragma once
 
+#include "plandocument.h"
 #include "plannedmodel.h"
 
 #include <QObject>
@@ -48,6 +49,9 @@ private:
     void createMemoryMenu(QToolBar *planBar, QMenu *planMenu);
     search::TechniqueChoices techniqueChoices() const;
     void showTechniques();
+    // The Plan field after a plan change: a plan opened from a file shows
+    // its file there instead of a method it was not made by.
+    void showPlanSource(PlanDocument::PlanChange change);
     // The Global batch field follows the open model (a zoo preset's batch
     // knob; other models keep theirs).
     void showBatch();
@@ -75,6 +79,7 @@ private:
     QAction *m_exportImage = nullptr;
     QAction *m_fit = nullptr;
     QAction *m_minimap = nullptr;
+    QString m_derivedMethod = QStringLiteral("tap");  // the Plan field's method while it shows a file
 };
 
 } // namespace tapestry::views

@@ -7,6 +7,7 @@
 #include "meshview.h"
 #include "pinmenu.h"
 #include "candidatesview.h"
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QUrl>
 #include <QDropEvent>
@@ -1158,6 +1159,20 @@ private slots:
         QVERIFY(planned.wait(60000));
         QCOMPARE(w.document().source, QStringLiteral("zoo:mlp"));
         QCOMPARE(QString::fromStdString(w.planned().plan->mesh.toString()), QStringLiteral("4x2 (y, x)"));
+        // The Plan field names the file, not a method the plan was not made
+        // by; deriving again takes the method chosen before and drops it.
+        QComboBox *method = nullptr;
+        for (QComboBox *box : w.findChildren<QComboBox *>())
+            if (box->findText(QStringLiteral("megatron")) >= 0)
+                method = box;
+        QVERIFY(method);
+        QCOMPARE(method->currentText(), QStringLiteral("file: mlp-2d-4x2.json"));
+        QCOMPARE(w.planRequest().method, QStringLiteral("tap"));
+        w.derivePlan();
+        QVERIFY(planned.wait(60000));
+        QCOMPARE(method->findData(QStringLiteral("file")), -1);
+        QCOMPARE(method->currentText(), QStringLiteral("tap"));
+        QCOMPARE(QString::fromStdString(w.planned().plan->method), QStringLiteral("tap"));
 
         QVERIFY(drag(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/onnx/gpt-tiny.onnx")));
         QTRY_VERIFY_WITH_TIMEOUT(w.document().source.endsWith(QStringLiteral("gpt-tiny.onnx")), 60000);
