@@ -123,14 +123,17 @@ JaxPlan jaxPlan(const ExportInput &in)
         if (roles[o] & cost::kScore)
             if (const auto scope = cost::layerScope(g.op(ir::OpId(static_cast<std::int32_t>(o))).name); !scope.empty())
                 layers.insert(std::string(scope));
+    // A weight read through a transpose (a tied LM head's embedding).
+    auto isWeightView = [&](const ir::Tensor &tensor) {
+        return tensor.producer.valid() && g.op(tensor.producer).type == "Transpose" &&
+               g.tensor(g.op(tensor.producer).inputs[0]).role == ir::Role::Parameter;
+    };
     auto readsWeight = [&](const ir::Op &op) {
         if (op.type != "MatMul" && op.type != "Gemm" && op.type != "Gather")
             return false;
         for (auto x : op.inputs) {
             const ir::Tensor &tensor = g.tensor(x);
-            const bool view = tensor.producer.valid() && g.op(tensor.producer).type == "Transpose" &&
-                              g.tensor(g.op(tensor.producer).inputs[0]).role == ir::Role::Parameter;
-            if ((tensor.role == ir::Role::Parameter && tensor.shape.size() == 2) || view)
+            if ((tensor.role == ir::Role::Parameter && tensor.shape.size() == 2) || isWeightView(tensor))
                 return true;
         }
         return false;
@@ -193,6 +196,22 @@ JaxPlan jaxPlan(const ExportInput &in)
     // where that module is itself a boundary (an LM head outside the
     // layers), the read replaces the boundary's input, being what the
     // linear computes on.
+    // The PartitionSpec `op` computes on its input `t` (its strategy under the stored specs).
+    auto readSpec = [&](ir::OpId op, ir::TensorId t) {
+        std::vector<sharding::ShardingSpec> specs;
+        for (auto x : g.op(op).inputs)
+            specs.push_back(in.specs[x.index()]);
+        const auto strategy = sharding::resolveStrategy(g, op, specs, in.plan.mesh);
+        const auto &inputs = g.op(op).inputs;
+        const auto at = static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), t) - inputs.begin());
+        return strategy.inputs[at].toPartitionSpec(static_cast<int>(g.tensor(t).shape.size()), mesh);
+    };
+    auto replaceBoundary = [&](Boundary b) {
+        boundaries.erase(std::remove_if(boundaries.begin(), boundaries.end(),
+                                        [&](const Boundary &old) { return old.key == b.key; }),
+                         boundaries.end());
+        boundaries.push_back(std::move(b));
+    };
     for (std::size_t o = 0; o < g.opCount(); ++o) {
         const ir::OpId id(static_cast<std::int32_t>(o));
         const ir::Op &op = g.op(id);
@@ -204,23 +223,10 @@ JaxPlan jaxPlan(const ExportInput &in)
         const std::string module = slash == std::string::npos ? std::string() : moduleOfScope(op.name.substr(0, slash));
         if (module.empty())
             continue;
-        std::vector<sharding::ShardingSpec> specs;
-        for (auto x : op.inputs)
-            specs.push_back(in.specs[x.index()]);
-        const auto strategy = sharding::resolveStrategy(g, id, specs, in.plan.mesh);
-        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-            const ir::Tensor &x = g.tensor(op.inputs[i]);
-            if (x.role != ir::Role::Activation || x.shape.size() < 2 ||
-                (x.producer.valid() && g.op(x.producer).type == "Transpose" &&
-                 g.tensor(g.op(x.producer).inputs[0]).role == ir::Role::Parameter))
-                continue;
-            const std::string key = module + ":input";
-            const std::string spec =
-                strategy.inputs[i].toPartitionSpec(static_cast<int>(x.shape.size()), mesh);
-            boundaries.erase(std::remove_if(boundaries.begin(), boundaries.end(),
-                                            [&](const Boundary &b) { return b.key == key; }),
-                             boundaries.end());
-            boundaries.push_back({key, x.name, spec, op.name});
+        for (auto x : op.inputs) {
+            const ir::Tensor &tensor = g.tensor(x);
+            if (tensor.role == ir::Role::Activation && tensor.shape.size() >= 2 && !isWeightView(tensor))
+                replaceBoundary({module + ":input", tensor.name, readSpec(id, x), op.name});
         }
         // And its output as its readers read it: a partial sum reduced, or
         // a split gathered, right after the linear as the plan does (a
@@ -232,25 +238,14 @@ JaxPlan jaxPlan(const ExportInput &in)
         std::string spec, reader;
         bool agree = true;
         for (const ir::OpId c : g.tensor(y).consumers) {
-            std::vector<sharding::ShardingSpec> cSpecs;
-            for (auto x : g.op(c).inputs)
-                cSpecs.push_back(in.specs[x.index()]);
-            const auto cStrategy = sharding::resolveStrategy(g, c, cSpecs, in.plan.mesh);
-            const auto &inputs = g.op(c).inputs;
-            const auto at = static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), y) - inputs.begin());
-            const std::string read =
-                cStrategy.inputs[at].toPartitionSpec(static_cast<int>(g.tensor(y).shape.size()), mesh);
+            const std::string read = readSpec(c, y);
             if (reader.empty())
                 spec = read, reader = g.op(c).name;
             agree = agree && read == spec;
         }
         if (reader.empty() || !agree)
             spec = specOf(y), reader.clear();
-        const std::string key = module + ":output";
-        boundaries.erase(std::remove_if(boundaries.begin(), boundaries.end(),
-                                        [&](const Boundary &b) { return b.key == key; }),
-                         boundaries.end());
-        boundaries.push_back({key, g.tensor(y).name, spec, reader});
+        replaceBoundary({module + ":output", g.tensor(y).name, spec, reader});
     }
 
     // Layer indices folded where every layer's boundary has one spec.
