@@ -94,7 +94,7 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
             return static_cast<qlonglong>(cls.opsPerInstance);
         case Parameters:
             return sort ? QVariant(static_cast<qlonglong>(cls.parametersPerInstance))
-                        : QVariant(compactCount(cls.parametersPerInstance));
+                        : QVariant(QString::fromStdString(layout::countLabel(cls.parametersPerInstance)));
         case Share:
             return sort ? QVariant(share) : QVariant(QStringLiteral("%1 %").arg(share * 100, 0, 'f', 1));
         }
@@ -126,20 +126,6 @@ QVariant ClassListModel::headerData(int section, Qt::Orientation orientation, in
         return tip ? tr("The class's share of the plan's step time") : tr("Share");
     }
     return {};
-}
-
-QString ClassListModel::compactCount(std::int64_t n)
-{
-    // 218,112,000 -> "218.1M": three significant figures at most, the
-    // exact count in the tooltip.
-    const double v = static_cast<double>(n);
-    if (v >= 1e9)
-        return QStringLiteral("%1B").arg(v / 1e9, 0, 'f', v >= 1e11 ? 0 : 1);
-    if (v >= 1e6)
-        return QStringLiteral("%1M").arg(v / 1e6, 0, 'f', v >= 1e8 ? 1 : 2);
-    if (v >= 1e3)
-        return QStringLiteral("%1K").arg(v / 1e3, 0, 'f', v >= 1e5 ? 0 : 1);
-    return QString::number(n);
 }
 
 } // namespace tapestry::views

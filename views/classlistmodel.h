@@ -25,8 +25,6 @@ public:
     QVariant data(const QModelIndex &index, int role) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
     int rowOfClass(int classId) const;
-    // A count in three significant figures: 218112000 -> "218.1M".
-    static QString compactCount(std::int64_t n);
 
 private:
     LoadedModel m_model;

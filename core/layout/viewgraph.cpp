@@ -60,6 +60,8 @@ std::string shortName(std::string_view name)
     return std::string(before == std::string_view::npos ? name : name.substr(before + 1));
 }
 
+} // namespace
+
 std::string countLabel(std::int64_t n)
 {
     char buf[32];
@@ -73,8 +75,6 @@ std::string countLabel(std::int64_t n)
         std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
     return buf;
 }
-
-} // namespace
 
 ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coarse,
                          const passes::SubgraphClasses &classes, const ExpandedRuns &expanded)

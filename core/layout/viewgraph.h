@@ -47,6 +47,9 @@ ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coar
 
 // "8×1024×768"
 std::string shapeLabel(const ir::Shape &shape);
+// A count in a few figures, as class blocks and the class list show it:
+// 218112000 -> "218.1M".
+std::string countLabel(std::int64_t n);
 // The common pattern of instance scopes: "transformer/h.0", "transformer/h.11" → "transformer/h.*".
 std::string scopePattern(const std::vector<std::string> &scopes);
 
