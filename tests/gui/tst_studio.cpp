@@ -59,6 +59,15 @@ bool openAndWait(StudioWindow &w, const QString &source)
     return !laid.isEmpty();
 }
 
+// Opens `source` and waits until it is laid out and its plan derived.
+bool openAndPlan(StudioWindow &w, const QString &source)
+{
+    QSignalSpy planned(&w, &StudioWindow::planReady);
+    if (!openAndWait(w, source))
+        return false;
+    return !planned.isEmpty() || planned.wait(60000);
+}
+
 int blockCount(const GraphPanel &panel)
 {
     int n = 0;
@@ -558,10 +567,7 @@ private slots:
         w.setQuietErrors(true);
         w.setPlanRequest({QStringLiteral("tap"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
         w.show();
-        QSignalSpy planned(&w, &StudioWindow::planReady);
-        QVERIFY(openAndWait(w, QStringLiteral("zoo:gpt2?layers=2")));
-        if (planned.isEmpty())
-            QVERIFY(planned.wait(60000));
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:gpt2?layers=2")));
         const auto &nodes = w.graphPanel()->viewGraph().nodes;
         int block = -1;
         for (std::size_t i = 0; i < nodes.size(); ++i)
@@ -993,10 +999,7 @@ private slots:
         StudioWindow w;
         w.setQuietErrors(true);
         w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
-        QSignalSpy planned(&w, &StudioWindow::planReady);
-        QVERIFY(openAndWait(w, QStringLiteral("zoo:llama3-8b?layers=2&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024")));
-        if (planned.isEmpty())
-            QVERIFY(planned.wait(60000));
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:llama3-8b?layers=2&hidden=256&heads=8&kv_heads=8&ffn=512&vocab=1024")));
         QTemporaryDir dir;
         const QString planFile = dir.filePath(QStringLiteral("plan.json"));
         const QString fromGui = dir.filePath(QStringLiteral("gui.out"));
@@ -1079,10 +1082,7 @@ private slots:
         w.resize(size);
         w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
         w.show();
-        QSignalSpy planned(&w, &StudioWindow::planReady);
-        QVERIFY(openAndWait(w, QStringLiteral("zoo:llama3-8b?layers=4")));
-        if (planned.isEmpty())
-            QVERIFY(planned.wait(60000));
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:llama3-8b?layers=4")));
         w.classTable()->selectRow(0);
         w.grab();  // lays out and paints every widget at this size
 
