@@ -217,6 +217,100 @@ private slots:
         QCOMPARE(cost::korthikantiBytes(l), std::llround(bytes));
     }
 
+    // The layer's widths the paper fixes (an MLP of 4h, keys and values of
+    // h), found by structure for each attention layer of the zoo's and an
+    // exported model's, and what they change in the layer's bytes.
+    void layerWidths_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<qint64>("ffn");
+        QTest::addColumn<bool>("gated");
+        QTest::addColumn<qint64>("kv");
+        QTest::newRow("llama: SwiGLU, 2 of 4 kv heads")
+            << "zoo:llama3-8b?layers=2&hidden=256&heads=4&kv_heads=2&ffn=768&seq=64&batch=4&vocab=1024" << qint64{768}
+            << true << qint64{128};
+        QTest::newRow("llama: every head its keys")
+            << "zoo:llama3-8b?layers=2&hidden=256&heads=4&kv_heads=4&ffn=640&seq=64&batch=4&vocab=1024" << qint64{640}
+            << true << qint64{0};
+        QTest::newRow("gpt2: GELU over 4h") << "zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&vocab=1024" << qint64{1024}
+                                            << false << qint64{0};
+        QTest::newRow("bert: post-LN") << "zoo:bert-base?layers=2&hidden=256&heads=4&seq=64&vocab=1024"
+                                       << qint64{1024} << false << qint64{0};
+        // Hugging Face's GPT2LMHeadModel exported by torch: the mask's Where
+        // reads the scores second, the norms and the GELU spelt out.
+        QTest::newRow("onnx gpt-2") << QFINDTESTDATA("../samples/onnx/gpt-tiny.onnx") << qint64{256} << false
+                                    << qint64{0};
+        QTest::newRow("t5: encoder ReLU, decoder self-attention before a cross-attention")
+            << "zoo:t5-base?layers=2&decoder_layers=2&hidden=64&heads=4&head_dim=16&ffn=192&seq=32&target_seq=16&vocab=64"
+            << qint64{-1} << false << qint64{0};
+    }
+    void layerWidths()
+    {
+        QFETCH(QString, model);
+        QFETCH(qint64, ffn);
+        QFETCH(bool, gated);
+        QFETCH(qint64, kv);
+        const auto g = io::loadModel(model.toStdString());
+        int layers = 0;
+        for (std::size_t o = 0; o < g.opCount(); ++o) {
+            const ir::OpId id(static_cast<std::int32_t>(o));
+            if (g.op(id).type != "Softmax")
+                continue;
+            const auto w = cost::layerWidths(g, id);
+            // Every one an attention layer the activation model sizes.
+            const auto mesh = sharding::findMeshProfile("dgx-h100").mesh({1}, {"data"});
+            QVERIFY2(cost::transformerLayer(g, mesh,
+                                            std::vector<ShardingSpec>(g.tensorCount(), ShardingSpec::replicated(1)),
+                                            id, false),
+                     g.op(id).name.c_str());
+            if (ffn < 0) {
+                // T5: the encoder's layers and the decoder's cross-attention
+                // have the MLP of 192 after them; the decoder's
+                // self-attention a cross-attention, and the paper's widths.
+                const bool self = g.op(id).name.find("decoder") != std::string::npos &&
+                                  g.op(id).name.find("layer.0/") != std::string::npos;
+                QCOMPARE(w.ffn, std::int64_t{self ? 0 : 192});
+            } else {
+                QCOMPARE(w.ffn, std::int64_t{ffn});
+            }
+            QCOMPARE(w.gated, gated);
+            QCOMPARE(w.kv, std::int64_t{kv});
+            ++layers;
+        }
+        QVERIFY(layers >= 2);
+    }
+    void gatedGroupedLayerBytes()
+    {
+        // LLaMA 3 8B's layer: h 4096, 32 heads, 8 kv heads (kv 1024), SwiGLU of 14336.
+        const double s = 2048, b = 1, h = 4096, a = 32, kv = 1024, f = 14336, t = 8;
+        cost::TransformerLayerShape l;
+        l.s = 2048;
+        l.b = 1;
+        l.h = 4096;
+        l.a = 32;
+        l.ffn = 14336;
+        l.gated = true;
+        l.kv = 1024;
+        const double split = 4 * s * b * h + 4 * s * b * kv + 8 * s * b * f;
+        QCOMPARE(cost::korthikantiBytes(l), std::llround(10 * s * b * h + split + 5 * a * s * s * b));
+        l.t = 8;
+        QCOMPARE(cost::korthikantiBytes(l), std::llround(10 * s * b * h + (split + 5 * a * s * s * b) / t));
+        l.sequenceParallel = true;
+        QCOMPARE(cost::korthikantiBytes(l), std::llround((10 * s * b * h + split + 5 * a * s * s * b) / t));
+        // More than the paper's layer of the same h: 8·3.5 s·b·h in the
+        // MLP, where the paper's 4h MLP holds 16.
+        cost::TransformerLayerShape paper = l;
+        paper.ffn = 0;
+        paper.gated = false;
+        paper.kv = 0;
+        QVERIFY(cost::korthikantiBytes(l) > cost::korthikantiBytes(paper));
+        // The backward pass' largest gradient in flight: both halves of the gated MLP.
+        cost::CostOptions o;
+        o.techniques.flashAttention = true;
+        QCOMPARE(cost::backwardWorkingBytes(l, o, 1.0),
+                 std::llround((3 * s * b * h / t + 2 * s * b * f / t) * o.activationBytes));
+    }
+
     // Coarse nodes and subgraph classes are sums of the per-op breakdown.
     void aggregateByGroup()
     {

@@ -364,6 +364,10 @@ private slots:
         QTest::newRow("llama3-8b on 2x4") << "zoo:llama3-8b" << "2x4";
         QTest::newRow("llama3-70b on 8x8") << "zoo:llama3-70b" << "8x8";
         QTest::newRow("gpt3-175b on 8x8") << "zoo:gpt3-175b" << "8x8";
+        // Fits only in 8 micro-batches of its batch of 8, with the
+        // optimizer on the host: a plan splitting the batch over the 8
+        // devices fits in less, but no micro-batch of 1 splits 8 ways.
+        QTest::newRow("llama3-70b on 8") << "zoo:llama3-70b" << "8";
     }
     void flagshipsFit()
     {
@@ -380,6 +384,10 @@ private slots:
         const auto r = search::searchTechniques(run, g, source, m, {}, {});
         QVERIFY2(r.plan.cost.fitsMemory, qPrintable(QStringLiteral("%1 GiB").arg(r.plan.cost.memory.total() / 1073741824.0)));
         QVERIFY(r.plan.costOptions.techniques.flashAttention);
+        // The plan runs: its micro-batches split as its specs do.
+        const auto problem = search::microBatchProblem(g, plan::planSpecs(r.plan, g, source), m,
+                                                       r.plan.costOptions.techniques.microBatches);
+        QVERIFY2(!problem, problem ? problem->c_str() : "");
         // No reference plan that fits, with its techniques chosen, is faster.
         for (const auto &ref : search::applicableReferencePlans(g, source, m)) {
             const auto best = search::chooseTechniques(ref.plan, g, {});

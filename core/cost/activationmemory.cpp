@@ -10,6 +10,41 @@
 
 namespace tapestry::cost {
 
+namespace {
+
+// The ops from a score Softmax back through its scale and mask to the
+// q·kᵀ MatMul, Softmax first and the MatMul last; empty where the chain
+// ends elsewhere. A mask's Where reads the scores as its second operand
+// (Hugging Face's GPT-2: where(causal, scores, min)), an Add or a Mul
+// the operand of the scores' own shape.
+std::vector<ir::OpId> scoreChain(const ir::Graph &graph, ir::OpId softmax)
+{
+    static const std::set<std::string, std::less<>> kScoreOps{"Add", "Sub", "Mul", "Div", "Where"};
+    const ir::Op &op = graph.op(softmax);
+    if (op.type != "Softmax" || op.inputs.empty() || graph.tensor(op.inputs[0]).shape.size() != 4)
+        return {};
+    std::vector<ir::OpId> chain{softmax};
+    ir::OpId p = graph.tensor(op.inputs[0]).producer;
+    for (int depth = 0; depth < 4 && p.valid() && kScoreOps.count(graph.op(p).type); ++depth) {
+        chain.push_back(p);
+        const ir::Op &step = graph.op(p);
+        const std::size_t first = step.type == "Where" ? 1 : 0;
+        ir::OpId next;
+        for (std::size_t i = first; i < step.inputs.size() && i < first + 2 && !next.valid(); ++i) {
+            const ir::Tensor &x = graph.tensor(step.inputs[i]);
+            if (x.producer.valid() && !step.outputs.empty() && x.shape == graph.tensor(step.outputs[0]).shape)
+                next = x.producer;
+        }
+        p = next;
+    }
+    if (!p.valid() || graph.op(p).type != "MatMul")
+        return {};
+    chain.push_back(p);
+    return chain;
+}
+
+} // namespace
+
 std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, const sharding::Mesh &mesh,
                                                      const std::vector<sharding::ShardingSpec> &specs)
 {
@@ -27,21 +62,15 @@ std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, con
 
 std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, const sharding::Mesh &mesh,
                                                      const std::vector<sharding::ShardingSpec> &specs, ir::OpId softmax,
-                                                     bool sequenceParallel)
+                                                     bool sequenceParallel, const LayerWidths *widths)
 {
-    static const std::set<std::string> kScoreOps{"Add", "Sub", "Mul", "Div", "Where"};
+    // Back through scale and mask to the q·kᵀ MatMul for the head dim.
+    const std::vector<ir::OpId> chain = scoreChain(graph, softmax);
+    if (chain.empty())
+        return std::nullopt;
     const ir::Op &op = graph.op(softmax);
-    if (op.type != "Softmax" || op.inputs.empty())
-        return std::nullopt;
     const ir::Tensor &scores = graph.tensor(op.inputs[0]);
-    if (scores.shape.size() != 4)
-        return std::nullopt;
-    // Walk back through scale and mask to the q·kᵀ MatMul for the head dim.
-    ir::OpId p = scores.producer;
-    for (int depth = 0; depth < 4 && p.valid() && kScoreOps.count(graph.op(p).type); ++depth)
-        p = graph.tensor(graph.op(p).inputs[0]).producer;
-    if (!p.valid() || graph.op(p).type != "MatMul")
-        return std::nullopt;
+    const ir::OpId p = chain.back();
     const ir::Shape &q = graph.tensor(graph.op(p).inputs[0]).shape;
     if (q.size() != 4)
         return std::nullopt;
@@ -54,6 +83,11 @@ std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, co
     l.h = l.a * q[3];
     l.t = spec.splitFactor(1, mesh);
     l.sequenceParallel = sequenceParallel && l.t > 1;
+    const LayerWidths found = widths ? LayerWidths{} : layerWidths(graph, softmax);
+    const LayerWidths &w = widths ? *widths : found;
+    l.ffn = w.ffn;
+    l.gated = w.gated;
+    l.kv = w.kv > 0 && w.kv < l.h ? w.kv : 0;
     return l;
 }
 
@@ -71,9 +105,16 @@ std::int64_t korthikantiBytes(const TransformerLayerShape &l, const Techniques &
     const double t = static_cast<double>(l.t);
     if (techniques.recompute == Recompute::Full)
         return std::llround(l.sequenceParallel ? 2 * sbh / t : 2 * sbh);
-    double bytes = 34 * sbh;
+    // What tensor parallelism leaves whole (the two norms' inputs, the
+    // inputs of the q/k/v and first MLP linears, the dropout masks) and
+    // what it splits (see above): 10 and 24 s·b·h in the paper's layer.
+    const double f = static_cast<double>(l.ffn > 0 ? l.ffn : 4 * l.h);
+    const double kv = static_cast<double>(l.kv > 0 ? l.kv : l.h);
+    const double whole = 10 * sbh;
+    const double split = 4 * sbh + 4 * s * b * kv + (l.gated ? 8 : 4) * s * b * f;
+    double bytes = whole + split;
     if (l.t > 1)
-        bytes = l.sequenceParallel ? 34 * sbh / t : 10 * sbh + 24 * sbh / t;
+        bytes = l.sequenceParallel ? (whole + split) / t : whole + split / t;
     if (techniques.flashAttention)
         bytes += 4 * a * s * b / t;
     else if (techniques.recompute != Recompute::Selective)
@@ -111,11 +152,13 @@ std::int64_t backwardWorkingBytes(const TransformerLayerShape &l, const CostOpti
     // Elements: the gradients of the layer's output, its input and the
     // residual branch, each [s, b, h] (on sequence shards with sequence
     // parallelism), and the largest intermediate gradient: the MLP's
-    // [s, b, 4h] split over t, or the attention probabilities' [b, a, s, s]
-    // over t where they are materialised (no flash attention).
+    // [s, b, f] (two of them, gated) split over t, or the attention
+    // probabilities' [b, a, s, s] over t where they are materialised (no
+    // flash attention).
     const double stream = 3 * (l.sequenceParallel ? sbh / t : sbh);
-    const double intermediate =
-        std::max(4 * sbh / t, options.techniques.flashAttention ? 0.0 : a * s * s * b / t);
+    const double f = static_cast<double>(l.ffn > 0 ? l.ffn : 4 * l.h);
+    const double mlp = (l.gated ? 2 : 1) * s * b * f / t;
+    const double intermediate = std::max(mlp, options.techniques.flashAttention ? 0.0 : a * s * s * b / t);
     return std::llround((stream + intermediate) * options.activationBytes * share);
 }
 
@@ -147,24 +190,14 @@ struct AttentionCore {
 };
 AttentionCore attentionCore(const ir::Graph &graph, ir::OpId softmax)
 {
-    static const std::set<std::string> kScoreOps{"Add", "Sub", "Mul", "Div", "Where"};
     static const std::set<std::string> kBetween{"Dropout", "Cast", "Identity"};
     AttentionCore core;
     const ir::Op &op = graph.op(softmax);
-    if (op.type != "Softmax" || op.inputs.empty() || op.outputs.empty() ||
-        graph.tensor(op.inputs[0]).shape.size() != 4)
+    if (op.outputs.empty())
         return core;
-    core.score.push_back(softmax);
-    ir::OpId p = graph.tensor(op.inputs[0]).producer;
-    for (int depth = 0; depth < 4 && p.valid() && kScoreOps.count(graph.op(p).type); ++depth) {
-        core.score.push_back(p);
-        p = graph.tensor(graph.op(p).inputs[0]).producer;
-    }
-    if (!p.valid() || graph.op(p).type != "MatMul") {
-        core.score.clear();
+    core.score = scoreChain(graph, softmax);
+    if (core.score.empty())
         return core;
-    }
-    core.score.push_back(p);
     ir::TensorId t = op.outputs[0];
     for (int depth = 0; depth < 3; ++depth) {
         const auto &readers = graph.tensor(t).consumers;
@@ -181,7 +214,176 @@ AttentionCore attentionCore(const ir::Graph &graph, ir::OpId softmax)
     return core;
 }
 
+// A linear layer: a MatMul or Gemm of an activation by a 2-D parameter.
+bool isLinear(const ir::Graph &graph, const ir::Op &op)
+{
+    if ((op.type != "MatMul" && op.type != "Gemm") || op.inputs.size() < 2 || op.outputs.empty())
+        return false;
+    const ir::Tensor &w = graph.tensor(op.inputs[1]);
+    return w.role == ir::Role::Parameter && w.shape.size() == 2;
+}
+
+// A linear's output, past the bias Add that may follow it.
+ir::TensorId linearOutput(const ir::Graph &graph, const ir::Op &linear)
+{
+    ir::TensorId out = linear.outputs[0];
+    const auto &readers = graph.tensor(out).consumers;
+    if (readers.size() == 1) {
+        const ir::Op &next = graph.op(readers[0]);
+        if (next.type == "Add" && next.inputs.size() == 2 && !next.outputs.empty() &&
+            graph.tensor(next.inputs[next.inputs[0] == out ? 1 : 0]).role == ir::Role::Parameter)
+            out = next.outputs[0];
+    }
+    return out;
+}
+
+bool isActivation(const std::string &type)
+{
+    static const std::set<std::string, std::less<>> kActivations{
+        "Gelu", "FastGelu", "QuickGelu", "Relu", "Silu", "Sigmoid", "Tanh", "Erf", "Elu", "LeakyRelu", "Softplus",
+        "Mish", "HardSigmoid", "HardSwish", "Selu", "Celu"};
+    return kActivations.count(type) > 0;
+}
+
+// Whether an activation reads `t` within `depth` ops of pointwise arithmetic
+// (an exported GELU divides by √2 before its Erf, cubes before its Tanh).
+bool reachesActivation(const ir::Graph &graph, ir::TensorId t, int depth)
+{
+    for (ir::OpId r : graph.tensor(t).consumers) {
+        const ir::Op &op = graph.op(r);
+        if (isActivation(op.type))
+            return true;
+        if (depth > 1 && (op.type == "Div" || op.type == "Mul" || op.type == "Pow") && !op.outputs.empty() &&
+            reachesActivation(graph, op.outputs[0], depth - 1))
+            return true;
+    }
+    return false;
+}
+
+// The tensors computed from `t` by at most `depth` ops, `t` among them.
+void downstream(const ir::Graph &graph, ir::TensorId t, int depth, std::set<std::int32_t> &out)
+{
+    if (!out.insert(t.value).second || depth == 0)
+        return;
+    for (ir::OpId r : graph.tensor(t).consumers)
+        for (ir::TensorId o : graph.op(r).outputs)
+            downstream(graph, o, depth - 1, out);
+}
+
 } // namespace
+
+LayerWidths layerWidths(const ir::Graph &graph, ir::OpId softmax)
+{
+    LayerWidths w;
+    const AttentionCore core = attentionCore(graph, softmax);
+    if (core.score.empty())
+        return w;
+    // The keys: back from q·kᵀ's second operand through the moves, the
+    // rotary embedding and the expansion to the queries' heads, to their
+    // projection.
+    static const std::set<std::string, std::less<>> kMoves{"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze",
+                                                           "Mul",       "Add",     "Concat", "Neg",       "Split",
+                                                           "Slice",     "Identity", "Cast",  "Tile"};
+    const ir::Op &scores = graph.op(core.score.back());
+    bool expanded = false;
+    ir::OpId p = scores.inputs.size() > 1 ? graph.tensor(scores.inputs[1]).producer : ir::OpId{};
+    for (int hops = 0; hops < 24 && p.valid(); ++hops) {
+        const ir::Op &op = graph.op(p);
+        if (isLinear(graph, op)) {
+            if (expanded)
+                w.kv = graph.tensor(op.outputs[0]).shape.back();
+            break;
+        }
+        if (!kMoves.count(op.type) || op.inputs.empty())
+            break;
+        expanded = expanded || op.type == "Expand" || op.type == "Tile";
+        p = graph.tensor(op.inputs[0]).producer;
+    }
+    // The MLP: the linears reached from the residual join after the
+    // attention's output projection, through its norm (an op, or spelt out
+    // as exports do before opset 17) and before any other join, linear or
+    // attention.
+    if (core.context.empty())
+        return w;
+    ir::TensorId at = graph.op(core.context.back()).outputs[0];
+    const ir::Op *projection = nullptr;
+    for (int hops = 0; hops < 6 && !projection; ++hops) {
+        const auto &readers = graph.tensor(at).consumers;
+        if (readers.size() != 1)
+            return w;
+        const ir::Op &op = graph.op(readers[0]);
+        if (isLinear(graph, op))
+            projection = &op;
+        else if (kMoves.count(op.type) && !op.outputs.empty())
+            at = op.outputs[0];
+        else
+            return w;
+    }
+    if (!projection)
+        return w;
+    // A stream: computed, or a graph input of rank 2 and up (not a constant).
+    auto stream = [&](ir::TensorId t) {
+        const ir::Tensor &x = graph.tensor(t);
+        return x.role != ir::Role::Parameter && (x.producer.valid() || x.shape.size() >= 2);
+    };
+    auto join = [&](const ir::Op &op) {
+        return op.type == "Add" && op.inputs.size() == 2 && stream(op.inputs[0]) && stream(op.inputs[1]);
+    };
+    const ir::Op *residual = nullptr;
+    for (ir::OpId r : graph.tensor(linearOutput(graph, *projection)).consumers)
+        if (join(graph.op(r)) && !graph.op(r).outputs.empty())
+            residual = &graph.op(r);
+    if (!residual)
+        return w;
+    std::vector<const ir::Op *> linears;
+    std::vector<ir::TensorId> frontier{residual->outputs[0]};
+    std::set<std::int32_t> seen;
+    for (std::size_t k = 0; k < frontier.size() && k < 48; ++k)
+        for (ir::OpId r : graph.tensor(frontier[k]).consumers) {
+            const ir::Op &op = graph.op(r);
+            if (op.type == "Softmax")
+                return w;  // another attention (a decoder's cross-attention) comes first
+            if (isLinear(graph, op)) {
+                if (std::find(linears.begin(), linears.end(), &op) == linears.end())
+                    linears.push_back(&op);
+                continue;
+            }
+            if (join(op))
+                continue;
+            for (ir::TensorId o : op.outputs)
+                if (seen.insert(o.value).second)
+                    frontier.push_back(o);
+        }
+    auto width = [&](const ir::Op *l) { return graph.tensor(l->outputs[0]).shape.back(); };
+    // Gated: one linear's output multiplied by what the activation makes of the other's.
+    for (const ir::Op *up : linears)
+        for (const ir::Op *gate : linears) {
+            if (up == gate || width(up) != width(gate))
+                continue;
+            const ir::TensorId u = linearOutput(graph, *up), g = linearOutput(graph, *gate);
+            if (!reachesActivation(graph, g, 2))
+                continue;
+            std::set<std::int32_t> fromGate;
+            downstream(graph, g, 4, fromGate);
+            for (ir::OpId r : graph.tensor(u).consumers) {
+                const ir::Op &mul = graph.op(r);
+                if (mul.type != "Mul" || mul.inputs.size() != 2)
+                    continue;
+                const ir::TensorId other = mul.inputs[mul.inputs[0] == u ? 1 : 0];
+                if (other != g && fromGate.count(other.value)) {
+                    w.ffn = width(up);
+                    w.gated = true;
+                    return w;
+                }
+            }
+        }
+    for (const ir::Op *l : linears)
+        if (reachesActivation(graph, linearOutput(graph, *l), 2)) {
+            w.ffn = width(l);
+            break;
+        }
+    return w;
+}
 
 std::string_view layerScope(std::string_view name)
 {

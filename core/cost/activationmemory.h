@@ -23,7 +23,30 @@ struct TransformerLayerShape {
     std::int64_t b = 0, s = 0, h = 0, a = 0;
     std::int64_t t = 1;
     bool sequenceParallel = false;
+    // Beyond the paper's GPT layer (layerWidths): the MLP's intermediate
+    // width f (0: 4h, the paper's), whether it is gated (SwiGLU, GeGLU:
+    // two linears of width f, one through the activation, multiplied),
+    // and the width of the keys and values (0: h; grouped-query attention
+    // projects them to fewer heads than the queries).
+    std::int64_t ffn = 0;
+    bool gated = false;
+    std::int64_t kv = 0;
 };
+
+// The widths of the layer around the score Softmax `softmax` that the
+// paper takes as fixed (TransformerLayerShape::ffn, gated, kv), found by
+// structure: the keys' projection where the keys are expanded to the
+// queries' heads (grouped-query attention), and the MLP whose linears read
+// the first norm after the attention's output (pre-LN: the layer's second
+// norm; post-LN: the attention block's). Zero and false where the layer
+// is not so shaped (a cross-attention follows, a mixture's experts read a
+// dispatch): the paper's values then.
+struct LayerWidths {
+    std::int64_t ffn = 0;
+    bool gated = false;
+    std::int64_t kv = 0;
+};
+LayerWidths layerWidths(const ir::Graph &graph, ir::OpId softmax);
 
 // Attention layers of the graph under `specs` (indexed by tensor id); empty
 // when the graph has none.
@@ -31,10 +54,11 @@ std::vector<TransformerLayerShape> transformerLayers(const ir::Graph &graph, con
                                                      const std::vector<sharding::ShardingSpec> &specs);
 
 // The layer whose score Softmax is `softmax`; nothing for any other op.
-// `sequenceParallel`: the graph's norms run on sequence shards.
+// `sequenceParallel`: the graph's norms run on sequence shards. `widths`:
+// layerWidths(graph, softmax) where the caller keeps them, else found here.
 std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, const sharding::Mesh &mesh,
                                                      const std::vector<sharding::ShardingSpec> &specs, ir::OpId softmax,
-                                                     bool sequenceParallel);
+                                                     bool sequenceParallel, const LayerWidths *widths = nullptr);
 
 // Activation bytes per device of one layer, for 16-bit activations, as
 // Korthikanti et al. tabulate them (b the local micro-batch: the layer's
@@ -42,6 +66,14 @@ std::optional<TransformerLayerShape> transformerLayer(const ir::Graph &graph, co
 //   no recomputation    34·s·b·h + 5·a·s²·b unsharded;
 //                       10·s·b·h + (24·s·b·h + 5·a·s²·b)/t tensor parallel;
 //                       (34·s·b·h + 5·a·s²·b)/t with sequence parallelism;
+//                       where the 24·s·b·h that tensor parallelism splits
+//                       are the attention's q, k, v and output-projection
+//                       input (4·s·b·h + 4·s·b·kv, kv = h) and the MLP's
+//                       activation input and output (4·s·b·f, f = 4h);
+//                       a gated MLP holds four tensors of width f (both
+//                       linears' outputs, the activation's, the product:
+//                       8·s·b·f), and grouped-query attention keys and
+//                       values of width kv;
 //   selective           the same without the 5·a·s²·b terms;
 //   full                2·s·b·h (the layer's input), /t with sequence
 //                       parallelism.

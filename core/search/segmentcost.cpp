@@ -1790,7 +1790,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     const ShardingSpec keep = m_specs[op.inputs[0].index()];
                     m_specs[op.inputs[0].index()] = oc.inputs[0];
                     for (int sp = 0; sp < 2; ++sp)
-                        if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sp == 1))
+                        if (auto l = layerOf(id, sp == 1))
                             korthikanti[sp] = cost::layerActivationBytes(*l, m_options) +
                                               cost::layerWorkingBytes(*l, m_options, m_shares[id.index()]);
                     m_specs[op.inputs[0].index()] = keep;
@@ -1912,7 +1912,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                                        [&](ir::TensorId t) { return boundary.count(t) != 0; });
         // (A softmax outside an attention core, a router's, costs none.)
         if (fixes || writesLink(prefix) ||
-            (m_attention && op.type == "Softmax" && cost::transformerLayer(m_graph, m_mesh, m_specs, ops[prefix], false)))
+            (m_attention && op.type == "Softmax" && layerOf(ops[prefix], false)))
             break;
     }
     std::vector<std::int64_t> key{ops.empty() ? -1 : ops.front().value,
@@ -2052,9 +2052,19 @@ SegmentCoster::SegmentCoster(const ir::Graph &graph, const sharding::Mesh &mesh,
 void SegmentCoster::findAttention()
 {
     // m_specs holds every tensor replicated until the first evaluate().
-    for (std::size_t o = 0; o < m_graph.opCount() && !m_attention; ++o)
-        m_attention = cost::transformerLayer(m_graph, m_mesh, m_specs, ir::OpId(static_cast<std::int32_t>(o)), false)
-                          .has_value();
+    m_widths.assign(m_graph.opCount(), {});
+    for (std::size_t o = 0; o < m_graph.opCount(); ++o) {
+        const ir::OpId id(static_cast<std::int32_t>(o));
+        if (m_graph.op(id).type != "Softmax")
+            continue;
+        m_widths[o] = cost::layerWidths(m_graph, id);
+        m_attention = m_attention || layerOf(id, false).has_value();
+    }
+}
+
+std::optional<cost::TransformerLayerShape> SegmentCoster::layerOf(ir::OpId softmax, bool sequenceParallel) const
+{
+    return cost::transformerLayer(m_graph, m_mesh, m_specs, softmax, sequenceParallel, &m_widths[softmax.index()]);
 }
 
 std::int64_t SegmentCoster::weightMemory(const Segment &segment, const std::vector<ShardingSpec> &weights) const
@@ -2212,7 +2222,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                 sequenceParallel = true;
         }
         for (ir::OpId id : segment.ops)
-            if (auto l = cost::transformerLayer(m_graph, m_mesh, m_specs, id, sequenceParallel))
+            if (auto l = layerOf(id, sequenceParallel))
                 activations += cost::layerActivationBytes(*l, m_options) +
                                cost::layerWorkingBytes(*l, m_options, m_shares[id.index()]);
     } else {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "cost/activationmemory.h"
 #include "cost/chargerules.h"
 #include "cost/costoptions.h"
 #include "cost/plancoster.h"
@@ -181,8 +182,12 @@ public:
     std::size_t capacitySkips() const { return m_capacitySkips; }
 
 private:
-    // Whether the graph has a transformer layer (m_attention).
+    // Whether the graph has a transformer layer (m_attention), and the
+    // widths of each (m_widths).
     void findAttention();
+    // cost::transformerLayer for the score Softmax `softmax` under m_specs.
+    std::optional<cost::TransformerLayerShape> layerOf(ir::OpId softmax, bool sequenceParallel) const;
+    std::vector<cost::LayerWidths> m_widths;  // by op id: cost::layerWidths of a Softmax
 
     const ir::Graph &m_graph;
     const sharding::Mesh &m_mesh;

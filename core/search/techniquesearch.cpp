@@ -246,13 +246,32 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
             throw TapestryError(Error{modelSource, {}, "tap: cancelled"});
     };
     // A plan whose specs its micro-batches cannot split (a batch of 4 in 2
-    // micro-batches over 4 devices) is kept only while there is no other.
+    // micro-batches over 4 devices) runs nowhere: it is kept only while
+    // there is no other, and any other takes its place, even one that does
+    // not fit (where none fits, the least overshoot could otherwise be
+    // such a plan, and the command would refuse it rather than show one).
+    auto unsplittable = [&](const SearchResult &r) {
+        return !r.planSpecs.empty() &&
+               microBatchProblem(graph, r.planSpecs, mesh, r.plan.costOptions.techniques.microBatches).has_value();
+    };
+    bool bestRuns = false;
     auto consider = [&](SearchResult r) {
-        if (best && !r.planSpecs.empty() &&
-            microBatchProblem(graph, r.planSpecs, mesh, r.plan.costOptions.techniques.microBatches))
+        const bool runs = !unsplittable(r);
+        if (best && runs != bestRuns) {
+            if (runs) {
+                best = std::move(r);
+                bestRuns = true;
+            }
             return;
-        if (!best || objectiveOf(r.plan) < objectiveOf(best->plan))
+        }
+        if (!best || objectiveOf(r.plan) < objectiveOf(best->plan)) {
             best = std::move(r);
+            bestRuns = runs;
+        }
+    };
+    // The best plan that fits and runs: what bounds the settings left.
+    auto fitting = [&]() -> const SearchResult * {
+        return best && bestRuns && best->plan.cost.fitsMemory ? &*best : nullptr;
     };
     // A setting's search without a memory limit, its plans costed on the
     // real mesh: no plan of the setting, nor of any setting no faster than
@@ -286,7 +305,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         probed[i] = true;
         SearchResult r = unlimited(candidates[i]);
         bounds.push_back({candidates[i], r.plan.cost.stepTime});
-        if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory) {
+        if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory && !unsplittable(r)) {
             settled.push_back(candidates[i]);
             consider(std::move(r));
         }
@@ -309,10 +328,22 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         evaluated += r.stats.plansEvaluated;
         noneFits = !r.plan.cost.fitsMemory;
         consider(std::move(r));
+        // Its plan may split the batch further than its micro-batches can
+        // (a batch of 8 over 8 devices in 8 micro-batches): then the
+        // settings before it, the least memory first, until one's plan runs.
+        for (std::size_t i = candidates.size() - 1; noneFits && i-- > 0 && unsplittable(*best);) {
+            SearchOptions again = reporting(options, false);
+            again.cost.techniques = candidates[i];
+            SearchResult other = search(mesh, again);
+            ++tried;
+            evaluated += other.stats.plansEvaluated;
+            if (other.plan.cost.fitsMemory)
+                noneFits = false;  // the limit was the micro-batches': the waves below go on
+            consider(std::move(other));
+        }
     }
     auto done = [&] {
-        return noneFits ||
-               (best && best->plan.cost.fitsMemory && best->plan.cost.stepTime <= fastest * (1 + 1e-9));
+        return noneFits || (fitting() && fitting()->plan.cost.stepTime <= fastest * (1 + 1e-9));
     };
     // The least model-state memory any plan of a setting needs: every
     // parameter split over every device, with the bytes the setting keeps
@@ -336,13 +367,13 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         // The optimizer goes to the host only where nothing fits on the
         // device (--offload-optimizer auto), however the host's update
         // compares: on CPU ranks the host is the device.
-        if (t.offloadOptimizer && best && best->plan.cost.fitsMemory)
+        if (t.offloadOptimizer && fitting())
             return true;
         if (std::any_of(settled.begin(), settled.end(), [&](const cost::Techniques &s) { return noFasterThan(s, t); }))
             return true;
-        if (!best || !best->plan.cost.fitsMemory)
+        if (!fitting())
             return false;
-        const double bar = best->plan.cost.stepTime * (1 - 1e-9);
+        const double bar = fitting()->plan.cost.stepTime * (1 - 1e-9);
         return std::any_of(bounds.begin(), bounds.end(),
                            [&](const auto &b) { return b.second >= bar && noFasterThan(b.first, t); });
     };
@@ -357,7 +388,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         for (; next < last && wave.size() < threads && !done(); ++next) {
             if (skipped(candidates[next]))
                 continue;
-            if (best && best->plan.cost.fitsMemory)
+            if (fitting())
                 // The tightest bound not yet known that covers this setting
                 // and another left: the latest such setting.
                 for (std::size_t p = next; p >= 1; --p) {
@@ -390,7 +421,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
             finished();
             ++tried;
             evaluated += r.stats.plansEvaluated;
-            if (r.plan.cost.fitsMemory && !r.stats.memoryBound)
+            if (r.plan.cost.fitsMemory && !r.stats.memoryBound && !unsplittable(r))
                 settled.push_back(candidates[wave[k]]);
             consider(std::move(r));
         }
