@@ -82,11 +82,21 @@ void MeshDock::showNode(passes::NodeId node)
     if (!shown.valid())
         return;
     showTensor(shown);
+    m_view->setSteps(collectiveSteps(node));
+}
+
+QVector<CollectiveStep> MeshDock::collectiveSteps(passes::NodeId node) const
+{
+    const auto &planned = m_document->planned();
+    QVector<CollectiveStep> steps;
+    if (!planned.plan || !node.valid())
+        return steps;
+    const auto &graph = *m_document->model().graph;
+    const auto &cn = m_document->model().coarse->node(node);
     const auto &p = *planned.plan;
     std::set<std::string> opNames;
     for (auto o : cn.ops)
         opNames.insert(graph.op(o).name);
-    QVector<CollectiveStep> steps;
     for (const auto &c : p.cost.collectives) {
         if (!opNames.count(c.op))
             continue;
@@ -122,9 +132,15 @@ void MeshDock::showNode(passes::NodeId node)
                           .arg(QLocale().formattedDataSize(c.bytes, 1, QLocale::DataSizeIecFormat))
                           .arg(c.time * 1e3, 0, 'f', 3)
                           .arg(change);
+        step.kind = c.kind;
+        step.phase = QString::fromLatin1(cost::toString(c.phase).data());
+        step.reason = QString::fromStdString(c.reason);
+        step.bytes = c.bytes;
+        step.wireBytes = c.wireBytes;
+        step.seconds = c.time;
         steps.push_back(step);
     }
-    m_view->setSteps(steps);
+    return steps;
 }
 
 } // namespace tapestry::views

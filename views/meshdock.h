@@ -9,6 +9,7 @@ namespace tapestry::views {
 
 class MeshView;
 class PlanDocument;
+struct CollectiveStep;
 
 // The "Device mesh" dock: the mesh view with its step buttons. Shows the
 // document's selected node (its main weight and its collectives, step by
@@ -24,6 +25,8 @@ public:
     // A coarse node's largest weight (or first output), with the node's
     // collectives as steps: the moved tensor before and after each.
     void showNode(passes::NodeId node);
+    // The steps showNode shows for `node`, in the plan's order.
+    QVector<CollectiveStep> collectiveSteps(passes::NodeId node) const;
 
 signals:
     void failed(const QString &message);

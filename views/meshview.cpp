@@ -184,13 +184,24 @@ QFont MeshView::smallFont() const
     return small;
 }
 
+int MeshView::captionHeight(int width) const
+{
+    // The caption wrapped to the width, every line of it: at least two
+    // lines (the height the grid starts below whatever the caption), at
+    // most four.
+    const QFontMetrics fm(font());
+    const int wrapped = fm.boundingRect(QRect(0, 0, std::max(1, width), 10 * fm.height()),
+                                        Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, caption())
+                            .height();
+    return std::clamp(wrapped, 2 * fm.height(), 4 * fm.height()) + 4;
+}
+
 QRectF MeshView::deviceRect(int device, const QRect &area) const
 {
     if (m_mesh.axes.empty())
         return {};
-    const QFontMetrics fm(font());
     const int captionH =
-        fm.height() * 2 + 4 + static_cast<int>(m_carries.size()) * QFontMetrics(smallFont()).height() + 2;
+        captionHeight(area.width() - 16) + static_cast<int>(m_carries.size()) * QFontMetrics(smallFont()).height() + 2;
     // Rows: every axis but the last; columns: the last axis. A 1D mesh too
     // narrow for its devices' labels wraps onto rows, in reading order.
     const int devices = m_mesh.deviceCount();
@@ -215,7 +226,7 @@ void MeshView::paintMesh(QPainter &p, const QRect &area)
     p.setRenderHint(QPainter::Antialiasing);
     const QFontMetrics fm(font());
     p.setPen(palette().color(QPalette::Text));
-    const QRect captionBox(area.left() + 8, area.top() + 4, area.width() - 16, fm.height() * 2 + 4);
+    const QRect captionBox(area.left() + 8, area.top() + 4, area.width() - 16, captionHeight(area.width() - 16));
     p.drawText(captionBox, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, caption());
     if (m_mesh.axes.empty())
         return;

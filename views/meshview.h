@@ -2,6 +2,7 @@
 
 #include "ir/graph.h"
 #include "plan/axisroles.h"
+#include "sharding/collective.h"
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
 
@@ -20,6 +21,12 @@ struct CollectiveStep {
     ir::Shape shape;
     sharding::ShardingSpec before;
     sharding::ShardingSpec after;
+    // The collective as the plan costs it, for its narration (lessons).
+    sharding::CollectiveKind kind = sharding::CollectiveKind::AllReduce;
+    QString phase;   // "forward", "backward"
+    QString reason;  // "gradient: partial sum to Shard(0)"
+    qint64 bytes = 0, wireBytes = 0;  // the tensor's, what each device sends
+    double seconds = 0;
 };
 
 // The device mesh drawn in its real shape (8 in a row, 4x2 as four rows of
@@ -75,6 +82,8 @@ protected:
 private:
     void paintMesh(QPainter &p, const QRect &area);
     QFont smallFont() const;
+    // The caption's height drawn `width` wide.
+    int captionHeight(int width) const;
     int activeAxis() const;
     QString axisLegend(std::size_t axis) const;
     bool axisMatchesName(std::size_t axis) const;

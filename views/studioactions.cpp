@@ -42,8 +42,10 @@ StudioActions::StudioActions(StudioWindow *window, PlanDocument *document, FindB
     auto *lessons = m_window->menuBar()->addMenu(tr("&Lessons"));
     lessons->addAction(tr("1. Y = X·B·C: column split, then row split (one all-reduce)"), m_window,
                        [this] { m_window->openLesson(1); });
-    lessons->addAction(tr("2. The 2-layer MLP on a 4x2 mesh (all-gathers, then reduce-scatter)"), m_window,
+    lessons->addAction(tr("2. The 2-layer MLP fully sharded on a 4x2 mesh (2D)"), m_window,
                        [this] { m_window->openLesson(2); });
+    lessons->addAction(tr("3. Your own plan: the selected node's collectives"), m_window,
+                       [this] { m_window->openLesson(3); });
     createViewMenu();
     createPlanMenu();
     connect(m_document, &PlanDocument::planRequestChanged, this, &StudioActions::showRequest);

@@ -12,6 +12,8 @@
 #include "graphpanel.h"
 #include "inspectordock.h"
 #include "inspectorview.h"
+#include "finder.h"
+#include "lessondock.h"
 #include "meshdock.h"
 #include "meshview.h"
 #include "pinmenu.h"
@@ -38,10 +40,13 @@
 #include <QSettings>
 #include <QStatusBar>
 #include <QTableView>
+#include <QTimer>
 #include <QUndoStack>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <iostream>
+#include <utility>
 
 namespace tapestry::views {
 
@@ -203,6 +208,11 @@ void StudioWindow::createDocks()
     connect(m_mesh, &MeshDock::failed, this, &StudioWindow::showError);
     connect(m_inspector, &InspectorDock::failed, this, &StudioWindow::showError);
     connect(m_inspector, &InspectorDock::tensorChosen, m_mesh, &MeshDock::showTensor);
+    m_lesson = new LessonDock(this);
+    addDock(m_lesson, Qt::RightDockWidgetArea, true);  // Lessons › any
+    tabifyDockWidget(m_inspector, m_lesson);
+    m_inspector->raise();
+    connect(m_lesson, &LessonDock::stepShown, this, &StudioWindow::showLessonStep);
 
     auto *executor = new ExecutorPanel(this);
     addDock(wrap(tr("Executor"), QStringLiteral("executor"), executor), Qt::BottomDockWidgetArea, true);
@@ -415,13 +425,150 @@ void StudioWindow::focusLesson()
     // it is known), the next plan or layout tries again.
     if (m_lessonFocus.isEmpty() || !planned().plan || m_graph->isLayoutRunning())
         return;
-    if (selectByName(m_lessonFocus) && m_graph->selectedViewNode() >= 0)
+    if (selectByName(m_lessonFocus) && m_graph->selectedViewNode() >= 0) {
         m_lessonFocus.clear();
+        if (m_pendingLesson > 0)
+            showLesson(std::exchange(m_pendingLesson, 0));
+    }
 }
 
-void StudioWindow::openLesson(int lesson)
+namespace {
+
+// The coarse node named `name`, else the first whose ops or tensors match it.
+passes::NodeId nodeNamed(const LoadedModel &model, const QString &name)
 {
+    const auto found = findNodes(model, name);
+    for (auto id : found)
+        if (QString::fromStdString(std::string(model.coarse->node(id).name)) == name)
+            return id;
+    return found.empty() ? passes::NodeId() : found.front();
+}
+
+} // namespace
+
+void StudioWindow::showLesson(int lesson)
+{
+    if (!planned().plan)
+        return;
+    LessonSource source;
+    source.graph = document().graph.get();
+    source.mesh = planned().plan->mesh;
+    source.specOf = [this](const std::string &name) {
+        const auto t = document().graph->findTensor(name);
+        return t && t->index() < planned().specs.size()
+                   ? planned().specs[t->index()]
+                   : sharding::ShardingSpec::replicated(planned().plan->mesh.rank());
+    };
+    source.stepsOf = [this](const QString &node) { return m_mesh->collectiveSteps(nodeNamed(document(), node)); };
+    Lesson script;
+    if (lesson == 1) {
+        script = columnThenRowLesson(source);
+    } else if (lesson == 2) {
+        script = twoDimensionalLesson(source);
+    } else {
+        // The selected node, or the one whose collectives take longest.
+        const auto &model = document();
+        passes::NodeId node = m_doc->selectedNode();
+        if (!node.valid()) {
+            double longest = -1;
+            for (std::size_t i = 0; i < model.coarse->nodes().size(); ++i) {
+                const passes::NodeId id(static_cast<std::int32_t>(i));
+                double seconds = 0;
+                for (const auto &c : m_mesh->collectiveSteps(id))
+                    seconds += c.seconds;
+                if (seconds > longest) {
+                    longest = seconds;
+                    node = id;
+                }
+            }
+        }
+        if (!node.valid())
+            return;
+        auto narrated = [&](passes::NodeId id) {
+            const auto &cn = model.coarse->node(id);
+            return NarratedNode{QString::fromStdString(std::string(cn.name)),
+                                std::vector<ir::TensorId>(cn.parameters.begin(), cn.parameters.end())};
+        };
+        // A node of a class: the class's instance it belongs to, node by
+        // node, laid out open so that each node is selected on its own.
+        const passes::SubgraphInstance *instance = nullptr;
+        int classId = -1;
+        if (model.classes)
+            for (const auto &c : model.classes->classes)
+                for (const auto &inst : c.instances)
+                    if (std::find(inst.nodes.begin(), inst.nodes.end(), node) != inst.nodes.end()) {
+                        instance = &inst;
+                        classId = c.id.value;
+                    }
+        std::vector<NarratedNode> nodes;
+        QString subject = narrated(node).name;
+        if (instance) {
+            const int selected = m_graph->selectedViewNode();
+            const auto &view = m_graph->viewGraph();
+            const bool folded = selected < 0 || selected >= static_cast<int>(view.nodes.size()) ||
+                                view.nodes[static_cast<std::size_t>(selected)].kind == layout::ViewNode::Kind::Block;
+            if (folded) {
+                // Open the class's first block, then narrate its first instance.
+                for (const auto &v : view.nodes)
+                    if (v.kind == layout::ViewNode::Kind::Block && v.cls.value == classId) {
+                        const auto &first = model.classes->classes[static_cast<std::size_t>(classId)]
+                                                .instances[v.instances.front()];
+                        if (first.nodes.empty() || !m_graph->expandClass(classId))
+                            break;
+                        m_lessonFocus = QString::fromStdString(std::string(model.coarse->node(first.nodes.front()).name));
+                        m_pendingLesson = 3;
+                        return;  // focusLesson comes back once the layout is in
+                    }
+            }
+            for (passes::NodeId id : instance->nodes)
+                if (!m_mesh->collectiveSteps(id).isEmpty())
+                    nodes.push_back(narrated(id));
+            if (nodes.empty())
+                nodes.push_back(narrated(node));
+            subject = QString::fromStdString(instance->scope);
+        } else {
+            nodes.push_back(narrated(node));
+        }
+        script = ownPlanLesson(source, subject, nodes);
+    }
+    m_lesson->show();
+    m_lesson->raise();
+    // The text and the mesh side by side in height: the mesh needs its
+    // rows of devices, the text the rest.
+    const int meshRows = planned().plan->mesh.rank() > 1 ? planned().plan->mesh.axes.front().size : 1;
+    const int meshHeight = std::min(height() / 2, 140 + 90 * meshRows);
+    const int lessonHeight = std::max(200, height() - meshHeight - 120);
+    resizeDocks({m_lesson, m_mesh}, {lessonHeight, meshHeight}, Qt::Vertical);
+    QTimer::singleShot(0, this, [this, lessonHeight, meshHeight] {  // once the dock is shown and placed
+        resizeDocks({m_lesson, m_mesh}, {lessonHeight, meshHeight}, Qt::Vertical);
+    });
+    m_lesson->setLesson(script);
+}
+
+void StudioWindow::showLessonStep(const LessonStep &step)
+{
+    const auto &model = document();
+    if (!model.coarse)
+        return;
+    const passes::NodeId node = nodeNamed(model, step.node);
+    if (node.valid() && node != m_doc->selectedNode())
+        selectByName(step.node);
+    if (auto *view = meshView(); step.frame < view->frameCount())
+        view->setFrame(step.frame);
+}
+
+bool StudioWindow::openLesson(int lesson)
+{
+    if (lesson == 3) {
+        if (!planned().plan || !document().coarse) {
+            showError(tr("Lesson 3 narrates the open plan: open a model and select a node first"));
+            return false;
+        }
+        showLesson(3);
+        return true;
+    }
     m_lessonFocus = lesson == 1 ? QStringLiteral("first") : QStringLiteral("mlp/fc1");
+    m_pendingLesson = lesson;
     if (lesson == 1) {
         setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("cpu-loopback"), {}});
         openModel(QStringLiteral("zoo:abc"));
@@ -432,6 +579,7 @@ void StudioWindow::openLesson(int lesson)
         m_pendingPlanFile = QStringLiteral(TAPESTRY_SAMPLES_DIR "/plans/mlp-2d-4x2.json");
         openModel(QStringLiteral("zoo:mlp"));
     }
+    return true;
 }
 
 bool StudioWindow::compareWith(const QString &other)

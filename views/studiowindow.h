@@ -30,8 +30,10 @@ class FindBar;
 class GraphPanel;
 class InspectorDock;
 class InspectorView;
+class LessonDock;
 class MeshDock;
 class MeshView;
+struct LessonStep;
 class StudioActions;
 
 // The studio's main window: the graph view with its find bar and cost bar
@@ -92,9 +94,14 @@ public:
     bool openDroppedFile(const QString &path);
     static bool isDroppable(const QString &path);
     MeshView *meshView() const;
-    // Opens a lesson of LESSONS.md: 1 = Y = X·B·C Megatron split on 4
-    // devices, 2 = the 2-layer MLP fully sharded on a 4x2 mesh.
-    void openLesson(int lesson);
+    // Opens a lesson of LESSONS.md in the Lesson dock: 1 = Y = X·B·C
+    // Megatron split on 4 devices, 2 = the 2-layer MLP fully sharded on a
+    // 4x2 mesh (each opens its model and plan first), 3 = your own plan:
+    // the selected node of the open plan (or, with none selected, the one
+    // whose collectives take longest), its collectives narrated. False
+    // where lesson 3 has no plan to narrate.
+    bool openLesson(int lesson);
+    LessonDock *lessonDock() const { return m_lesson; }
 
     // Pins `spec` on a tensor (marked override in the plan) and re-costs; with
     // `wholeClass` the same tensor of every instance of its class is pinned
@@ -161,6 +168,8 @@ private:
     void createDocks();
     void connectDocument();
     void focusLesson();
+    void showLesson(int lesson);
+    void showLessonStep(const LessonStep &step);
     void onModelLoaded();
     void onPlanChanged(PlanDocument::PlanChange change);
     void onPlanFailed(const QString &message, bool cancelled);
@@ -174,6 +183,8 @@ private:
     ClassesDock *m_classes = nullptr;
     InspectorDock *m_inspector = nullptr;
     MeshDock *m_mesh = nullptr;
+    LessonDock *m_lesson = nullptr;
+    int m_pendingLesson = 0;  // the lesson to show once its plan and layout are in
     CandidatesDock *m_candidates = nullptr;
     CompareView *m_compare;
     CostChartsView *m_charts;

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     const QCommandLineOption colour(QStringLiteral("colour"), QStringLiteral("colour nodes by class, sharding or cost"),
                                     QStringLiteral("MODE"));
     const QCommandLineOption lesson(QStringLiteral("lesson"),
-                                    QStringLiteral("open lesson N of the Lessons menu (1: X·B·C column/row split, 2: MLP on 4x2)"),
+                                    QStringLiteral("open lesson N of the Lessons menu (1: X·B·C column/row split, 2: MLP on 4x2, 3: the selected node of the open model's plan)"),
                                     QStringLiteral("N"));
     const QCommandLineOption show(QStringLiteral("show"),
                                   QStringLiteral("show a panel that starts hidden: charts, mesh, compare (repeatable)"),
@@ -139,6 +139,7 @@ int main(int argc, char **argv)
     // After the model loads: expand (which lays out again), then select, then
     // take the screenshot once the last layout is on screen.
     bool expandPending = parser.isSet(expand);
+    const bool ownLesson = parser.isSet(lesson) && parser.value(lesson).toInt() == 3;
     QObject::connect(&window, &StudioWindow::layoutReady, &window, [&] {
         if (expandPending) {
             expandPending = false;
@@ -150,12 +151,15 @@ int main(int argc, char **argv)
         }
         if (parser.isSet(select) && !window.selectByName(parser.value(select)))
             std::cerr << "tapestry: --select " << parser.value(select).toStdString() << ": nothing matches\n";
+        // Lesson 3 narrates the open model's plan, once it is shown.
+        if (ownLesson && !laidOut)
+            window.openLesson(3);
         laidOut = true;
         shoot();
     });
     if (shooting)
         QObject::connect(&window, &StudioWindow::loadFailed, &window, [] { QApplication::exit(2); });
-    if (parser.isSet(lesson))
+    if (parser.isSet(lesson) && !ownLesson)
         window.openLesson(parser.value(lesson).toInt());
     else
         window.openModel(model);

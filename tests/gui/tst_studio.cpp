@@ -4,6 +4,7 @@
 #include "costsummarybar.h"
 #include "graphpanel.h"
 #include "inspectorview.h"
+#include "lessondock.h"
 #include "meshview.h"
 #include "pinmenu.h"
 #include "candidatesview.h"
@@ -524,6 +525,115 @@ private slots:
             forwardAllReduces += w.meshView()->caption().contains(QStringLiteral("forward all-reduce"));
         }
         QCOMPARE(forwardAllReduces, 1);
+    }
+
+    // The lessons teach in words: a step's text and the mesh view move
+    // together (its node selected, its collective's frame shown), every
+    // collective the mesh view steps through for a lesson's nodes is
+    // narrated with its bytes, and each step is shot at both sizes.
+    void lessonsNarrateEveryStep_data()
+    {
+        QTest::addColumn<int>("lesson");
+        QTest::addColumn<QString>("firstNode");
+        QTest::newRow("1: column then row") << 1 << "first";
+        QTest::newRow("2: 2D on 4x2") << 2 << "mlp/fc1";
+    }
+    void lessonsNarrateEveryStep()
+    {
+        QFETCH(int, lesson);
+        QFETCH(QString, firstNode);
+        for (const QSize size : {QSize(1400, 900), QSize(1920, 1080)}) {
+            StudioWindow w;
+            w.setQuietErrors(true);
+            w.resize(size);
+            w.show();
+            QSignalSpy laid(&w, &StudioWindow::layoutReady);
+            QVERIFY(w.openLesson(lesson));
+            QVERIFY(laid.wait(30000));
+            LessonDock *dock = w.lessonDock();
+            QTRY_VERIFY_WITH_TIMEOUT(dock->step() == 0, 10000);
+            QVERIFY(dock->isVisible());
+            const Lesson &script = dock->lesson();
+            QVERIFY(script.steps.size() >= 4);
+            // The first step opens on the node that matters, its weight on the mesh.
+            QCOMPARE(script.steps.front().node, firstNode);
+            QVERIFY(dock->shownText().contains(QStringLiteral("split")));
+            QSet<QString> named;  // "forward all-gather of x over y"
+            for (int k = 0; k < script.steps.size(); ++k) {
+                dock->setStep(k);
+                const LessonStep &step = script.steps[k];
+                QCOMPARE(w.meshView()->frame(), step.frame);
+                QVERIFY2(!step.text.isEmpty(), qPrintable(step.title));
+                if (step.frame % 2 == 1) {
+                    // A collective's "before" frame: the caption names it, the text says it and its bytes.
+                    const QString caption = w.meshView()->caption();
+                    for (const char *kind : {"all-gather", "all-reduce", "reduce-scatter", "all-to-all"})
+                        if (caption.contains(QLatin1String(kind)))
+                            QVERIFY2(dock->shownText().contains(QLatin1String(kind)),
+                                     qPrintable(caption + QStringLiteral(" / ") + dock->shownText()));
+                    QVERIFY2(dock->shownText().contains(QStringLiteral("each device sends")), qPrintable(dock->shownText()));
+                    named.insert(caption.section(QLatin1Char(' '), 0, 5));
+                }
+                QVERIFY(w.grab().save(shotDir() + QStringLiteral("/lesson-%1-step-%2-%3x%4.png")
+                                                      .arg(lesson)
+                                                      .arg(k + 1)
+                                                      .arg(size.width())
+                                                      .arg(size.height())));
+            }
+            // Every collective of the lesson's nodes has a step of its own.
+            int collectives = 0;
+            for (const QString node : {QStringLiteral("first"), QStringLiteral("second"), QStringLiteral("mlp/fc1"),
+                                       QStringLiteral("mlp/fc2")})
+                if (std::any_of(script.steps.begin(), script.steps.end(),
+                                [&](const LessonStep &st) { return st.node == node; })) {
+                    QVERIFY(w.selectByName(node));
+                    collectives += (w.meshView()->frameCount() - 1) / 2;
+                }
+            QVERIFY(collectives > 0);
+            QCOMPARE(static_cast<int>(std::count_if(script.steps.begin(), script.steps.end(),
+                                                    [](const LessonStep &st) { return st.frame % 2 == 1; })),
+                     collectives);
+            // Back walks the text and the mesh back.
+            dock->setStep(1);
+            dock->previous();
+            QCOMPARE(dock->step(), 0);
+            QCOMPARE(w.meshView()->frame(), 0);
+        }
+    }
+
+    // Lesson 3 narrates the open plan: the selected node's weights and
+    // each of its collectives.
+    void ownPlanLesson()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY(!w.openLesson(3));  // no plan yet: said, nothing opened
+        QVERIFY(!w.lastError().isEmpty());
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&vocab=1024")));
+        QVERIFY(w.selectByName(QStringLiteral("mlp/c_proj")));
+        // The class is folded: the lesson opens its first layer, then
+        // narrates it node by node.
+        QVERIFY(w.openLesson(3));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.lessonDock()->lesson().steps.isEmpty(), 30000);
+        const Lesson &script = w.lessonDock()->lesson();
+        QVERIFY2(script.title.contains(QStringLiteral("transformer/h.0")), qPrintable(script.title));
+        // Megatron's layer: column-parallel then row-parallel linears, each
+        // row-parallel one's all-reduce narrated with the mesh on its frame.
+        bool rows = false, allReduce = false;
+        for (int k = 0; k < script.steps.size(); ++k) {
+            w.lessonDock()->setStep(k);
+            const QString text = w.lessonDock()->shownText();
+            rows = rows || text.contains(QStringLiteral("rows split 4 ways"));
+            if (text.contains(QStringLiteral("all-reduce adds"))) {
+                allReduce = true;
+                QVERIFY2(w.meshView()->caption().contains(QStringLiteral("all-reduce")), qPrintable(w.meshView()->caption()));
+            }
+        }
+        QVERIFY(rows);
+        QVERIFY(allReduce);
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/lesson-3-last-step.png")));
+        QVERIFY(w.lessonDock()->shownText().contains(QStringLiteral("sends")));
     }
 
     // View › Minimap folds the minimap away and back, and the choice holds
