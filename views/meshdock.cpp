@@ -5,6 +5,7 @@
 
 #include "analysis/collectivetransition.h"
 
+#include <QComboBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLocale>
@@ -28,9 +29,15 @@ MeshDock::MeshDock(PlanDocument *document, QWidget *parent)
     auto *play = new QPushButton(tr("Play"), panel);
     play->setCheckable(true);
     auto *next = new QPushButton(tr("Next ▶"), panel);
+    auto *speed = new QComboBox(panel);
+    for (const auto &[label, value] : {std::pair{"¼×", 0.25}, {"½×", 0.5}, {"1×", 1.0}, {"2×", 2.0}})
+        speed->addItem(QString::fromUtf8(label), value);
+    speed->setCurrentIndex(2);
+    speed->setToolTip(tr("How fast Play moves the pieces"));
     auto *exportMesh = new QPushButton(tr("Export…"), panel);
     stepRow->addWidget(prev);
     stepRow->addWidget(play);
+    stepRow->addWidget(speed);
     stepRow->addWidget(next);
     stepRow->addStretch(1);
     stepRow->addWidget(exportMesh);
@@ -39,6 +46,12 @@ MeshDock::MeshDock(PlanDocument *document, QWidget *parent)
     connect(prev, &QPushButton::clicked, m_view, &MeshView::previous);
     connect(next, &QPushButton::clicked, m_view, &MeshView::next);
     connect(play, &QPushButton::toggled, m_view, &MeshView::play);
+    connect(m_view, &MeshView::playingChanged, play, [play](bool on) {
+        play->setChecked(on);
+        play->setText(on ? tr("Pause") : tr("Play"));
+    });
+    connect(speed, &QComboBox::currentIndexChanged, m_view,
+            [this, speed](int i) { m_view->setSpeed(speed->itemData(i).toDouble()); });
     connect(exportMesh, &QPushButton::clicked, this, [this] {
         const QString path = QFileDialog::getSaveFileName(this, tr("Export mesh diagram"), QStringLiteral("mesh.png"),
                                                           tr("PNG image (*.png);;SVG drawing (*.svg)"));

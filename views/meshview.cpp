@@ -17,13 +17,62 @@ namespace tapestry::views {
 MeshView::MeshView(QWidget *parent) : QWidget(parent)
 {
     setMinimumSize(320, 220);
-    m_player.setInterval(1200);
+    m_player.setSingleShot(true);
+    // Playing: from a frame as planned or after a collective, on to the
+    // next collective's "before" frame, then its animation.
     connect(&m_player, &QTimer::timeout, this, [this] {
-        if (m_frame + 1 >= frameCount())
-            m_player.stop();
-        else
-            next();
+        if (!m_playing)
+            return;
+        if (m_frame % 2 == 0 && m_frame + 1 < frameCount()) {
+            setFrame(m_frame + 1);
+            m_player.start(static_cast<int>(400 / m_speed));
+        } else if (m_frame % 2 == 1) {
+            animateCollective();
+        } else {
+            play(false);
+        }
     });
+    m_motion.setStartValue(0.0);
+    m_motion.setEndValue(1.0);
+    m_motion.setEasingCurve(QEasingCurve::Linear);
+    connect(&m_motion, &QVariantAnimation::valueChanged, this, [this](const QVariant &v) {
+        if (m_transition >= 0)
+            setTransition(v.toDouble());
+    });
+    connect(&m_motion, &QVariantAnimation::finished, this, [this] {
+        if (m_transition < 0)
+            return;
+        m_transition = -1;
+        setFrame(m_frame + 1);  // the collective's "after" frame
+        if (m_playing)
+            m_player.start(static_cast<int>(700 / m_speed));
+    });
+}
+
+int MeshView::hops() const
+{
+    if (m_frame % 2 != 1 || m_steps.isEmpty())
+        return 0;
+    const auto &step = m_steps[(m_frame - 1) / 2];
+    const int n = m_mesh.axes[static_cast<std::size_t>(step.axis)].size;
+    return step.kind == sharding::CollectiveKind::AllReduce ? 2 * (n - 1) : n - 1;
+}
+
+void MeshView::animateCollective()
+{
+    if (m_frame % 2 != 1 || hops() <= 0)
+        return;
+    m_motion.stop();
+    m_motion.setDuration(static_cast<int>(500.0 * hops() / m_speed));
+    m_transition = 0;
+    m_motion.start();
+    update();
+}
+
+void MeshView::setTransition(double t)
+{
+    m_transition = m_frame % 2 == 1 && t >= 0 ? std::min(t, 1.0) : -1;
+    update();
 }
 
 void MeshView::setMesh(const sharding::Mesh &mesh, const std::vector<plan::AxisCarries> &carries)
@@ -92,6 +141,10 @@ void MeshView::clear()
 
 void MeshView::setFrame(int frame)
 {
+    if (m_transition >= 0) {  // a frame set by hand ends the animation
+        m_transition = -1;
+        m_motion.stop();
+    }
     m_frame = std::clamp(frame, 0, frameCount() - 1);
     update();
     emit frameChanged(m_frame);
@@ -109,13 +162,25 @@ void MeshView::previous()
 
 void MeshView::play(bool on)
 {
+    if (on == m_playing)
+        return;
+    m_playing = on;
     if (on) {
         if (m_frame + 1 >= frameCount())
             setFrame(0);
-        m_player.start();
+        if (m_frame % 2 == 1)
+            animateCollective();
+        else
+            m_player.start(0);
     } else {
         m_player.stop();
+        if (m_transition >= 0) {
+            m_motion.stop();
+            m_transition = -1;
+            update();
+        }
     }
+    emit playingChanged(on);
 }
 
 const sharding::ShardingSpec &MeshView::shownSpec() const
@@ -321,6 +386,66 @@ void MeshView::paintMesh(QPainter &p, const QRect &area)
              << target - QPointF(std::cos(angle + 0.4) * 9, std::sin(angle + 0.4) * 9);
         p.setBrush(QColor(0xe65100));
         p.drawPolygon(head);
+    }
+    if (m_transition >= 0)
+        paintMotion(p, area);
+}
+
+void MeshView::paintMotion(QPainter &p, const QRect &area)
+{
+    const int total = hops();
+    if (total <= 0 || m_steps.isEmpty())
+        return;
+    const auto &step = m_steps[(m_frame - 1) / 2];
+    const auto a = static_cast<std::size_t>(step.axis);
+    const int n = m_mesh.axes[a].size;
+    const double progress = m_transition * total;
+    const int hop = std::min(total - 1, static_cast<int>(progress));
+    const double u = progress - hop;
+    // Reduce-scatter, and the first half of an all-reduce, carry partial
+    // sums (hatched); gathers and all-to-alls, finished blocks.
+    const bool reducing = step.kind == sharding::CollectiveKind::ReduceScatter ||
+                          (step.kind == sharding::CollectiveKind::AllReduce && hop < n - 1);
+    const int rank = static_cast<int>(step.shape.size());
+    auto deviceAt = [&](std::vector<int> coord, int position) {
+        coord[a] = ((position % n) + n) % n;
+        int d = 0;
+        for (std::size_t k = 0; k < coord.size(); ++k)
+            d = d * m_mesh.axes[k].size + coord[k];
+        return d;
+    };
+    const QSizeF piece(18, 12);
+    for (int device = 0; device < m_mesh.deviceCount(); ++device) {
+        const auto coord = sharding::meshCoordinate(m_mesh, device);
+        const int at = coord[a];
+        // Ring algorithms pass to the next device; an all-to-all's round h
+        // sends to the device h further along.
+        const int ringHop = step.kind == sharding::CollectiveKind::AllReduce ? hop % (n - 1) : hop;
+        const int to = step.kind == sharding::CollectiveKind::AllToAll ? deviceAt(coord, at + hop + 1)
+                                                                       : deviceAt(coord, at + 1);
+        // Whose block it carries: in a ring, the one that started ringHop devices back.
+        const int origin = step.kind == sharding::CollectiveKind::AllToAll ? device : deviceAt(coord, at - ringHop);
+        const sharding::ShardingSpec &spec = reducing || step.kind == sharding::CollectiveKind::AllToAll ||
+                                                     step.kind == sharding::CollectiveKind::AllGather
+                                                 ? step.before
+                                                 : step.after;
+        const QColor fill = rank > 0 ? classColor(static_cast<int>(
+                                           sharding::deviceBlock(spec, rank, m_mesh, origin).linearIndex()))
+                                     : QColor(0x90a4ae);
+        const QPointF from = deviceRect(device, area).center(), target = deviceRect(to, area).center();
+        QPainterPath path(from);
+        path.quadTo((from + target) / 2 + QPointF(0, -12), target);
+        const double eased = u * u * (3 - 2 * u);  // smooth start and stop per hop
+        const QPointF c = path.pointAtPercent(eased);
+        const QRectF box(c - QPointF(piece.width() / 2, piece.height() / 2), piece);
+        p.setPen(QPen(Qt::white, 1.5));
+        p.setBrush(fill);
+        p.drawRoundedRect(box, 2, 2);
+        if (reducing) {
+            p.setPen(Qt::NoPen);
+            p.setBrush(QBrush(fill.darker(170), Qt::BDiagPattern));
+            p.drawRoundedRect(box, 2, 2);
+        }
     }
 }
 

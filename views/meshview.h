@@ -6,7 +6,10 @@
 #include "sharding/mesh.h"
 #include "sharding/shardingspec.h"
 
+#include <algorithm>
+
 #include <QTimer>
+#include <QVariantAnimation>
 #include <QWidget>
 
 namespace tapestry::views {
@@ -55,7 +58,24 @@ public:
     void setFrame(int frame);
     void next();
     void previous();
+    // Play walks every step, each collective animated from its "before"
+    // frame to its "after" frame: the pieces each device sends travel
+    // along the axis as the collective's algorithm moves them (a ring of
+    // n - 1 hops for an all-gather or a reduce-scatter, twice that for an
+    // all-reduce, n - 1 rounds of pairwise exchanges for an all-to-all),
+    // at 60 frames a second, then the view rests on the result.
     void play(bool on);
+    bool isPlaying() const { return m_playing; }
+    // On a "before" frame: animates its collective to the "after" frame.
+    void animateCollective();
+    bool isAnimating() const { return m_transition >= 0; }
+    // How far the current collective's animation is (0 to 1), -1 for none;
+    // set directly, the view shows that moment (the tests' frames).
+    double transition() const { return m_transition; }
+    void setTransition(double t);
+    // Animation speed: 1 takes half a second per hop.
+    void setSpeed(double speed) { m_speed = std::max(0.05, speed); }
+    double speed() const { return m_speed; }
     QString caption() const;
     // One line per axis: "axis data (2, rows) carries tensor — not data as
     // named"; empty when what the axes carry is not known.
@@ -75,12 +95,16 @@ public:
 
 signals:
     void frameChanged(int frame);
+    void playingChanged(bool playing);
 
 protected:
     void paintEvent(QPaintEvent *event) override;
 
 private:
     void paintMesh(QPainter &p, const QRect &area);
+    // The pieces in flight m_transition of the way through the current collective.
+    void paintMotion(QPainter &p, const QRect &area);
+    int hops() const;
     QFont smallFont() const;
     // The caption's height drawn `width` wide.
     int captionHeight(int width) const;
@@ -95,7 +119,11 @@ private:
     sharding::ShardingSpec m_spec;
     QVector<CollectiveStep> m_steps;
     int m_frame = 0;
-    QTimer m_player;
+    QTimer m_player;  // the rest between two collectives while playing
+    QVariantAnimation m_motion;
+    double m_transition = -1;
+    double m_speed = 1;
+    bool m_playing = false;
 };
 
 } // namespace tapestry::views

@@ -553,8 +553,13 @@ void StudioWindow::showLessonStep(const LessonStep &step)
     const passes::NodeId node = nodeNamed(model, step.node);
     if (node.valid() && node != m_doc->selectedNode())
         selectByName(step.node);
-    if (auto *view = meshView(); step.frame < view->frameCount())
-        view->setFrame(step.frame);
+    // From a collective's "before" frame to its "after" one: the pieces move.
+    if (auto *view = meshView(); step.frame < view->frameCount()) {
+        if (step.frame % 2 == 0 && step.frame > 0 && view->frame() == step.frame - 1 && !view->isAnimating())
+            view->animateCollective();
+        else
+            view->setFrame(step.frame);
+    }
 }
 
 bool StudioWindow::openLesson(int lesson)
