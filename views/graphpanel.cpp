@@ -1,5 +1,7 @@
 #include "graphpanel.h"
 
+#include "canvasedge.h"
+
 #include "ir/error.h"
 #include "imagefile.h"
 #include "palette.h"
@@ -39,6 +41,7 @@ GraphPanel::GraphPanel(QWidget *parent)
         }
         {
             m_scene->setContent(m_pendingStyles, m_pendingEdges, outcome.result);
+            applySharding();
             m_minimap->refit();
             m_graphView->fitAll();
             if (m_pendingSelection >= 0) {
@@ -81,6 +84,62 @@ void GraphPanel::setPinnedNodes(const QSet<int> &viewNodes)
 {
     m_pinned = viewNodes;
     setColouring(m_colouring);
+}
+
+void GraphPanel::showSharding(std::shared_ptr<const plan::Plan> plan, std::vector<sharding::ShardingSpec> specs)
+{
+    m_shardingPlan = std::move(plan);
+    m_shardingSpecs = std::move(specs);
+    applySharding();
+}
+
+void GraphPanel::applySharding()
+{
+    const auto &edges = m_scene->canvasEdges();
+    if (!m_model.graph || edges.size() != static_cast<int>(m_view.edges.size()))
+        return;
+    const auto &graph = *m_model.graph;
+    if (!m_shardingPlan || m_shardingSpecs.size() != graph.tensorCount()) {
+        for (auto *e : edges)
+            e->setSharding({}, {}, 0);
+        return;
+    }
+    const auto &plan = *m_shardingPlan;
+    // Seconds of collectives per tensor moved (or whose gradient is).
+    std::map<std::string, double> moved;
+    for (const auto &c : plan.cost.collectives)
+        moved[c.tensor] += c.time;
+    double busiest = 0;
+    for (const auto &v : m_view.edges)
+        if (v.tensor.valid())
+            busiest = std::max(busiest, moved[graph.tensor(v.tensor).name]);
+    for (int i = 0; i < edges.size(); ++i) {
+        const auto &v = m_view.edges[static_cast<std::size_t>(i)];
+        if (!v.tensor.valid()) {
+            edges[i]->setSharding({}, {}, 0);
+            continue;
+        }
+        const auto &t = graph.tensor(v.tensor);
+        const auto &spec = m_shardingSpecs[v.tensor.index()];
+        const bool split = std::any_of(spec.placements.begin(), spec.placements.end(),
+                                       [](const auto &p) { return p.isShard(); });
+        const QString local = QString::fromStdString(layout::shapeLabel(spec.localShape(t.shape, plan.mesh)));
+        QString note;
+        if (split)
+            note = local;
+        if (spec.hasPartial())
+            note += (note.isEmpty() ? QString() : QStringLiteral(" ")) + QStringLiteral("Σ");
+        const double seconds = moved[t.name];
+        QString tip = tr("%1 %2: %3, each device holds %4")
+                          .arg(QString::fromStdString(t.name),
+                               QString::fromStdString(layout::shapeLabel(t.shape)),
+                               QString::fromStdString(spec.toPlacements()), local);
+        if (v.tensors > 1)
+            tip += tr(" (and %1 more tensors)").arg(v.tensors - 1);
+        if (seconds > 0)
+            tip += tr("\ncollectives moving it: %1 ms a step").arg(seconds * 1e3, 0, 'f', 3);
+        edges[i]->setSharding(note, tip, busiest > 0 ? seconds / busiest : 0);
+    }
 }
 
 void GraphPanel::showPins(const plan::Plan &plan)

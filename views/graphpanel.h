@@ -46,6 +46,11 @@ public:
     void setPinnedNodes(const QSet<int> &viewNodes);
     // Badges the nodes that read a weight `plan` pins (a spec marked override).
     void showPins(const plan::Plan &plan);
+    // Each edge's tensor as `plan` lays it out (`specs` by tensor id): the
+    // block each device holds under the shape where it is split, and the
+    // edge drawn by the time of the collectives that move it. Kept across
+    // layouts (an expanded class).
+    void showSharding(std::shared_ptr<const plan::Plan> plan, std::vector<sharding::ShardingSpec> specs);
 
     // Expanding a folded block lays out its first instance node by node.
     void toggleExpanded(int viewNode);
@@ -76,6 +81,9 @@ private:
 
     LoadedModel m_model;
     layout::ViewGraph m_view;
+    void applySharding();
+    std::shared_ptr<const plan::Plan> m_shardingPlan;
+    std::vector<sharding::ShardingSpec> m_shardingSpecs;
     layout::ExpandedRuns m_expanded;
     Colouring m_colouring;
     QSet<int> m_pinned;

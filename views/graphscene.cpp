@@ -21,8 +21,10 @@ layout::LayoutRequest GraphScene::layoutRequest(const QVector<NodeStyle> &nodes,
         // Room for the ×N card stack drawn below and right of the box.
         request.nodes.push_back({s.width() + (n.repeat > 1 ? 8 : 0), s.height() + (n.repeat > 1 ? 8 : 0)});
     }
+    // Two lines per label: the shape, and under it the plan's block of it
+    // per device (CanvasEdge::setSharding), never wider than the shape.
     for (const auto &e : edges)
-        request.edges.push_back({e.from, e.to, e.label.toStdString()});
+        request.edges.push_back({e.from, e.to, e.label.isEmpty() ? std::string() : QString(e.label + QStringLiteral("\n") + e.label).toStdString()});
     return request;
 }
 

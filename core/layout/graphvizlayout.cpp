@@ -70,6 +70,10 @@ LayoutResult layoutWithDot(const LayoutRequest &request)
                                 const_cast<char *>(("e" + std::to_string(i)).c_str()), 1);
         if (!e.label.empty()) {
             set(edge, "label", e.label);
+            // Sized as the studio draws it: a fixed-width font of 9 points,
+            // whose width Graphviz estimates right (Courier: 0.6 em a
+            // character), so that the labels it places do not overlap.
+            set(edge, "fontname", "Courier");
             set(edge, "fontsize", "9");
         }
         edges.push_back(edge);

@@ -8,6 +8,8 @@
 #include "meshview.h"
 #include "pinmenu.h"
 #include "candidatesview.h"
+#include "canvasedge.h"
+#include "graphscene.h"
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QUrl>
@@ -196,6 +198,60 @@ private slots:
         // And back to the block: the class row is selected again.
         w.graphPanel()->selectViewNode(selected);
         QVERIFY(w.classTable()->selectionModel()->hasSelection());
+    }
+
+    // Shardings on the graph: each edge's second line is the block each
+    // device holds where the plan splits the tensor (Megatron's MLP: the
+    // column-parallel output split by its last dim), the edges that
+    // collectives move are drawn heavier, and no two labels overlap in an
+    // expanded class (the layout sizes them in the font they are drawn in).
+    void edgesShowSharding()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.show();
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&vocab=1024")));
+        QSignalSpy laid(&w, &StudioWindow::layoutReady);
+        QVERIFY(w.expandClass(0));
+        QVERIFY(laid.wait(20000));
+        const auto &view = w.graphPanel()->viewGraph();
+        const auto &edges = w.graphPanel()->scene()->canvasEdges();
+        QCOMPARE(static_cast<std::size_t>(edges.size()), view.edges.size());
+        const auto &graph = *w.document().graph;
+        bool columnSplit = false, heavier = false;
+        for (int i = 0; i < edges.size(); ++i) {
+            const auto t = view.edges[static_cast<std::size_t>(i)].tensor;
+            if (!t.valid())
+                continue;
+            const auto &tensor = graph.tensor(t);
+            // c_fc and GELU.s output as c_proj reads it: 8×64×1024 split 4 ways by its last dim.
+            if (tensor.name.find("h.0/mlp/") != std::string::npos && tensor.shape.back() == 1024) {
+                QCOMPARE(edges[i]->note(), QStringLiteral("8×64×256"));
+                columnSplit = true;
+            }
+            heavier = heavier || edges[i]->emphasis() > 0;
+            QVERIFY(edges[i]->toolTip().contains(QString::fromStdString(tensor.name)));
+        }
+        QVERIFY(columnSplit);
+        QVERIFY(heavier);
+        for (int i = 0; i < edges.size(); ++i)
+            for (int j = i + 1; j < edges.size(); ++j)
+                if (!edges[i]->label().isEmpty() && !edges[j]->label().isEmpty())
+                    QVERIFY2(!edges[i]->labelRect().intersects(edges[j]->labelRect()),
+                             qPrintable(edges[i]->label() + QStringLiteral(" / ") + edges[j]->label()));
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/edges-sharding.png")));
+        // Another plan: the notes follow it (dp splits the batch, not c_fc's columns).
+        QSignalSpy planned(&w, &StudioWindow::planReady);
+        w.setPlanRequest({QStringLiteral("dp"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
+        w.derivePlan();
+        QVERIFY(planned.wait(30000));
+        for (int i = 0; i < edges.size(); ++i) {
+            const auto t = view.edges[static_cast<std::size_t>(i)].tensor;
+            if (t.valid() && graph.tensor(t).name.find("h.0/mlp/") != std::string::npos &&
+                graph.tensor(t).shape.back() == 1024)
+                QCOMPARE(edges[i]->note(), QStringLiteral("2×64×1024"));
+        }
     }
 
     void expandAndCollapse()
