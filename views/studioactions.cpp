@@ -217,12 +217,13 @@ void StudioActions::createPlanMenu()
         if (!path.isEmpty())
             m_window->compareWith(path);
     });
-    planMenu->addAction(tr("&Open plan JSON…"), m_window, [this] {
+    auto *openPlan = planMenu->addAction(tr("&Open plan JSON…"), m_window, [this] {
         const QString path = QFileDialog::getOpenFileName(m_window, tr("Open plan"), QString(), tr("Tapestry plan (*.json)"));
         if (!path.isEmpty())
             m_window->openPlanFile(path);
     });
-    planMenu->addAction(tr("&Save plan JSON…"), m_window, [this] {
+    openPlan->setShortcut(QKeySequence(tr("Ctrl+Shift+P")));
+    auto *savePlan = planMenu->addAction(tr("&Save plan JSON…"), m_window, [this] {
         if (!m_document->planned().plan) {
             m_window->showError(tr("No plan to save: derive one first"));
             return;
@@ -232,6 +233,7 @@ void StudioActions::createPlanMenu()
         if (!path.isEmpty())
             m_window->savePlan(path);
     });
+    savePlan->setShortcut(QKeySequence::Save);
 }
 
 void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)

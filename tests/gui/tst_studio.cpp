@@ -254,6 +254,30 @@ private slots:
         }
     }
 
+    // Keyboard habits: the conventional keys on their actions (Open,
+    // Save, Find, Undo, Redo, Quit, zoom), and no key bound twice.
+    void shortcutsAreConventionalAndUnique()
+    {
+        StudioWindow w;
+        QMap<QString, QString> byKey;
+        QMap<QString, QKeySequence> byText;
+        for (QAction *a : w.findChildren<QAction *>()) {
+            if (a->shortcut().isEmpty())
+                continue;
+            const QString key = a->shortcut().toString();
+            QVERIFY2(!byKey.contains(key), qPrintable(key + QStringLiteral(": ") + byKey.value(key) +
+                                                      QStringLiteral(" and ") + a->text()));
+            byKey.insert(key, a->text());
+            byText.insert(QString(a->text()).remove(QLatin1Char('&')), a->shortcut());
+        }
+        QCOMPARE(byText.value(QStringLiteral("Save plan JSON…")), QKeySequence(QKeySequence::Save));
+        QCOMPARE(byText.value(QStringLiteral("Open…")), QKeySequence(QKeySequence::Open));
+        QCOMPARE(byText.value(QStringLiteral("Find…")), QKeySequence(QKeySequence::Find));
+        QCOMPARE(byText.value(QStringLiteral("Quit")), QKeySequence(QKeySequence::Quit));
+        QCOMPARE(byText.value(QStringLiteral("Zoom in")), QKeySequence(QKeySequence::ZoomIn));
+        QVERIFY(!byText.value(QStringLiteral("Open plan JSON…")).isEmpty());
+    }
+
     void expandAndCollapse()
     {
         StudioWindow w;
