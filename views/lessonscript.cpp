@@ -68,10 +68,11 @@ QString weightLine(const LessonSource &source, const std::string &name)
 }
 
 // Two steps per collective of `node` (before, then after), the narration
-// on the first and what the devices hold on the second.
-void addCollectives(Lesson &lesson, const LessonSource &source, const QString &node, const QString &heading)
+// on the first and what the devices hold on the second; `steps` is
+// source.stepsOf(node), returned.
+QVector<CollectiveStep> addCollectives(Lesson &lesson, const LessonSource &source, const QString &node,
+                                       const QString &heading, const QVector<CollectiveStep> &steps)
 {
-    const auto steps = source.stepsOf(node);
     for (int k = 0; k < steps.size(); ++k) {
         const CollectiveStep &c = steps[k];
         LessonStep before;
@@ -93,6 +94,7 @@ void addCollectives(Lesson &lesson, const LessonSource &source, const QString &n
                                         describeSpec(c.shape, c.after, source.mesh)));
         lesson.steps.push_back(after);
     }
+    return steps;
 }
 
 qint64 sentBy(const QVector<CollectiveStep> &steps)
@@ -210,8 +212,7 @@ Lesson columnThenRowLesson(const LessonSource &source)
                                "<i>partial sum</i> of Y: Y = Y₀ + Y₁ + … + Y%1, one term per device.")
                                 .arg(n - 1));
     lesson.steps.push_back(second);
-    addCollectives(lesson, source, second.node, tr("Y"));
-    const auto steps = source.stepsOf(second.node);
+    const auto steps = addCollectives(lesson, source, second.node, tr("Y"), source.stepsOf(second.node));
     LessonStep last;
     last.node = second.node;
     last.title = tr("What it cost");
@@ -250,7 +251,7 @@ Lesson twoDimensionalLesson(const LessonSource &source)
                               "columns of the right one along the dimension they share. The next steps show the "
                               "collectives that bring them, for the first layer and then the second."));
     lesson.steps.push_back(intro);
-    addCollectives(lesson, source, intro.node, tr("First layer"));
+    const auto first = addCollectives(lesson, source, intro.node, tr("First layer"), source.stepsOf(intro.node));
     LessonStep second;
     second.node = QStringLiteral("mlp/fc2");
     second.title = tr("The second layer");
@@ -260,11 +261,11 @@ Lesson twoDimensionalLesson(const LessonSource &source)
                   paragraph(tr("Its output must come back split as D is, ready for a next layer. Each collective "
                                "the plan runs for it follows, forward then backward."));
     lesson.steps.push_back(second);
-    addCollectives(lesson, source, second.node, tr("Second layer"));
+    const auto then = addCollectives(lesson, source, second.node, tr("Second layer"), source.stepsOf(second.node));
     LessonStep last;
     last.node = second.node;
     last.title = tr("What it cost");
-    const qint64 sent = sentBy(source.stepsOf(intro.node)) + sentBy(source.stepsOf(second.node));
+    const qint64 sent = sentBy(first) + sentBy(then);
     last.text = paragraph(tr("One training step sent %1 per device for the two layers. Forward, the gathers bring "
                              "whole rows and columns where a matmul needs them and the reduce-scatter adds the "
                              "partial sums and splits them in one go; backward mirrors it: each gather of the "
@@ -291,7 +292,6 @@ Lesson ownPlanLesson(const LessonSource &source, const QString &subject, const s
         for (ir::TensorId t : node.weights)
             layout += paragraph(weightLine(source, source.graph->tensor(t).name));
         const auto steps = source.stepsOf(node.name);
-        all += steps;
         QString opening;
         if (i == 0)
             opening = paragraph(nodes.size() > 1 ? tr("The plan on %1 runs %2 with collectives in %3 of its nodes; "
@@ -311,7 +311,7 @@ Lesson ownPlanLesson(const LessonSource &source, const QString &subject, const s
                                                      .arg(code(node.name))
                                                      .arg(steps.size()));
         lesson.steps.push_back(intro);
-        addCollectives(lesson, source, node.name, node.name.section(QLatin1Char('/'), -2));
+        all += addCollectives(lesson, source, node.name, node.name.section(QLatin1Char('/'), -2), steps);
     }
     if (!all.isEmpty() && !nodes.empty()) {
         LessonStep last;

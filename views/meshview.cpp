@@ -425,10 +425,9 @@ void MeshView::paintMotion(QPainter &p, const QRect &area)
                                                                        : deviceAt(coord, at + 1);
         // Whose block it carries: in a ring, the one that started ringHop devices back.
         const int origin = step.kind == sharding::CollectiveKind::AllToAll ? device : deviceAt(coord, at - ringHop);
-        const sharding::ShardingSpec &spec = reducing || step.kind == sharding::CollectiveKind::AllToAll ||
-                                                     step.kind == sharding::CollectiveKind::AllGather
-                                                 ? step.before
-                                                 : step.after;
+        // An all-reduce's gathering half carries summed blocks: the after's.
+        const sharding::ShardingSpec &spec =
+            step.kind == sharding::CollectiveKind::AllReduce && !reducing ? step.after : step.before;
         const QColor fill = rank > 0 ? classColor(static_cast<int>(
                                            sharding::deviceBlock(spec, rank, m_mesh, origin).linearIndex()))
                                      : QColor(0x90a4ae);
