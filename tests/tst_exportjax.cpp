@@ -330,6 +330,24 @@ private slots:
             QCOMPARE(c.spec, strategy.inputs[static_cast<std::size_t>(at)].toPartitionSpec(rank, named));
         }
 
+        // GPT-2's fused c_attn reads the norm's output [b, s, h] as
+        // [b, 1, s, h]: its constraint is on the norm's output, gathered
+        // over the sequence as the column-parallel q/k/v compute on it,
+        // where the attention's input is stored on sequence shards. Its
+        // output, q, k and v side by side in Flax, is left to the kernel.
+        {
+            const auto gpt = io::loadModel(kGpt);
+            std::map<std::string, exports::JaxConstraint> gptKeys;
+            for (const auto &c :
+                 exports::jaxPlan(exports::exportInput(gpt, referencePlan(gpt, kGpt, "2x2", true), "p.json", "jax", false))
+                     .constraints)
+                gptKeys[c.key] = c;
+            QCOMPARE(gptKeys["transformer.h.*.attn:input"].spec, std::string("P('data', 'model', None)"));
+            QCOMPARE(gptKeys["transformer.h.*.attn.c_attn:input"].spec, std::string("P('data', None, None)"));
+            QCOMPARE(gptKeys["transformer.h.*.attn.c_attn:input"].tensor, std::string("transformer/h.0/ln_1/LayerNormalization:0"));
+            QVERIFY(!gptKeys.count("transformer.h.*.attn.c_attn:output"));
+        }
+
         // Without attention layers, the modules that hold weights; the axis
         // named model carries data here, and is exported so.
         const auto mlp = io::loadModel("zoo:mlp?batch=8");

@@ -133,7 +133,8 @@ JaxPlan jaxPlan(const ExportInput &in)
             return false;
         for (auto x : op.inputs) {
             const ir::Tensor &tensor = g.tensor(x);
-            if ((tensor.role == ir::Role::Parameter && tensor.shape.size() == 2) || isWeightView(tensor))
+            if ((tensor.role == ir::Role::Parameter && tensor.shape.size() == 2) || isWeightView(tensor) ||
+                isFusedQkvWeight(tensor))
                 return true;
         }
         return false;
@@ -223,11 +224,47 @@ JaxPlan jaxPlan(const ExportInput &in)
         const std::string module = slash == std::string::npos ? std::string() : moduleOfScope(op.name.substr(0, slash));
         if (module.empty())
             continue;
+        const bool fused = std::any_of(op.inputs.begin(), op.inputs.end(),
+                                       [&](ir::TensorId x) { return isFusedQkvWeight(g.tensor(x)); });
         for (auto x : op.inputs) {
             const ir::Tensor &tensor = g.tensor(x);
-            if (tensor.role == ir::Role::Activation && tensor.shape.size() >= 2 && !isWeightView(tensor))
+            if (tensor.role != ir::Role::Activation || tensor.shape.size() < 2 || isWeightView(tensor))
+                continue;
+            if (!fused) {
                 replaceBoundary({module + ":input", tensor.name, readSpec(id, x), op.name});
+                continue;
+            }
+            // GPT-2's fused c_attn reads x [b, s, h] as [b, 1, s, h] (one
+            // batched matmul for q, k and v); Flax's c_attn reads x itself:
+            // the constraint is on x, its dims as the matmul computes on them.
+            if (!tensor.producer.valid() || g.op(tensor.producer).type != "Reshape")
+                continue;
+            const ir::TensorId flat = g.op(tensor.producer).inputs[0];
+            const auto &shape = g.tensor(flat).shape;
+            if (shape.size() != 3 || tensor.shape.size() != 4 || tensor.shape[1] != 1)
+                continue;
+            std::vector<sharding::ShardingSpec> specs;
+            for (auto y : op.inputs)
+                specs.push_back(in.specs[y.index()]);
+            const auto strategy = sharding::resolveStrategy(g, id, specs, in.plan.mesh);
+            const auto at = static_cast<std::size_t>(std::find(op.inputs.begin(), op.inputs.end(), x) - op.inputs.begin());
+            sharding::ShardingSpec read = strategy.inputs[at];
+            bool maps = true;
+            for (auto &p : read.placements) {
+                if (!p.isShard())
+                    continue;
+                maps = maps && p.dim != 1;  // the inserted dim of 1 is never split
+                p.dim = p.dim == 0 ? 0 : p.dim - 1;
+            }
+            if (maps)
+                replaceBoundary({module + ":input", g.tensor(flat).name,
+                                 read.toPartitionSpec(static_cast<int>(shape.size()), mesh), op.name});
         }
+        // Flax's c_attn writes [b, s, 3h], q, k and v side by side, where
+        // the plan's [b, 3, s, h] splits each by heads: no one PartitionSpec
+        // of Flax's output says that, so it is left to the kernel's specs.
+        if (fused)
+            continue;
         // And its output as its readers read it: a partial sum reduced, or
         // a split gathered, right after the linear as the plan does (a
         // column-split projection gathered before the heads are split out

@@ -138,6 +138,7 @@ param_shapes = {
 activation_constraints = {
     'lm_head:input': P('data', None, None),  # transformer/ln_f/LayerNormalization:0 as lm_head/MatMul reads it
     'lm_head:output': P('data', None, 'model'),  # lm_head/MatMul:0 as loss/SoftmaxCrossEntropyLoss reads it
+    'transformer.h.*.attn.c_attn:input': P('data', None, None),  # transformer/h.0/ln_1/LayerNormalization:0 as transformer/h.0/attn/c_attn/MatMul reads it
     'transformer.h.*.attn.c_proj:input': P('data', None, 'model'),  # transformer/h.0/attn/Reshape_3:0 as transformer/h.0/attn/c_proj/MatMul reads it
     'transformer.h.*.attn.c_proj:output': P('data', None, None),  # transformer/h.0/attn/c_proj/MatMul:0 as transformer/h.0/attn/c_proj/Add reads it
     'transformer.h.*.attn:input': P('data', None, None),  # transformer/h.0/ln_1/LayerNormalization:0
