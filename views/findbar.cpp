@@ -36,7 +36,10 @@ bool FindBar::findNext(const QString &query)
     const int viewNode = m_graph->viewNodeOf(found[m_index]);
     if (viewNode < 0)
         return false;
-    m_graph->selectViewNode(viewNode);
+    // A match inside a folded class is shown opened, itself selected,
+    // where its run can open onto it; else its class is selected.
+    if (!m_graph->revealNode(found[m_index]))
+        m_graph->selectViewNode(viewNode);
     emit message(tr("Match %1 of %2: %3")
                      .arg(m_index + 1)
                      .arg(found.size())

@@ -224,6 +224,30 @@ void GraphPanel::selectViewNode(int viewNode)
     m_graphView->centerOnItem(m_scene->nodeForKey(viewNode));
 }
 
+bool GraphPanel::revealNode(passes::NodeId node)
+{
+    const int at = viewNodeOf(node);
+    if (at < 0 || !m_model.classes)
+        return false;
+    const auto &v = m_view.nodes[static_cast<std::size_t>(at)];
+    if (v.kind != layout::ViewNode::Kind::Block)
+        return false;
+    // Only a run's first instance opens (layout::buildViewGraph): the view
+    // with this block's first instance open, built without laying it out,
+    // says whether the node is then drawn.
+    auto expanded = m_expanded;
+    expanded.insert({v.cls.value, v.instances.front()});
+    const auto opened = layout::buildViewGraph(*m_model.graph, *m_model.coarse, *m_model.classes, expanded);
+    for (std::size_t i = 0; i < opened.nodes.size(); ++i)
+        if (opened.nodes[i].kind == layout::ViewNode::Kind::Coarse && opened.nodes[i].node == node) {
+            m_expanded = std::move(expanded);
+            rebuild();
+            m_pendingSelection = static_cast<int>(i);
+            return true;
+        }
+    return false;
+}
+
 int GraphPanel::selectedViewNode() const
 {
     return m_scene->selectedKey();

@@ -59,6 +59,10 @@ public:
     void selectViewNode(int viewNode);
     // The view node showing a coarse node (folded into a block or not); -1 if none.
     int viewNodeOf(passes::NodeId node) const;
+    // Where `node` lies in a folded run whose first instance holds it, opens
+    // that instance and selects the node itself once laid out; false where
+    // it is drawn already, or folded where no run can open onto it.
+    bool revealNode(passes::NodeId node);
     int selectedViewNode() const;
     // Selects the first view node whose title, or coarse node's name,
     // contains `name`; false when none does.

@@ -317,6 +317,36 @@ private slots:
         QVERIFY(w.graphPanel()->selectedViewNode() >= 0);
         QVERIFY(w.findNext(QStringLiteral("768x3072")));  // a shape, typed with an x
         QVERIFY(!w.findNext(QStringLiteral("no-such-thing-anywhere")));
+
+        // A match inside the folded layers: the first layer opens and the
+        // match itself is selected, not the class around it (the inspector
+        // and the mesh view then show its weight); a match in a layer that
+        // stays folded selects the class.
+        StudioWindow fresh;
+        fresh.setQuietErrors(true);
+        fresh.show();
+        QVERIFY(openAndWait(fresh, QStringLiteral("zoo:gpt2?layers=2")));
+        GraphPanel *graph = fresh.graphPanel();
+        auto selectedTitle = [&] {
+            const int v = graph->selectedViewNode();
+            if (v < 0)
+                return std::string("(none)");
+            const auto &node = graph->viewGraph().nodes[static_cast<std::size_t>(v)];
+            return node.kind == tapestry::layout::ViewNode::Kind::Coarse
+                       ? std::string(graph->model().coarse->node(node.node).name)
+                       : "block " + node.title;
+        };
+        QVERIFY(fresh.findNext(QStringLiteral("attn/c_proj")));
+        QTRY_COMPARE_WITH_TIMEOUT(selectedTitle(), std::string("transformer/h.0/attn/c_proj"), 30000);
+        // The next matches: h.0's other nodes holding c_proj's ops, drawn
+        // now, then h.1's, in the block folding the rest.
+        std::string title;
+        for (int i = 0; i < 8 && title.rfind("block ", 0) != 0; ++i) {
+            QVERIFY(fresh.findNext(QStringLiteral("attn/c_proj")));
+            title = selectedTitle();
+            QVERIFY2(title.rfind("transformer/h.0", 0) == 0 || title.rfind("block ", 0) == 0, title.c_str());
+        }
+        QCOMPARE(title, std::string("block transformer/h.1"));
     }
 
     void exportsImages()
@@ -734,9 +764,11 @@ private slots:
         QVERIFY(!w.lastError().isEmpty());
         w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}});
         QVERIFY(openAndPlan(w, QStringLiteral("zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&vocab=1024")));
-        QVERIFY(w.selectByName(QStringLiteral("mlp/c_proj")));
-        // The class is folded: the lesson opens its first layer, then
-        // narrates it node by node.
+        QVERIFY(w.selectByName(QStringLiteral("transformer/h.*")));
+        QCOMPARE(w.graphPanel()->viewGraph().nodes[static_cast<std::size_t>(w.graphPanel()->selectedViewNode())].kind,
+                 tapestry::layout::ViewNode::Kind::Block);
+        // The class is folded and selected: the lesson opens its first
+        // layer, then narrates it node by node.
         QVERIFY(w.openLesson(3));
         QTRY_VERIFY_WITH_TIMEOUT(!w.lessonDock()->lesson().steps.isEmpty(), 30000);
         const Lesson &script = w.lessonDock()->lesson();
