@@ -22,6 +22,7 @@ GraphPanel::GraphPanel(QWidget *parent)
     m_graphView->setScene(m_scene);
     m_minimap = new Minimap(m_graphView, this);
     m_minimap->setFixedSize(180, 220);
+    m_graphView->setReservedCorner(m_minimap->size() + QSize(4, 4));
     auto *grid = new QGridLayout(this);
     grid->setContentsMargins(0, 0, 0, 0);
     grid->addWidget(m_graphView, 0, 0);
@@ -359,6 +360,12 @@ bool GraphPanel::exportImage(const QString &path, const QString &title, QString 
 void GraphPanel::setMinimapVisible(bool visible)
 {
     m_minimap->setVisible(visible);
+    m_graphView->setReservedCorner(visible ? m_minimap->size() + QSize(4, 4) : QSize());
+}
+
+QWidget *GraphPanel::minimap() const
+{
+    return m_minimap;
 }
 
 bool GraphPanel::minimapVisible() const

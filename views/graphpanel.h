@@ -39,6 +39,7 @@ public:
     // Minimap), so that it never hides the graph a user is reading.
     void setMinimapVisible(bool visible);
     bool minimapVisible() const;
+    QWidget *minimap() const;
 
     // Colour per view node; an empty function colours by class.
     using Colouring = std::function<QColor(const layout::ViewNode &)>;

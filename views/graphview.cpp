@@ -1,6 +1,9 @@
 #include "graphview.h"
 
+#include <algorithm>
+
 #include <QMouseEvent>
+#include <QResizeEvent>
 #include <QScrollBar>
 #include <QWheelEvent>
 
@@ -20,17 +23,46 @@ void GraphView::fitAll()
 {
     if (!scene())
         return;
-    fitInView(scene()->sceneRect(), Qt::KeepAspectRatio);
+    const QRectF r = scene()->sceneRect();
+    const qreal w = viewport()->width(), h = viewport()->height();
+    if (r.width() <= 0 || r.height() <= 0 || w <= 0 || h <= 0) {
+        fitInView(r, Qt::KeepAspectRatio);
+        emit viewportMoved();
+        return;
+    }
+    constexpr qreal kMargin = 0.98;  // as fitInView leaves a few pixels free
+    auto fit = [&](qreal width, qreal height) {
+        return width > 0 && height > 0 ? kMargin * std::min(width / r.width(), height / r.height()) : 0.0;
+    };
+    // The corner kept clear beside the content or below it, whichever
+    // draws it larger: the view's scene rect takes that room too (the
+    // scene's own is left as it is), so that the content sits clear of
+    // the corner once fitted and scrolls clear of it when zoomed.
+    qreal scale = fit(w, h);
+    bool beside = false, below = false;
+    if (!m_reserved.isEmpty()) {
+        const qreal besideScale = fit(w - m_reserved.width(), h);
+        const qreal aboveScale = fit(w, h - m_reserved.height());
+        beside = besideScale >= aboveScale;
+        below = !beside;
+        scale = std::max(besideScale, aboveScale);
+    }
     // A tall graph (96 layers collapsed is still long) fitted whole is
     // unreadable; never zoom out below a readable scale, show the top instead.
-    if (zoom() < 0.35) {
-        resetTransform();
-        scale(0.35, 0.35);
-        centerOn(scene()->sceneRect().center().x(), scene()->sceneRect().top() + viewport()->height() / 0.7);
-    } else if (zoom() > 1.5) {
-        resetTransform();
-        scale(1.5, 1.5);
-    }
+    const bool tall = scale < 0.35;
+    scale = std::clamp(scale, 0.35, 1.5);
+    QRectF room = r;
+    if (beside)
+        room.setRight(r.right() + m_reserved.width() / scale);
+    if (below || tall)  // a tall graph's last nodes scroll up clear of the corner too
+        room.setBottom(r.bottom() + m_reserved.height() / scale);
+    setSceneRect(room);
+    resetTransform();
+    this->scale(scale, scale);
+    QPointF centre = room.center();
+    if (tall)
+        centre.setY(r.top() + h / (2 * scale));
+    centerOn(centre);
     emit viewportMoved();
 }
 

@@ -11,7 +11,14 @@ class GraphView : public QGraphicsView {
 public:
     explicit GraphView(QWidget *parent = nullptr);
 
+    // Fits the whole scene in the viewport (between 0.35 and 1.5 times its
+    // size; a graph too tall for 0.35 shows its top), clear of the
+    // reserved bottom-right corner (setReservedCorner): the content is
+    // fitted beside the corner or above it, whichever draws it larger.
     void fitAll();
+    // The viewport's bottom-right area a widget covers (the minimap);
+    // empty: none.
+    void setReservedCorner(QSize size) { m_reserved = size; }
     void zoomBy(qreal factor);
     qreal zoom() const { return transform().m11(); }
     void centerOnItem(QGraphicsItem *item);
@@ -23,6 +30,9 @@ protected:
     void wheelEvent(QWheelEvent *event) override;
     void scrollContentsBy(int dx, int dy) override;
     void resizeEvent(QResizeEvent *event) override;
+
+private:
+    QSize m_reserved;
 };
 
 // A bird's-eye view of the same scene with the main view's visible area

@@ -10,6 +10,7 @@
 #include "candidatesview.h"
 #include "canvasedge.h"
 #include "graphscene.h"
+#include "graphview.h"
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QUrl>
@@ -1389,6 +1390,48 @@ private slots:
                      qPrintable(spec + QStringLiteral(" in %1 px").arg(columns->sectionSize(1))));
         }
         QVERIFY(w.grab().save(shotDir() + QStringLiteral("/readable-%1x%2.png").arg(size.width()).arg(size.height())));
+    }
+
+    // The minimap never covers the graph as fitted: at both sizes, a
+    // layer opened by a find (a tall graph) is drawn clear of the minimap's
+    // corner; hidden, the graph takes the whole view again.
+    void minimapClearOfTheGraph_data()
+    {
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("1400x900") << QSize(1400, 900);
+        QTest::newRow("1920x1080") << QSize(1920, 1080);
+    }
+    void minimapClearOfTheGraph()
+    {
+        QFETCH(QSize, size);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.resize(size);
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
+        w.show();
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:llama3-8b?layers=4")));
+        GraphPanel *graph = w.graphPanel();
+        graph->setMinimapVisible(true);
+        QSignalSpy laidOut(graph, &GraphPanel::layoutFinished);
+        QVERIFY(w.findNext(QStringLiteral("o_proj")));
+        QVERIFY(laidOut.wait(30000));
+        GraphView *view = graph->view();
+        auto content = [&] {
+            return view->mapFromScene(graph->scene()->itemsBoundingRect()).boundingRect();
+        };
+        const QWidget *minimap = graph->minimap();
+        const QRect corner(view->viewport()->mapFrom(graph, minimap->geometry().topLeft()), minimap->size());
+        QVERIFY2(!content().intersects(corner), qPrintable(QStringLiteral("graph %1,%2 %3x%4; minimap %5,%6 %7x%8")
+                                                              .arg(content().x()).arg(content().y())
+                                                              .arg(content().width()).arg(content().height())
+                                                              .arg(corner.x()).arg(corner.y())
+                                                              .arg(corner.width()).arg(corner.height())));
+        QVERIFY(content().top() >= 0 && content().left() >= 0);
+        const int shown = content().height();
+        graph->setMinimapVisible(false);
+        view->fitAll();
+        QVERIFY(content().height() >= shown);
+        QVERIFY(w.grab().save(shotDir() + QStringLiteral("/find-opens-layer-%1x%2.png").arg(size.width()).arg(size.height())));
     }
 
     // A model or plan file dropped on the window opens: a plan with its
