@@ -97,6 +97,23 @@ QString shotDir()
     return dir;
 }
 
+// The two window sizes the studio is checked at: its default and 1920x1080.
+void addBothSizes()
+{
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1400x900") << QSize(1400, 900);
+    QTest::newRow("1920x1080") << QSize(1920, 1080);
+}
+
+// A window of `size` showing megatron's plan of four LLaMA-3 8B layers on 8.
+void showLlamaPlan(StudioWindow &w, QSize size)
+{
+    w.setQuietErrors(true);
+    w.resize(size);
+    w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
+    w.show();
+}
+
 } // namespace
 
 class TestStudio : public QObject {
@@ -1334,20 +1351,12 @@ private slots:
     // default window size and at 1920x1080: the cost bar's step time, every
     // numeric column of the class list, and each parameter's sharding in the
     // inspector (its name may elide, keeping its tail).
-    void readableAtBothSizes_data()
-    {
-        QTest::addColumn<QSize>("size");
-        QTest::newRow("1400x900") << QSize(1400, 900);
-        QTest::newRow("1920x1080") << QSize(1920, 1080);
-    }
+    void readableAtBothSizes_data() { addBothSizes(); }
     void readableAtBothSizes()
     {
         QFETCH(QSize, size);
         StudioWindow w;
-        w.setQuietErrors(true);
-        w.resize(size);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
-        w.show();
+        showLlamaPlan(w, size);
         QVERIFY(openAndPlan(w, QStringLiteral("zoo:llama3-8b?layers=4")));
         w.classTable()->selectRow(0);
         w.grab();  // lays out and paints every widget at this size
@@ -1395,20 +1404,12 @@ private slots:
     // The minimap never covers the graph as fitted: at both sizes, a
     // layer opened by a find (a tall graph) is drawn clear of the minimap's
     // corner; hidden, the graph takes the whole view again.
-    void minimapClearOfTheGraph_data()
-    {
-        QTest::addColumn<QSize>("size");
-        QTest::newRow("1400x900") << QSize(1400, 900);
-        QTest::newRow("1920x1080") << QSize(1920, 1080);
-    }
+    void minimapClearOfTheGraph_data() { addBothSizes(); }
     void minimapClearOfTheGraph()
     {
         QFETCH(QSize, size);
         StudioWindow w;
-        w.setQuietErrors(true);
-        w.resize(size);
-        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("8"), QStringLiteral("dgx-h100"), {}, {}, {}});
-        w.show();
+        showLlamaPlan(w, size);
         QVERIFY(openAndPlan(w, QStringLiteral("zoo:llama3-8b?layers=4")));
         GraphPanel *graph = w.graphPanel();
         graph->setMinimapVisible(true);
