@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include <QMouseEvent>
-#include <QResizeEvent>
 #include <QScrollBar>
 #include <QWheelEvent>
 

@@ -197,15 +197,19 @@ JaxPlan jaxPlan(const ExportInput &in)
     // where that module is itself a boundary (an LM head outside the
     // layers), the read replaces the boundary's input, being what the
     // linear computes on.
-    // The PartitionSpec `op` computes on its input `t` (its strategy under the stored specs).
-    auto readSpec = [&](ir::OpId op, ir::TensorId t) {
+    // The spec `op` computes on its input `t` (its strategy under the stored specs).
+    auto readAs = [&](ir::OpId op, ir::TensorId t) {
         std::vector<sharding::ShardingSpec> specs;
         for (auto x : g.op(op).inputs)
             specs.push_back(in.specs[x.index()]);
         const auto strategy = sharding::resolveStrategy(g, op, specs, in.plan.mesh);
         const auto &inputs = g.op(op).inputs;
         const auto at = static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), t) - inputs.begin());
-        return strategy.inputs[at].toPartitionSpec(static_cast<int>(g.tensor(t).shape.size()), mesh);
+        return strategy.inputs[at];
+    };
+    // ... as a PartitionSpec.
+    auto readSpec = [&](ir::OpId op, ir::TensorId t) {
+        return readAs(op, t).toPartitionSpec(static_cast<int>(g.tensor(t).shape.size()), mesh);
     };
     auto replaceBoundary = [&](Boundary b) {
         boundaries.erase(std::remove_if(boundaries.begin(), boundaries.end(),
@@ -243,12 +247,7 @@ JaxPlan jaxPlan(const ExportInput &in)
             const auto &shape = g.tensor(flat).shape;
             if (shape.size() != 3 || tensor.shape.size() != 4 || tensor.shape[1] != 1)
                 continue;
-            std::vector<sharding::ShardingSpec> specs;
-            for (auto y : op.inputs)
-                specs.push_back(in.specs[y.index()]);
-            const auto strategy = sharding::resolveStrategy(g, id, specs, in.plan.mesh);
-            const auto at = static_cast<std::size_t>(std::find(op.inputs.begin(), op.inputs.end(), x) - op.inputs.begin());
-            sharding::ShardingSpec read = strategy.inputs[at];
+            sharding::ShardingSpec read = readAs(id, x);
             bool maps = true;
             for (auto &p : read.placements) {
                 if (!p.isShard())
