@@ -21,13 +21,16 @@ ClassesDock::ClassesDock(QWidget *parent)
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->verticalHeader()->hide();
     // The numbers keep the room their contents need; the class name takes
-    // what is left (elided on the left, keeping its last atoms; whole in its tooltip), so that a
-    // narrow dock never cuts an instance count or a parameter count.
+    // what is left, wrapped at its scope separators (rows as tall as their
+    // names need), elided on the left only where one scope is wider than
+    // the column; whole in its tooltip. A narrow dock never cuts an
+    // instance count or a parameter count.
     m_table->horizontalHeader()->setStretchLastSection(false);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setSectionResizeMode(ClassListModel::Name, QHeaderView::Stretch);
+    m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->setTextElideMode(Qt::ElideLeft);
-    m_table->setWordWrap(false);
+    m_table->setWordWrap(true);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex &current) {
         if (current.isValid())
             emit classActivated(current.data(ClassListModel::ClassIdRole).toInt());
@@ -79,7 +82,8 @@ std::map<int, QString> ClassesDock::classNames() const
     std::map<int, QString> names;
     for (int row = 0; row < m_model->rowCount(); ++row) {
         const auto index = m_model->index(row, ClassListModel::Name);
-        names[index.data(ClassListModel::ClassIdRole).toInt()] = index.data().toString();
+        // The name as written, without the list's wrap points.
+        names[index.data(ClassListModel::ClassIdRole).toInt()] = index.data().toString().remove(QChar(0x200B));
     }
     return names;
 }

@@ -85,7 +85,14 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
             std::vector<std::string> scopes;
             for (const auto &i : cls.instances)
                 scopes.push_back(i.scope);
-            return QString::fromStdString(layout::scopePattern(scopes));
+            const QString pattern = QString::fromStdString(layout::scopePattern(scopes));
+            if (sort)
+                return pattern;
+            // A zero-width space after each scope separator, where the
+            // list's word wrap may break a name too long for the column
+            // ("model/" over "layers.*"), rather than eliding it.
+            QString shown = pattern;
+            return shown.replace(QLatin1Char('/'), QStringLiteral("/\u200B"));
         }
         case Instances:
             return sort ? QVariant(static_cast<qlonglong>(cls.instances.size()))

@@ -59,13 +59,37 @@ void InspectorView::showNothing()
     addRow(nullptr, tr("Nothing selected"), tr("click a node or a class"));
 }
 
+namespace {
+
+// The element type as framework code writes it short (bf16, fp32), so that a
+// spec, its shape and its type fit the value column; the Type row under the
+// tensor spells it out.
+QString shortType(ir::DType dtype)
+{
+    switch (dtype) {
+    case ir::DType::F32:
+        return QStringLiteral("fp32");
+    case ir::DType::F16:
+        return QStringLiteral("fp16");
+    case ir::DType::BF16:
+        return QStringLiteral("bf16");
+    case ir::DType::F64:
+        return QStringLiteral("fp64");
+    default:
+        return QString::fromLatin1(ir::toString(dtype).data());
+    }
+}
+
+} // namespace
+
 void InspectorView::addTensor(QTreeWidgetItem *parent, ir::TensorId t)
 {
     const auto &tensor = m_model.graph->tensor(t);
     auto *item = addRow(parent, QString::fromStdString(tensor.name),
                         QString::fromStdString(layout::shapeLabel(tensor.shape)) + QStringLiteral("  ") +
-                            QString::fromLatin1(ir::toString(tensor.dtype).data()));
+                            shortType(tensor.dtype));
     item->setData(0, Qt::UserRole, t.value);
+    addRow(item, tr("Type"), QString::fromLatin1(ir::toString(tensor.dtype).data()));
     addRow(item, tr("Role"), QString::fromLatin1(ir::toString(tensor.role).data()));
     addRow(item, tr("Bytes"), QLocale().formattedDataSize(tensor.byteCount(), 2, QLocale::DataSizeIecFormat));
     if (m_tensorSection)

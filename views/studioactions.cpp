@@ -297,6 +297,7 @@ void StudioActions::createMemoryMenu(QToolBar *planBar, QMenu *planMenu)
     connect(m_document, &PlanDocument::modelLoaded, this, &StudioActions::showBatch);
     connect(m_document, &PlanDocument::modelLoaded, this, &StudioActions::showLayerKinds);
     m_memory = new QToolButton(planBar);
+    m_memory->setObjectName(QStringLiteral("memoryTechniques"));
     m_memory->setMenu(menu);
     m_memory->setPopupMode(QToolButton::InstantPopup);
     m_memory->setToolTip(tr("Memory techniques of the plan: flash attention, recomputation, ZeRO, micro-batches.\n"

@@ -197,7 +197,8 @@ void StudioWindow::createDocks()
     connect(m_classes, &ClassesDock::classActivated, this, &StudioWindow::onClassActivated);
     m_inspector = new InspectorDock(m_doc, this);
     addDock(m_inspector, Qt::RightDockWidgetArea, false);
-    resizeDocks({m_classes, m_inspector}, {300, 380}, Qt::Horizontal);
+    // The class list as wide as a class name of two scopes beside its four numbers.
+    resizeDocks({m_classes, m_inspector}, {320, 380}, Qt::Horizontal);
     addDock(wrap(tr("Compare plans"), QStringLiteral("compare"), m_compare), Qt::LeftDockWidgetArea, false);
     addDock(wrap(tr("Cost breakdown"), QStringLiteral("charts"), m_charts), Qt::BottomDockWidgetArea, true);
     m_candidates = new CandidatesDock(m_doc, m_classes, this);

@@ -17,6 +17,7 @@
 #include <QDropEvent>
 #include <QDragEnterEvent>
 #include <QMimeData>
+#include <QToolButton>
 #include <QTreeWidget>
 #include <QHeaderView>
 #include <QRegularExpression>
@@ -36,6 +37,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QFileInfo>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
@@ -122,6 +124,7 @@ private slots:
     void initTestCase()
     {
         QStandardPaths::setTestModeEnabled(true);  // QSettings go to a test location
+        QSettings().clear();  // each run starts as a new user's first: no window state kept from the last
     }
 
     void opensGptWithOneClassBlock()
@@ -1359,6 +1362,7 @@ private slots:
         showLlamaPlan(w, size);
         QVERIFY(openAndPlan(w, QStringLiteral("zoo:llama3-8b?layers=4")));
         w.classTable()->selectRow(0);
+        QCoreApplication::sendPostedEvents();  // the layout requests the plan's texts made, as the event loop would
         w.grab();  // lays out and paints every widget at this size
 
         // The cost bar shows its first part, the step time, whole.
@@ -1366,6 +1370,7 @@ private slots:
         QVERIFY2(step.startsWith(QStringLiteral("step ")), qPrintable(step));
         QVERIFY2(w.costBar()->shownText().startsWith(step), qPrintable(w.costBar()->shownText()));
 
+        const int margin = 2 * (w.style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, &w) + 1);
         // The class list: each numeric column inside the view and as wide as
         // its contents and header.
         QTableView *table = w.classTable();
@@ -1379,9 +1384,19 @@ private slots:
                      qPrintable(QStringLiteral("column %1: %2 < %3").arg(c).arg(header->sectionSize(c)).arg(view->sizeHintForColumn(c))));
         }
         QCOMPARE(table->model()->index(0, ClassListModel::Instances).data().toString(), QStringLiteral("×4"));
+        // The class name whole: each of the lines it wraps into at its scope
+        // separators fits the name column beside the class's colour.
+        const QModelIndex name = table->model()->index(0, ClassListModel::Name);
+        QVERIFY(name.data().toString().contains(QStringLiteral("layers.*")));
+        const int decoration = table->style()->pixelMetric(QStyle::PM_SmallIconSize, nullptr, table);
+        for (const QString &line : name.data().toString().split(QChar(0x200B))) {
+            const int needed = table->fontMetrics().horizontalAdvance(line) + decoration + 4 * margin;
+            QVERIFY2(needed <= header->sectionSize(ClassListModel::Name),
+                     qPrintable(QStringLiteral("\"%1\" needs %2 px of %3").arg(line).arg(needed).arg(header->sectionSize(ClassListModel::Name))));
+        }
 
-        // The inspector: each parameter's sharding, the value's first part,
-        // fits the value column.
+        // The inspector: each parameter's value (sharding, shape, type) fits
+        // the value column.
         InspectorView *inspector = w.inspector();
         const QTreeWidgetItem *params = nullptr;
         for (int i = 0; i < inspector->topLevelItemCount(); ++i)
@@ -1390,14 +1405,19 @@ private slots:
         QVERIFY(params && params->childCount() > 0);
         const QHeaderView *columns = inspector->header();
         QVERIFY(columns->sectionViewportPosition(1) + columns->sectionSize(1) <= inspector->viewport()->width() + 1);
-        const int margin = 2 * (inspector->style()->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, inspector) + 1);
         for (int i = 0; i < params->childCount(); ++i) {
             const QString value = params->child(i)->text(1);
             QVERIFY2(value.startsWith(QLatin1Char('[')), qPrintable(value));
-            const QString spec = value.left(value.indexOf(QLatin1Char(']')) + 1);
-            QVERIFY2(inspector->fontMetrics().horizontalAdvance(spec) + margin <= columns->sectionSize(1),
-                     qPrintable(spec + QStringLiteral(" in %1 px").arg(columns->sectionSize(1))));
+            // The whole value: its sharding, its shape and its type.
+            QVERIFY2(inspector->fontMetrics().horizontalAdvance(value) + margin <= columns->sectionSize(1),
+                     qPrintable(value + QStringLiteral(" in %1 px").arg(columns->sectionSize(1))));
         }
+        // The plan bar's memory techniques, whose text changes with the
+        // plan, as wide as the text it shows.
+        const auto *memory = w.findChild<QToolButton *>(QStringLiteral("memoryTechniques"));
+        QVERIFY(memory && memory->isVisible());
+        QVERIFY2(memory->width() >= memory->sizeHint().width(),
+                 qPrintable(QStringLiteral("\"%1\" in %2 px of %3").arg(memory->text()).arg(memory->width()).arg(memory->sizeHint().width())));
         QVERIFY(w.grab().save(shotDir() + QStringLiteral("/readable-%1x%2.png").arg(size.width()).arg(size.height())));
     }
 
