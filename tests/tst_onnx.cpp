@@ -521,6 +521,38 @@ private slots:
         QCOMPARE(norms, 20);
     }
 
+    // torchvision's Swin-T (export_swin.py, torch 1.13, opset 14): each
+    // shifted-window attention pads its input to whole windows with pads
+    // torch computes as a [k, 2] tensor reversed by a Slice of step -1 and
+    // transposed; the loader evaluates that chain and sizes the Pad. The
+    // relative position biases constant folding gathered from their tables
+    // (onnx::Add_N, [1, heads, 49, 49], read by the scores' Add) are
+    // constants, not weights: no gradient, not counted.
+    void swinPadsAndFoldedBiases()
+    {
+        const auto g = io::loadModel(kSamples + "swin-t-shapes.onnx", {});
+        int pads = 0, biases = 0;
+        for (const auto &op : g.ops()) {
+            if (op.type == "Pad") {
+                ++pads;
+                const auto &out = g.tensor(op.outputs[0]).shape;
+                // [b, h, w, c] in whole 7x7 windows (56, 28, 14, 7)
+                QVERIFY2(out.size() == 4 && out[1] % 7 == 0 && out[2] % 7 == 0, op.name.c_str());
+            }
+            for (ir::TensorId t : op.inputs) {
+                const auto &tensor = g.tensor(t);
+                if (tensor.name.starts_with("onnx::Add_") && tensor.shape.size() == 4) {
+                    ++biases;
+                    QCOMPARE(tensor.shape[2], std::int64_t(49));
+                    QVERIFY2(tensor.role == ir::Role::Input, tensor.name.c_str());
+                }
+            }
+        }
+        QCOMPARE(pads, 12 + 3);  // one per block, and per patch merging (to even sizes)
+        QCOMPARE(biases, 12);  // one per block's attention
+        QCOMPARE(g.parameterCount(), std::int64_t(28'265'032));
+    }
+
     // torch folds the transpose of an nn.Linear weight into an initializer
     // named onnx::MatMul_N; the loader names it after its module again (its
     // bias's name with "weight" for "bias", else the op's scope), so that

@@ -388,6 +388,33 @@ private slots:
         QCOMPARE(stages, expected);
     }
 
+    // torchvision's Swin-T as torch 1.13 exports it (export_swin.py): the
+    // stages hold 2, 2, 6 and 2 blocks alternating window and shifted-window
+    // attention (torchvision's swin_t depths), so the like blocks of the
+    // third stage are its even and its odd ones, 3 of each; the last
+    // stage's 7x7 map is one window, its shift dropped, so its 2 blocks are
+    // alike. The first two stages hold one block of each kind.
+    void swinStagesAlternate()
+    {
+        const auto graph = loadSample("swin-t-shapes.onnx");
+        // torch's 28,288,354 trainable parameters less the relative position
+        // bias tables (23,322) constant folding gathered into constants.
+        QCOMPARE(graph.parameterCount(), std::int64_t(28'265'032));
+        const auto result = prune(graph);
+        QVERIFY(result.fromScopes);
+        QStringList stages;
+        for (const auto &c : result.classes)
+            if (c.instances.size() >= 2 && c.opsPerInstance > 3)
+                stages << instanceScopes(c);
+        auto blocks = [](int stage, std::initializer_list<int> numbers) {
+            QStringList scopes;
+            for (int b : numbers)
+                scopes << QString("features/features.%1/features.%1.%2").arg(stage).arg(b);
+            return scopes.join(QLatin1Char(' '));
+        };
+        QCOMPARE(stages, QStringList({blocks(5, {0, 2, 4}), blocks(5, {1, 3, 5}), blocks(7, {0, 1})}));
+    }
+
     // PyTorch exports: the classes their module structure implies, checked
     // against the blocks written out (op types, parameter shapes): instances
     // of a class match, and no two classes do.

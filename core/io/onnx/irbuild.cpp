@@ -51,9 +51,12 @@ public:
         }
         for (const auto &[name, type] : m_initializerTypes)
             m_types.emplace(name, &type);
-        for (const auto &node : m_graph.node())
+        for (const auto &node : m_graph.node()) {
             for (const auto &out : node.output())
                 m_producers.emplace(out, &node);
+            for (const auto &in : node.input())
+                m_readers[in].push_back(&node);
+        }
         promoteWeightInputs();
     }
 
@@ -172,11 +175,27 @@ private:
     // value, or an Identity alias of one of these. Constants take the
     // Input role, as the zoo's masks and scales do: no gradient, no
     // optimizer state, no all-reduce. (A trainable scalar such as CLIP's
-    // logit_scale is counted out with them.)
+    // logit_scale is counted out with them.) So is an additive term torch's
+    // constant folding computed (named onnx::OP_N, not after a module),
+    // broadcast over the batch ([1, ...] of rank 3 or more) and read only
+    // by element-wise arithmetic: Swin's relative position bias, gathered
+    // from its table by an index buffer into [1, heads, 49, 49] at export.
+    // The table is gone from the graph, and the gathered bias trains
+    // nothing. What else the folding renamed stays a weight: a MatMul's
+    // transposed weight, a slice of a fused bias (torch's cross-attention
+    // reads in_proj_bias[h:3h] as onnx::Add_N, rank 1).
     bool isConstant(const std::string &name, const ir::Tensor &tensor) const
     {
         if (tensor.elementCount() <= 1 || !isFloatType(tensor.dtype))
             return true;
+        if (name.starts_with("onnx::") && tensor.shape.size() >= 3 && tensor.shape[0] == 1) {
+            static const std::unordered_set<std::string> elementwise{"Add", "Sub", "Mul", "Div", "Where"};
+            const auto readers = m_readers.find(name);
+            if (readers != m_readers.end() &&
+                std::all_of(readers->second.begin(), readers->second.end(),
+                            [](const ::onnx::NodeProto *r) { return elementwise.count(r->op_type()) > 0; }))
+                return true;
+        }
         auto folded = m_constantNodes.find(name);
         for (int depth = 0; folded != m_constantNodes.end() && depth < 64; ++depth) {
             const auto &node = *folded->second;
@@ -323,6 +342,7 @@ private:
     std::unordered_set<std::string> m_outputs;
     std::unordered_map<std::string, const ::onnx::NodeProto *> m_constantNodes;
     std::unordered_map<std::string, const ::onnx::NodeProto *> m_producers;
+    std::unordered_map<std::string, std::vector<const ::onnx::NodeProto *>> m_readers;
     ir::Graph m_ir;
 };
 

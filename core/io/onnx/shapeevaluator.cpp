@@ -277,35 +277,121 @@ std::optional<Ints> evaluateInts(const ::onnx::NodeProto &node,
         return pick;
     }
     if (op == "Slice") {
+        // Of any rank, along any axes: torch's F.pad lowers its pads list
+        // to a [k, 2] tensor whose rows a Slice of step -1 reverses (a
+        // shifted-window attention pads its input with sizes computed so).
         auto data = in(0), starts = in(1), ends = in(2);
-        if (!data || !starts || !ends || data->dims.size() != 1 || starts->v.size() != 1 || ends->v.size() != 1)
+        if (!data || !starts || !ends || starts->v.size() != ends->v.size())
             return std::nullopt;
+        const auto rank = static_cast<std::int64_t>(data->dims.size());
+        const auto size = elementCount(data->dims);
+        if (rank == 0 || !size || *size != static_cast<std::int64_t>(data->v.size()))
+            return std::nullopt;
+        std::vector<std::int64_t> axes;
         if (node.input_size() > 3 && !node.input(3).empty()) {
-            auto axes = in(3);
-            if (!axes || axes->v.size() != 1 || (axes->v[0] != 0 && axes->v[0] != -1))
+            auto given = in(3);
+            if (!given || given->v.size() != starts->v.size())
                 return std::nullopt;
+            axes = given->v;
+        } else {
+            for (std::size_t i = 0; i < starts->v.size(); ++i)
+                axes.push_back(static_cast<std::int64_t>(i));
         }
-        std::int64_t step = 1;
+        std::vector<std::int64_t> steps(axes.size(), 1);
         if (node.input_size() > 4 && !node.input(4).empty()) {
-            auto steps = in(4);
-            if (!steps || steps->v.size() != 1 || steps->v[0] == 0)
+            auto given = in(4);
+            if (!given || given->v.size() != axes.size())
                 return std::nullopt;
-            step = steps->v[0];
+            steps = given->v;
         }
-        const auto n = static_cast<std::int64_t>(data->v.size());
-        auto norm = [&](std::int64_t i, std::int64_t lo, std::int64_t hi) {
-            return std::clamp(i < 0 ? i + n : i, lo, hi);
-        };
+        // Per dim, the indices it keeps, in order.
+        std::vector<std::vector<std::int64_t>> kept(static_cast<std::size_t>(rank));
+        for (std::int64_t d = 0; d < rank; ++d)
+            for (std::int64_t i = 0; i < data->dims[static_cast<std::size_t>(d)]; ++i)
+                kept[static_cast<std::size_t>(d)].push_back(i);
+        std::vector<bool> sliced(static_cast<std::size_t>(rank), false);
+        for (std::size_t k = 0; k < axes.size(); ++k) {
+            const std::int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
+            if (axis < 0 || axis >= rank || sliced[static_cast<std::size_t>(axis)] || steps[k] == 0)
+                return std::nullopt;
+            sliced[static_cast<std::size_t>(axis)] = true;
+            const std::int64_t n = data->dims[static_cast<std::size_t>(axis)], step = steps[k];
+            auto norm = [&](std::int64_t i, std::int64_t lo, std::int64_t hi) {
+                return std::clamp(i < 0 ? std::max(i, -n - 1) + n : i, lo, hi);
+            };
+            auto &picked = kept[static_cast<std::size_t>(axis)];
+            picked.clear();
+            if (step > 0) {
+                for (std::int64_t i = norm(starts->v[k], 0, n), e = norm(ends->v[k], 0, n); i < e; i += step)
+                    picked.push_back(i);
+            } else {
+                for (std::int64_t i = norm(starts->v[k], -1, n - 1), e = norm(ends->v[k], -1, n - 1); i > e;
+                     i += step)
+                    picked.push_back(i);
+            }
+        }
         Ints out;
         out.type = data->type;
-        if (step > 0) {
-            for (std::int64_t i = norm(starts->v[0], 0, n), e = norm(ends->v[0], 0, n); i < e; i += step)
-                out.v.push_back(data->v[static_cast<std::size_t>(i)]);
-        } else {
-            for (std::int64_t i = norm(starts->v[0], -1, n - 1), e = norm(ends->v[0], -1, n - 1); i > e; i += step)
-                out.v.push_back(data->v[static_cast<std::size_t>(i)]);
+        for (const auto &picked : kept)
+            out.dims.push_back(static_cast<std::int64_t>(picked.size()));
+        const auto count = elementCount(out.dims);
+        if (!count)
+            return std::nullopt;
+        std::vector<std::int64_t> index(static_cast<std::size_t>(rank), 0);  // into kept, per dim
+        for (std::int64_t e = 0; e < *count; ++e) {
+            std::int64_t at = 0;
+            for (std::int64_t d = 0; d < rank; ++d)
+                at = at * data->dims[static_cast<std::size_t>(d)] +
+                     kept[static_cast<std::size_t>(d)][static_cast<std::size_t>(index[static_cast<std::size_t>(d)])];
+            out.v.push_back(data->v[static_cast<std::size_t>(at)]);
+            for (std::int64_t d = rank - 1; d >= 0; --d) {
+                if (++index[static_cast<std::size_t>(d)] < out.dims[static_cast<std::size_t>(d)])
+                    break;
+                index[static_cast<std::size_t>(d)] = 0;
+            }
         }
-        out.dims = {static_cast<std::int64_t>(out.v.size())};
+        return out;
+    }
+    if (op == "Transpose") {
+        auto data = in(0);
+        const auto size = data ? elementCount(data->dims) : std::nullopt;
+        if (!size || *size != static_cast<std::int64_t>(data->v.size()))
+            return std::nullopt;
+        const auto rank = data->dims.size();
+        std::vector<std::int64_t> perm;
+        if (const auto *a = attribute(node, "perm"))
+            perm.assign(a->ints().begin(), a->ints().end());
+        else
+            for (std::size_t d = rank; d-- > 0;)
+                perm.push_back(static_cast<std::int64_t>(d));
+        if (perm.size() != rank)
+            return std::nullopt;
+        std::vector<bool> seen(rank, false);
+        for (auto p : perm) {
+            if (p < 0 || p >= static_cast<std::int64_t>(rank) || seen[static_cast<std::size_t>(p)])
+                return std::nullopt;
+            seen[static_cast<std::size_t>(p)] = true;
+        }
+        // Row-major strides of the input, read in the output's dim order.
+        std::vector<std::int64_t> strides(rank, 1);
+        for (std::size_t d = rank; d-- > 1;)
+            strides[d - 1] = strides[d] * data->dims[d];
+        Ints out;
+        out.type = data->type;
+        for (auto p : perm)
+            out.dims.push_back(data->dims[static_cast<std::size_t>(p)]);
+        std::vector<std::int64_t> index(rank, 0);
+        for (std::size_t e = 0; e < data->v.size(); ++e) {
+            std::int64_t at = 0;
+            for (std::size_t d = 0; d < rank; ++d)
+                at += index[d] * strides[static_cast<std::size_t>(perm[d])];
+            out.v.push_back(data->v[static_cast<std::size_t>(at)]);
+            for (std::size_t d = rank; d-- > 0;) {
+                if (++index[d] < out.dims[d])
+                    break;
+                index[d] = 0;
+            }
+        }
         return out;
     }
     if (op == "Range") {
