@@ -3,9 +3,11 @@
 // Element-wise float math on 8 lanes at once (GCC's vector extensions): exp as
 // Cephes' expf (range reduction by ln 2 and a degree-6 polynomial, no
 // branches), tanh from it, erf by Abramowitz and Stegun 7.1.26. A function
-// marked TAPESTRY_VECTOR_CLONES is compiled for AVX-512, for AVX2 with FMA and
-// for any x86-64 (SSE2, two halves per vector), the clone chosen when the
-// program loads (GCC's function multi-versioning); glibc's scalar expf and
+// marked TAPESTRY_VECTOR_CLONES is compiled for AVX-512, for AVX with FMA (the
+// "fma" target; a clone for "avx2" alone multiplies and adds apart, and exp's
+// polynomial is a chain of both) and for any x86-64 (SSE2, two halves per
+// vector), the clone chosen when the program loads (GCC's function
+// multi-versioning); glibc's scalar expf and
 // tanhf took most of a GELU's or a softmax's time. forEach8() runs a body over
 // a buffer 8 floats at a time, the tail padded.
 //
@@ -19,7 +21,7 @@
 #include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TAPESTRY_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define TAPESTRY_VECTOR_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
 #else
 #define TAPESTRY_VECTOR_CLONES
 #endif
