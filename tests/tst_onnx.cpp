@@ -2,6 +2,7 @@
 #include "io/onnx/onnxloader.h"
 #include "ir/error.h"
 #include "ir/validate.h"
+#include "sharding/oprule.h"
 
 #include <nlohmann/json.hpp>
 
@@ -423,6 +424,31 @@ private slots:
         QTest::addColumn<QString>("shape");
         QTest::newRow("-5 mod 3 is 1") << qint64(-5) << qint64(3) << false << qint64(24) << "[4, 6, 1, 24]";
         QTest::newRow("fmod(10, -4) is 2") << qint64(10) << qint64(-4) << true << qint64(12) << "[4, 6, 2, 12]";
+    }
+
+    // ONNX 1.12 infers an Einsum's rank, not its dims; the loader takes
+    // them from the equation (MaxViT's attention as torch exports it, with
+    // spaces and capitals) and the op splits by its labels.
+    void einsumShapesFromTheEquation()
+    {
+        Wire equation;
+        equation.bytes(1, "equation").varint(20, 3).bytes(4, "B G H I D, B G H J D -> B G H I J");
+        Wire g;
+        g.message(1, node("Einsum", "attn/Einsum", {"q", "k"}, {"scores"}).message(5, equation))
+            .message(1, node("Softmax", "attn/Softmax", {"scores"}, {"probs"}))
+            .bytes(2, "einsum")
+            .message(11, valueInfo("q", kFloat, {2, 16, 4, 49, 32}))
+            .message(11, valueInfo("k", kFloat, {2, 16, 4, 49, 32}));
+        Wire out;
+        out.bytes(1, "probs");
+        g.message(12, out);
+        const std::string path = m_dir.filePath("einsum.onnx").toStdString();
+        writeBytes(path, model(g).str());
+        const auto graph = io::loadOnnx(path, {});
+        QCOMPARE(graph.tensor(*graph.findTensor("scores")).shape, (ir::Shape{2, 16, 4, 49, 49}));
+        const auto rule = sharding::opRule(graph, graph.op(*graph.findOp("attn/Einsum")));
+        QVERIFY(rule);
+        QCOMPARE(rule->toString(), std::string("abcde,abcfe->abcdf"));
     }
 
     void shapeArithmeticIsEvaluated()

@@ -1,4 +1,5 @@
 #include "io/zoo/graphbuilder.h"
+#include "ir/einsum.h"
 #include "io/modelloader.h"
 #include "sharding/meshprofile.h"
 #include "sharding/opkinds.h"
@@ -114,6 +115,66 @@ private slots:
         QCOMPARE(whole.forwardFlops, 2.0 * 8 * 16 * 32);
         QCOMPARE(split.forwardFlops, whole.forwardFlops / 4);
         QCOMPARE(split.backwardFlops, 2 * split.forwardFlops);
+    }
+
+    // Einsum's equation is the rule: MaxViT's attention scores ("B G H I D,
+    // B G H J D -> B G H I J", spaces and capitals as torch exports them)
+    // split by heads with no collective, and a split of the summed label
+    // leaves a partial sum; the ellipsis and the implicit output resolve as
+    // numpy's; a diagonal has no rule.
+    void einsumRule_data()
+    {
+        QTest::addColumn<QString>("equation");
+        QTest::addColumn<QString>("x");
+        QTest::addColumn<QString>("w");
+        QTest::addColumn<QString>("notation");
+        QTest::addColumn<QString>("out");
+        QTest::addColumn<QString>("forward");
+        QTest::newRow("scores by heads") << "B G H I D, B G H J D -> B G H I J" << "Shard(2)" << "Shard(2)"
+                                         << "abcde,abcfe->abcdf" << "[Shard(2)]" << "";
+        QTest::newRow("scores, head dim split") << "B G H I D, B G H J D -> B G H I J" << "Shard(4)" << "Shard(4)"
+                                                << "abcde,abcfe->abcdf" << "[Partial()]" << "";
+        QTest::newRow("ellipsis") << "...ID,...JD->...IJ" << "Shard(1)" << "Shard(1)" << "abcde,abcfe->abcdf"
+                                  << "[Shard(1)]" << "";
+    }
+    void einsumRule()
+    {
+        QFETCH(QString, equation);
+        QFETCH(QString, x);
+        QFETCH(QString, w);
+        QFETCH(QString, notation);
+        QFETCH(QString, out);
+        QFETCH(QString, forward);
+        const auto t = single("Einsum", {2, 4, 8, 49, 32}, ir::Shape{2, 4, 8, 49, 32}, {2, 4, 8, 49, 49},
+                              {{"equation", equation.toStdString()}});
+        const auto rule = sharding::opRule(t.graph, t.graph.op(t.op));
+        QVERIFY(rule);
+        QCOMPARE(QString::fromStdString(rule->toString()), notation);
+        QCOMPARE(rule->forwardFlops, 2.0 * 2 * 4 * 8 * 49 * 49 * 32);
+        const auto s = sharding::resolveStrategy(t.graph, t.op, {s1(x.toUtf8()), s1(w.toUtf8())}, mesh1d());
+        QVERIFY(s.hasRule);
+        QCOMPARE(specs(s.outputs), out);
+        QCOMPARE(kinds(s.forward), forward);
+        QCOMPARE(s.forwardFlops, rule->forwardFlops / 4);
+    }
+    void einsumEquations()
+    {
+        const auto diagonal = single("Einsum", {8, 8}, std::nullopt, {8}, {{"equation", std::string("ii->i")}});
+        QVERIFY(!sharding::opRule(diagonal.graph, diagonal.graph.op(diagonal.op)));
+        // Implicit: the letters seen once, alphabetically ("ij,jk" is "ij,jk->ik").
+        const auto implicit = ir::parseEinsum("ij,jk", {{2, 3}, {3, 4}});
+        QVERIFY(implicit && implicit->output.size() == 2);
+        QCOMPARE(implicit->sizes[static_cast<std::size_t>(implicit->output[0])], std::int64_t(2));
+        QCOMPARE(implicit->sizes[static_cast<std::size_t>(implicit->output[1])], std::int64_t(4));
+        QVERIFY(implicit->contracted(implicit->inputs[0][1]));
+        // A size 1 broadcasts; two sizes neither 1 do not fit.
+        const auto broadcast = ir::parseEinsum("...d,...d->...", {{4, 1, 8}, {3, 8}});
+        QVERIFY(broadcast);
+        QCOMPARE(broadcast->output.size(), std::size_t(2));
+        QCOMPARE(broadcast->sizes[static_cast<std::size_t>(broadcast->output[1])], std::int64_t(3));
+        QVERIFY(!ir::parseEinsum("ij,jk->ik", {{2, 3}, {4, 5}}));
+        QVERIFY(!ir::parseEinsum("ij->ik", {{2, 3}}));
+        QVERIFY(!ir::parseEinsum("i.j->ij", {{2, 3}}));
     }
 
     void dimMapNotation_data()

@@ -54,7 +54,7 @@ const std::unordered_map<std::string_view, std::uint32_t> &categories()
                     "SimplifiedLayerNormalization", "SkipLayerNormalization",
                     "SkipSimplifiedLayerNormalization", "BatchNormalization", "GroupNormalization",
                     "InstanceNormalization", "LpNormalization"});
-        add(kMatMul, {"MatMul", "Gemm", "MatMulInteger", "FusedMatMul"});
+        add(kMatMul, {"MatMul", "Gemm", "MatMulInteger", "FusedMatMul", "Einsum"});
         add(kConv, {"Conv", "ConvTranspose", "ConvInteger"});
         add(kLoss, {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CrossEntropyLoss",
                     "CrossEntropy"});

@@ -80,6 +80,7 @@ std::optional<DimMap> opRule(const ir::Graph &graph, const ir::Op &op)
         std::map<std::string, Rule> rules{
             {"MatMul", matmulRule},
             {"Gemm", gemmRule},
+            {"Einsum", einsumRule},
             {"Conv", convRule},
             {"Reshape", reshapeRule},
             {"Flatten", reshapeRule},

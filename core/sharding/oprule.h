@@ -66,6 +66,7 @@ std::optional<DimMap> opRule(const ir::Graph &graph, const ir::Op &op);
 // Rules per op family, each in its own file (rule<family>.cpp).
 std::optional<DimMap> matmulRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> gemmRule(const ir::Graph &graph, const ir::Op &op);
+std::optional<DimMap> einsumRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> convRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> elementwiseRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> reshapeRule(const ir::Graph &graph, const ir::Op &op);

@@ -1,6 +1,7 @@
 #include "io/onnx/shapeinference.h"
 
 #include "io/onnx/tensorvalue.h"
+#include "ir/einsum.h"
 #include "ir/error.h"
 
 #include "onnx/defs/schema.h"
@@ -152,6 +153,42 @@ private:
         }
     }
 
+    // ONNX 1.12 infers an Einsum's rank only; its dims follow from the
+    // equation and the operands' dims (MaxViT's attention, "B G H I D, B G
+    // H J D -> B G H I J").
+    static void inferEinsum(const ::onnx::NodeProto &node, const std::vector<const ::onnx::TypeProto *> &inputTypes,
+                            ::onnx::TypeProto &output)
+    {
+        std::string equation;
+        for (const auto &a : node.attribute())
+            if (a.name() == "equation")
+                equation = a.s();
+        std::vector<ir::Shape> shapes;
+        int elemType = 0;
+        for (const auto *type : inputTypes) {
+            if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape())
+                return;
+            elemType = type->tensor_type().elem_type();
+            ir::Shape dims;
+            for (const auto &d : type->tensor_type().shape().dim()) {
+                if (!d.has_dim_value() || d.dim_value() < 0)
+                    return;
+                dims.push_back(d.dim_value());
+            }
+            shapes.push_back(std::move(dims));
+        }
+        const auto labels = ir::parseEinsum(equation, shapes);
+        if (!labels)
+            return;
+        auto &tensor = *output.mutable_tensor_type();
+        if (tensor.elem_type() == 0)
+            tensor.set_elem_type(elemType);
+        auto &shape = *tensor.mutable_shape();
+        shape.clear_dim();
+        for (int label : labels->output)
+            shape.add_dim()->set_dim_value(labels->sizes[static_cast<std::size_t>(label)]);
+    }
+
     void inferNode(::onnx::NodeProto &node, si::GraphInferenceContext &graphContext)
     {
         const std::string domain = normalDomain(node.domain());
@@ -191,6 +228,8 @@ private:
         }
         // Ops without a schema (custom domains, unknown ops) keep what the
         // file declares for their outputs.
+        if (node.op_type() == "Einsum" && normalDomain(node.domain()).empty() && inferred.size() == 1)
+            inferEinsum(node, inputTypes, inferred[0]);
 
         std::vector<const ::onnx::TypeProto *> outputTypes;
         for (int i = 0; i < node.output_size(); ++i) {
