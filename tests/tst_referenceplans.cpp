@@ -283,6 +283,34 @@ private slots:
             QVERIFY2(c.phase == cost::Phase::Backward || c.bytes <= 4, (c.op + " " + c.tensor).c_str());
     }
 
+    // torchvision's ResNet-18 exported for training (BatchNormalization with
+    // its running statistics as inputs of the channels' size): dp splits the
+    // images, not the statistics a vote over the inputs' leading dims took
+    // for the batch (64 channels outvote one image input), and every op has
+    // a rule, so that nothing runs gathered: the forward pass exchanges
+    // only the batch norms' per-channel sums.
+    void dataParallelResNetSplitsTheImages()
+    {
+        const std::string source = TAPESTRY_SOURCE_DIR "/samples/onnx/resnet18-train-shapes.onnx";
+        io::LoadOptions options;
+        options.batch = 32;
+        const auto g = io::loadModel(source, options);
+        const auto p = search::referencePlan(g, source, mesh({4}), search::ReferenceMethod::DataParallel);
+        QCOMPARE(p.specs.at("images").spec.toPlacements(), std::string("[Shard(0)]"));
+        int statistics = 0;
+        for (auto t : g.tensorsWithRole(ir::Role::Input))
+            if (g.tensor(t).shape.size() == 1) {
+                ++statistics;
+                QVERIFY2(p.specs.at(g.tensor(t).name).spec.isReplicated(), g.tensor(t).name.c_str());
+            }
+        QCOMPARE(statistics, 2 * 20);  // running mean and variance of 20 batch norms
+        QVERIFY2(p.cost.warnings.empty(), p.cost.warnings.empty() ? "" : p.cost.warnings.front().c_str());
+        for (const auto &c : p.cost.collectives)
+            if (c.phase == cost::Phase::Forward)
+                QVERIFY2(c.kind == sharding::CollectiveKind::AllReduce && c.bytes <= 8 * 512,
+                         (c.op + " " + c.tensor).c_str());
+    }
+
     // The batch found by data flow: the token ids' dim 0 in every preset
     // (the dim the old rule took), the input of an export whose batch leads.
     void batchFoundByDataFlow_data()

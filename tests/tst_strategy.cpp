@@ -177,6 +177,70 @@ private slots:
         QVERIFY(!ir::parseEinsum("i.j->ij", {{2, 3}}));
     }
 
+    // A convolution stack's other ops: BatchNormalization splits its
+    // channels freely and, training, a split batch all-reduces each
+    // channel's two sums forward and two backward (SyncBatchNorm's
+    // exchange); with its running statistics the batch splits freely. Pools
+    // keep their windows whole; the global average leaves partial sums of a
+    // split map; Pad splits the dims it does not pad.
+    void convolutionStackOps_data()
+    {
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<bool>("training");
+        QTest::addColumn<QString>("x");
+        QTest::addColumn<QString>("out");
+        QTest::addColumn<QString>("forward");
+        QTest::addColumn<QString>("backward");
+        // The scale and bias given replicated: their gradients reduced
+        // (batch split) or gathered (channels split) in the backward pass.
+        QTest::newRow("batch norm, batch split") << "BatchNormalization" << true << "Shard(0)" << "[Shard(0)]"
+                                                 << "all-reduce:512"
+                                                 << "all-reduce:256 all-reduce:256 all-reduce:512";
+        QTest::newRow("batch norm, channels split") << "BatchNormalization" << true << "Shard(1)" << "[Shard(1)]"
+                                                    << "" << "all-gather:256 all-gather:256";
+        QTest::newRow("batch norm inference, batch split") << "BatchNormalization" << false << "Shard(0)"
+                                                           << "[Shard(0)]" << "" << "all-reduce:256 all-reduce:256";
+        QTest::newRow("batch norm, map split: gathered") << "BatchNormalization" << true << "Shard(2)"
+                                                         << "[Replicate()]" << "all-gather:3145728" << "";
+        QTest::newRow("max pool, channels split") << "MaxPool" << false << "Shard(1)" << "[Shard(1)]" << "" << "";
+        QTest::newRow("global average, map split: partial") << "GlobalAveragePool" << false << "Shard(2)"
+                                                            << "[Partial()]" << "" << "";
+        QTest::newRow("pad, batch split") << "Pad" << false << "Shard(0)" << "[Shard(0)]" << "" << "";
+    }
+    void convolutionStackOps()
+    {
+        QFETCH(QString, type);
+        QFETCH(bool, training);
+        QFETCH(QString, x);
+        QFETCH(QString, out);
+        QFETCH(QString, forward);
+        QFETCH(QString, backward);
+        io::zoo::GraphBuilder g("t");
+        const std::int64_t channels = 64;
+        const auto in = g.input("x", {8, channels, 32, 48}, ir::DType::F32);
+        if (type == "BatchNormalization") {
+            std::vector<ir::TensorId> inputs{in, g.parameter("scale", {channels}), g.parameter("bias", {channels}),
+                                             g.input("mean", {channels}, ir::DType::F32),
+                                             g.input("var", {channels}, ir::DType::F32)};
+            g.op(type.toStdString(), inputs, {8, channels, 32, 48}, {{"training_mode", std::int64_t(training)}});
+        } else if (type == "MaxPool") {
+            g.op("MaxPool", {in}, {8, channels, 16, 24}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}});
+        } else if (type == "GlobalAveragePool") {
+            g.op("GlobalAveragePool", {in}, {8, channels, 1, 1});
+        } else {
+            g.op("Pad", {in}, {8, channels, 34, 50});
+        }
+        const ir::Graph graph = g.take();
+        std::vector<ShardingSpec> inputSpecs{s1(x.toUtf8())};
+        for (std::size_t i = 1; i < graph.op(ir::OpId(0)).inputs.size(); ++i)
+            inputSpecs.push_back(s1("Replicate()"));
+        const auto s = sharding::resolveStrategy(graph, ir::OpId(0), inputSpecs, mesh1d());
+        QVERIFY(s.hasRule);
+        QCOMPARE(specs(s.outputs), out);
+        QCOMPARE(kinds(s.forward), forward);
+        QCOMPARE(kinds(s.backward), backward);
+    }
+
     void dimMapNotation_data()
     {
         QTest::addColumn<QString>("type");

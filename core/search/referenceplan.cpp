@@ -54,17 +54,20 @@ void splitBatch(const ir::Graph &graph, const sharding::Mesh &mesh, const std::v
     }
     if (ways == 1)
         return;
-    // A batch the data flow finds elsewhere than in dim 0 (a sequence-first
-    // export, src [s, b, d]): each input it reaches split there.
-    if (const auto flow = sharding::batchByDataFlow(graph); flow && flow->dim != 0) {
+    // The batch the data flow finds (in dim 1 of a sequence-first export,
+    // src [s, b, d]): each input it reaches split there. Buffers read as
+    // inputs (BatchNormalization's running statistics, [C]) are not
+    // reached, where a vote over the inputs' leading dims took ResNet's 64
+    // channels for its batch.
+    if (const auto flow = sharding::batchByDataFlow(graph)) {
         for (const auto &[t, dim] : flow->inputs) {
             const ir::Tensor &tensor = graph.tensor(t);
             const std::int64_t size = tensor.shape[static_cast<std::size_t>(dim)];
             if (size % ways != 0)
                 refuse(modelSource, method,
-                       "batch " + std::to_string(size) + " (dim " + std::to_string(dim) + ") of input '" +
-                           tensor.name + "' cannot be split over " + axisNames + " (" + std::to_string(ways) +
-                           " ways)");
+                       "batch " + std::to_string(size) + (dim ? " (dim " + std::to_string(dim) + ")" : std::string()) +
+                           " of input '" + tensor.name + "' cannot be split over " + axisNames + " (" +
+                           std::to_string(ways) + " ways)");
             ShardingSpec spec = ShardingSpec::replicated(mesh.rank());
             for (int a : axes)
                 spec.placements[static_cast<std::size_t>(a)] = Placement::shard(dim);
@@ -72,8 +75,9 @@ void splitBatch(const ir::Graph &graph, const sharding::Mesh &mesh, const std::v
         }
         return;
     }
-    // The batch: the leading dim most inputs share (T5's relative position
-    // buckets, [s, s], are no batch of 512).
+    // Where no dim passes (an op without a rule on the way), the batch: the
+    // leading dim most inputs share (T5's relative position buckets, [s, s],
+    // are no batch of 512).
     std::map<std::int64_t, int> votes;
     for (auto t : graph.tensorsWithRole(ir::Role::Input))
         if (const ir::Shape &s = graph.tensor(t).shape; !s.empty() && s[0] > 1)

@@ -130,8 +130,21 @@ std::optional<BatchFlow> batchByDataFlow(const ir::Graph &graph)
     for (std::size_t d = 0; d < shape.size(); ++d) {
         if (shape[d] <= 1)
             continue;
-        if (auto inputs = follow(graph, *input, static_cast<int>(d)))
-            return BatchFlow{*input, static_cast<int>(d), shape[d], std::move(*inputs)};
+        auto inputs = follow(graph, *input, static_cast<int>(d));
+        if (!inputs)
+            continue;
+        // Inputs the main input's batch does not reach hold it too where
+        // a dim of the batch's size passes as it does (T5's decoder ids,
+        // read by their own embedding lookup); a buffer of that size (a
+        // norm's running statistics over as many channels) does not pass.
+        for (auto t : graph.tensorsWithRole(ir::Role::Input)) {
+            const ir::Shape &other = graph.tensor(t).shape;
+            if (inputs->count(t) || other.size() <= d || other[d] != shape[d])
+                continue;
+            if (auto more = follow(graph, t, static_cast<int>(d)))
+                inputs->insert(more->begin(), more->end());
+        }
+        return BatchFlow{*input, static_cast<int>(d), shape[d], std::move(*inputs)};
     }
     return std::nullopt;
 }

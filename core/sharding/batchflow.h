@@ -21,7 +21,8 @@ namespace tapestry::sharding {
 // also indexes. Dims are tried in order, so a model whose tokens are all
 // independent (an MLP over [b, s, h]) keeps dim 0. Each graph input an op
 // reads beside a tensor the batch reaches takes the batch in the dim that
-// op maps to it (labels, padding masks).
+// op maps to it (labels, padding masks), and so does each other input
+// whose dim of the batch's size passes in the same way (T5's decoder ids).
 struct BatchFlow {
     ir::TensorId input;                 // the main input
     int dim = 0;                        // its batch dim

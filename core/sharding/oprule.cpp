@@ -104,6 +104,13 @@ std::optional<DimMap> opRule(const ir::Graph &graph, const ir::Op &op)
             {"TopK", topKRule},
             {"MoEDispatch", moeRule},
             {"MoECombine", moeRule},
+            {"BatchNormalization", batchNormRule},
+            {"MaxPool", poolRule},
+            {"AveragePool", poolRule},
+            {"LpPool", poolRule},
+            {"GlobalAveragePool", globalPoolRule},
+            {"GlobalMaxPool", globalPoolRule},
+            {"Pad", padRule},
         };
         for (const char *t : {"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Gelu", "Silu", "Tanh", "Sigmoid", "Erf",
                               "Neg", "Sqrt", "Exp", "Dropout", "Identity", "Cast", "Where", "Max", "Min", "Abs",

@@ -81,6 +81,10 @@ std::optional<DimMap> sliceRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> lossRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> topKRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> moeRule(const ir::Graph &graph, const ir::Op &op);  // MoEDispatch, MoECombine
+std::optional<DimMap> batchNormRule(const ir::Graph &graph, const ir::Op &op);
+std::optional<DimMap> poolRule(const ir::Graph &graph, const ir::Op &op);        // MaxPool, AveragePool, LpPool
+std::optional<DimMap> globalPoolRule(const ir::Graph &graph, const ir::Op &op);  // GlobalAveragePool, GlobalMaxPool
+std::optional<DimMap> padRule(const ir::Graph &graph, const ir::Op &op);
 
 // Shared by the rule files: a map with one empty dim list per input and
 // output, nothing ignored or additive.
