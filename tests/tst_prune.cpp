@@ -415,6 +415,24 @@ private slots:
         QCOMPARE(stages, QStringList({blocks(5, {0, 2, 4}), blocks(5, {1, 3, 5}), blocks(7, {0, 1})}));
     }
 
+    // torchaudio's Conformer as torch 1.13 exports it (export_audio.py):
+    // its four conformer layers one class, the padding mask computed from
+    // the lengths outside it.
+    void conformerLayersAreOneClass()
+    {
+        const auto graph = loadSample("conformer-shapes.onnx");
+        // torch's 525,888 trainable parameters less the four batch norms
+        // (2 x 80 each) constant folding merged into their convolutions.
+        QCOMPARE(graph.parameterCount(), std::int64_t(525'888 - 4 * 160));
+        const auto result = prune(graph);
+        QVERIFY(result.fromScopes);
+        QStringList stages;
+        for (const auto &c : result.classes)
+            if (c.instances.size() >= 2)
+                stages << instanceScopes(c);
+        QCOMPARE(stages, QStringList({"conformer_layers.0 conformer_layers.1 conformer_layers.2 conformer_layers.3"}));
+    }
+
     // PyTorch exports: the classes their module structure implies, checked
     // against the blocks written out (op types, parameter shapes): instances
     // of a class match, and no two classes do.

@@ -182,7 +182,8 @@ private slots:
     // channel's two sums forward and two backward (SyncBatchNorm's
     // exchange); with its running statistics the batch splits freely. Pools
     // keep their windows whole; the global average leaves partial sums of a
-    // split map; Pad splits the dims it does not pad.
+    // split map; Pad splits the dims it does not pad; an instance norm
+    // splits batch and channels, its map whole.
     void convolutionStackOps_data()
     {
         QTest::addColumn<QString>("type");
@@ -206,6 +207,11 @@ private slots:
         QTest::newRow("global average, map split: partial") << "GlobalAveragePool" << false << "Shard(2)"
                                                             << "[Partial()]" << "" << "";
         QTest::newRow("pad, batch split") << "Pad" << false << "Shard(0)" << "[Shard(0)]" << "" << "";
+        QTest::newRow("instance norm, channels split") << "InstanceNormalization" << false << "Shard(1)"
+                                                       << "[Shard(1)]" << "" << "all-gather:256 all-gather:256";
+        QTest::newRow("instance norm, map split: gathered") << "InstanceNormalization" << false << "Shard(3)"
+                                                            << "[Replicate()]" << "all-gather:3145728"
+                                                            << "";
     }
     void convolutionStackOps()
     {
@@ -223,6 +229,9 @@ private slots:
                                              g.input("mean", {channels}, ir::DType::F32),
                                              g.input("var", {channels}, ir::DType::F32)};
             g.op(type.toStdString(), inputs, {8, channels, 32, 48}, {{"training_mode", std::int64_t(training)}});
+        } else if (type == "InstanceNormalization") {
+            g.op(type.toStdString(), {in, g.parameter("scale", {channels}), g.parameter("bias", {channels})},
+                 {8, channels, 32, 48});
         } else if (type == "MaxPool") {
             g.op("MaxPool", {in}, {8, channels, 16, 24}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}});
         } else if (type == "GlobalAveragePool") {
@@ -239,6 +248,31 @@ private slots:
         QCOMPARE(specs(s.outputs), out);
         QCOMPARE(kinds(s.forward), forward);
         QCOMPARE(kinds(s.backward), backward);
+    }
+
+    // Every op of the real exports in samples/onnx has a rule, so that no
+    // plan of them computes anything gathered: vision (ResNet trained with
+    // its batch norms, ConvNeXt, Swin), audio (a Conformer) and text (an
+    // nn.TransformerEncoder). Only Swin's ScatterND, which writes its
+    // shifted windows' attention mask from constants, has none.
+    void samplesOpsHaveRules()
+    {
+        QStringList missing;
+        const std::pair<const char *, bool> files[] = {{"resnet18-train-shapes.onnx", true},
+                                                       {"convnext-tiny-shapes.onnx", true},
+                                                       {"swin-t-shapes.onnx", false},
+                                                       {"conformer-shapes.onnx", false},
+                                                       {"transformer-encoder.onnx", false}};
+        for (const auto &[file, symbolicBatch] : files) {
+            io::LoadOptions options;
+            if (symbolicBatch)
+                options.batch = 8;
+            const auto g = io::loadModel(std::string(TAPESTRY_SOURCE_DIR "/samples/onnx/") + file, options);
+            for (const auto &op : g.ops())
+                if (!sharding::opRule(g, op) && !missing.contains(QString::fromStdString(op.type)))
+                    missing << QString::fromStdString(op.type);
+        }
+        QCOMPARE(missing, QStringList({"ScatterND"}));
     }
 
     void dimMapNotation_data()

@@ -111,10 +111,15 @@ std::optional<DimMap> opRule(const ir::Graph &graph, const ir::Op &op)
             {"GlobalAveragePool", globalPoolRule},
             {"GlobalMaxPool", globalPoolRule},
             {"Pad", padRule},
+            {"InstanceNormalization", instanceNormRule},
+            {"ConstantOfShape", generatorRule},
+            {"Range", generatorRule},
         };
         for (const char *t : {"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Gelu", "Silu", "Tanh", "Sigmoid", "Erf",
                               "Neg", "Sqrt", "Exp", "Dropout", "Identity", "Cast", "Where", "Max", "Min", "Abs",
-                              "Reciprocal", "FastGelu", "LeakyRelu", "Clip", "Softplus", "HardSigmoid", "HardSwish"})
+                              "Reciprocal", "FastGelu", "LeakyRelu", "Clip", "Softplus", "HardSigmoid", "HardSwish",
+                              "Log", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Equal", "Less", "Greater",
+                              "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"})
             rules.emplace(t, elementwiseRule);
         return rules;
     }();

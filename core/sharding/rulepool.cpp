@@ -133,4 +133,49 @@ std::optional<DimMap> padRule(const ir::Graph &graph, const ir::Op &op)
     return m;
 }
 
+// InstanceNormalization: X[N, C, spatial...] normalised per sample and
+// channel over the spatial dims (GroupNorm with a group per channel, as
+// wav2vec 2.0's feature extractor exports it): batch and channels split
+// freely, the scale and bias [C] with the channels, the spatial dims whole.
+std::optional<DimMap> instanceNormRule(const ir::Graph &graph, const ir::Op &op)
+{
+    if (op.inputs.size() != 3 || op.outputs.size() != 1)
+        return std::nullopt;
+    const ir::Shape &x = graph.tensor(op.inputs[0]).shape;
+    if (x.size() < 3 || graph.tensor(op.outputs[0]).shape != x)
+        return std::nullopt;
+    DimMap m = emptyDimMap(op);
+    const int n = m.addLoop(), c = m.addLoop();
+    m.inputs[0] = {n, c};
+    for (std::size_t d = 2; d < x.size(); ++d)
+        m.inputs[0].push_back(m.addLoop(false));
+    for (std::size_t i = 1; i < 3; ++i) {
+        if (graph.tensor(op.inputs[i]).shape != ir::Shape{x[1]})
+            return std::nullopt;
+        m.inputs[i] = {c};
+    }
+    m.outputs[0] = m.inputs[0];
+    m.forwardFlops = 6.0 * static_cast<double>(elementCount(x));
+    m.backwardFactor = 2;
+    return m;
+}
+
+// ConstantOfShape and Range make a tensor from shape values alone: each
+// device writes its own part of it in whatever layout its readers want, at
+// no cost, so every dim splits freely; their inputs are shape operands.
+std::optional<DimMap> generatorRule(const ir::Graph &graph, const ir::Op &op)
+{
+    if (op.outputs.size() != 1)
+        return std::nullopt;
+    DimMap m = emptyDimMap(op);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        m.ignored[i] = true;
+        m.inputs[i].assign(graph.tensor(op.inputs[i]).shape.size(), -1);
+    }
+    for (std::size_t d = 0; d < graph.tensor(op.outputs[0]).shape.size(); ++d)
+        m.outputs[0].push_back(m.addLoop());
+    m.forwardFlops = static_cast<double>(elementCount(graph.tensor(op.outputs[0]).shape));
+    return m;
+}
+
 } // namespace tapestry::sharding
