@@ -253,8 +253,8 @@ private slots:
     // Every op of the real exports in samples/onnx has a rule, so that no
     // plan of them computes anything gathered: vision (ResNet trained with
     // its batch norms, ConvNeXt, Swin), audio (a Conformer) and text (an
-    // nn.TransformerEncoder). Only Swin's ScatterND, which writes its
-    // shifted windows' attention mask from constants, has none.
+    // nn.TransformerEncoder), Swin's ScatterND (its shifted windows'
+    // attention mask written from constants) included.
     void samplesOpsHaveRules()
     {
         QStringList missing;
@@ -272,7 +272,35 @@ private slots:
                 if (!sharding::opRule(g, op) && !missing.contains(QString::fromStdString(op.type)))
                     missing << QString::fromStdString(op.type);
         }
-        QCOMPARE(missing, QStringList({"ScatterND"}));
+        QCOMPARE(missing, QStringList());
+    }
+
+    // ScatterND splits the slices it writes whole, not the dims it indexes.
+    void scatterNDRule_data()
+    {
+        QTest::addColumn<QString>("x");
+        QTest::addColumn<QString>("out");
+        QTest::addColumn<QString>("forward");
+        QTest::newRow("written slices split") << "Shard(2)" << "[Shard(2)]" << "";
+        QTest::newRow("indexed dim split: gathered") << "Shard(0)" << "[Replicate()]" << "all-gather:16384";
+    }
+    void scatterNDRule()
+    {
+        QFETCH(QString, x);
+        QFETCH(QString, out);
+        QFETCH(QString, forward);
+        io::zoo::GraphBuilder g("t");
+        const auto data = g.input("data", {8, 16, 32}, ir::DType::F32);
+        const auto indices = g.input("indices", {4, 1}, ir::DType::I64);
+        const auto updates = g.input("updates", {4, 16, 32}, ir::DType::F32);
+        g.op("ScatterND", {data, indices, updates}, {8, 16, 32});
+        const ir::Graph graph = g.take();
+        const auto rule = sharding::opRule(graph, graph.op(ir::OpId(0)));
+        QVERIFY(rule);
+        const auto s = sharding::resolveStrategy(graph, ir::OpId(0), {s1(x.toUtf8()), s1("Replicate()"), s1(x.toUtf8())},
+                                                 mesh1d());
+        QCOMPARE(specs(s.outputs), out);
+        QCOMPARE(kinds(s.forward).section(QLatin1Char(' '), 0, 0), forward);
     }
 
     void dimMapNotation_data()

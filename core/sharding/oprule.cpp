@@ -111,6 +111,7 @@ std::optional<DimMap> opRule(const ir::Graph &graph, const ir::Op &op)
             {"GlobalAveragePool", globalPoolRule},
             {"GlobalMaxPool", globalPoolRule},
             {"Pad", padRule},
+            {"ScatterND", scatterNDRule},
             {"InstanceNormalization", instanceNormRule},
             {"ConstantOfShape", generatorRule},
             {"Range", generatorRule},

@@ -85,6 +85,7 @@ std::optional<DimMap> batchNormRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> poolRule(const ir::Graph &graph, const ir::Op &op);        // MaxPool, AveragePool, LpPool
 std::optional<DimMap> globalPoolRule(const ir::Graph &graph, const ir::Op &op);  // GlobalAveragePool, GlobalMaxPool
 std::optional<DimMap> padRule(const ir::Graph &graph, const ir::Op &op);
+std::optional<DimMap> scatterNDRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> instanceNormRule(const ir::Graph &graph, const ir::Op &op);
 std::optional<DimMap> generatorRule(const ir::Graph &graph, const ir::Op &op);  // ConstantOfShape, Range
 
