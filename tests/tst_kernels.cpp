@@ -252,7 +252,9 @@ private slots:
     // The vectorised element-wise kernels (kernels/vecmath.h, 8 lanes, the
     // tail padded) against the scalar functions in double precision, on
     // sizes around the lane count and on edge values: zeros, tiny and large
-    // magnitudes, the clamps of exp, and -inf as a causal mask writes it.
+    // magnitudes, the clamps of exp, and -inf as a causal mask writes it;
+    // the layer norm's forward and backward on rows around the lane count
+    // and its 256-element chunks.
     void vectorKernelsMatchScalarReference()
     {
         std::mt19937 gen(7);
@@ -325,6 +327,62 @@ private slots:
                     QVERIFY2(close(probs[static_cast<std::size_t>(r * n + c)], want, 1e-7, 4e-6),
                              qPrintable(QStringLiteral("softmax row %1 of %2, column %3").arg(r).arg(n).arg(c)));
                 }
+            }
+        }
+        // Layer norm over rows of n (an offset of 100 makes the mean's
+        // precision count), forward and backward, against double precision.
+        for (std::int64_t n : {1, 7, 8, 9, 15, 17, 255, 256, 257, 1000, 1003, 4099}) {
+            const std::int64_t rows = 3;
+            const auto size = static_cast<std::size_t>(rows * n);
+            std::vector<float> x(size), g(size), w(static_cast<std::size_t>(n)), b(w.size());
+            for (auto &v : x)
+                v = 100.0f + wide(gen);
+            for (auto &v : g)
+                v = wide(gen) / 12.0f;
+            for (std::size_t i = 0; i < w.size(); ++i) {
+                w[i] = 0.5f + static_cast<float>(i % 7) / 7.0f;
+                b[i] = wide(gen) / 24.0f;
+            }
+            std::vector<float> y(size), mean(static_cast<std::size_t>(rows)), rstd(mean.size()), dx(size, 0.25f),
+                dw(w.size(), 0.5f), db(w.size(), -0.5f);
+            const ir::Shape shape{rows, n}, row{n};
+            kernels::layernormForward({y.data(), shape}, {mean.data(), {rows}}, {rstd.data(), {rows}}, {x.data(), shape},
+                                      {w.data(), row}, {b.data(), row}, 1e-5f);
+            kernels::layernormBackward({g.data(), shape}, {x.data(), shape}, {w.data(), row}, {mean.data(), {rows}},
+                                       {rstd.data(), {rows}}, {dx.data(), shape}, {dw.data(), row}, {db.data(), row});
+            std::vector<double> wantDw(w.size(), 0.5), wantDb(w.size(), -0.5);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const auto at = [&](std::int64_t i) { return static_cast<std::size_t>(r * n + i); };
+                double m = 0, v = 0;
+                for (std::int64_t i = 0; i < n; ++i)
+                    m += x[at(i)];
+                m /= static_cast<double>(n);
+                for (std::int64_t i = 0; i < n; ++i)
+                    v += (x[at(i)] - m) * (x[at(i)] - m);
+                const double s = 1.0 / std::sqrt(v / static_cast<double>(n) + 1e-5);
+                double sumG = 0, sumGX = 0;
+                for (std::int64_t i = 0; i < n; ++i) {
+                    const double xhat = (x[at(i)] - m) * s, gh = double(g[at(i)]) * w[static_cast<std::size_t>(i)];
+                    sumG += gh;
+                    sumGX += gh * xhat;
+                    wantDw[static_cast<std::size_t>(i)] += g[at(i)] * xhat;
+                    wantDb[static_cast<std::size_t>(i)] += g[at(i)];
+                    const double want = xhat * w[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>(i)];
+                    QVERIFY2(close(y[at(i)], want, 2e-5, 2e-5),
+                             qPrintable(QStringLiteral("layer norm row %1 of %2, column %3: %4, want %5")
+                                            .arg(r).arg(n).arg(i).arg(y[at(i)]).arg(want)));
+                }
+                for (std::int64_t i = 0; i < n; ++i) {
+                    const double xhat = (x[at(i)] - m) * s, gh = double(g[at(i)]) * w[static_cast<std::size_t>(i)];
+                    const double want = 0.25 + s * (gh - sumG / n - xhat * sumGX / n);
+                    QVERIFY2(close(dx[at(i)], want, 2e-5, 2e-4),
+                             qPrintable(QStringLiteral("layer norm backward row %1 of %2, column %3: %4, want %5")
+                                            .arg(r).arg(n).arg(i).arg(dx[at(i)]).arg(want)));
+                }
+            }
+            for (std::size_t i = 0; i < w.size(); ++i) {
+                QVERIFY2(close(dw[i], wantDw[i], 1e-5, 1e-4), qPrintable(QStringLiteral("layer norm dweight %1").arg(i)));
+                QVERIFY2(close(db[i], wantDb[i], 1e-5, 1e-4), qPrintable(QStringLiteral("layer norm dbias %1").arg(i)));
             }
         }
         // exp's clamps: 0 below ln(FLT_MIN), infinity above ln(FLT_MAX), NaN kept.
