@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
+#include "kernels/vocabparallel.h"
 
 #include "cost/costmodel.h"
 #include "io/modelloader.h"
@@ -384,6 +385,64 @@ private slots:
                 QVERIFY2(close(dw[i], wantDw[i], 1e-5, 1e-4), qPrintable(QStringLiteral("layer norm dweight %1").arg(i)));
                 QVERIFY2(close(db[i], wantDb[i], 1e-5, 1e-4), qPrintable(QStringLiteral("layer norm dbias %1").arg(i)));
             }
+        }
+        // Softmax backward and the cross-entropy loss (whole rows, and a
+        // vocabulary shard's row sums and backward) over rows of n classes,
+        // against double precision.
+        for (std::int64_t n : {1, 7, 8, 9, 17, 255, 256, 257, 1003}) {
+            const std::int64_t rows = 3;
+            const auto size = static_cast<std::size_t>(rows * n);
+            std::vector<float> z(size), g(size), y(size), dx(size, 0.25f), dz(size, 0.25f), dshard(size, 0.25f);
+            for (std::size_t i = 0; i < size; ++i) {
+                z[i] = wide(gen);
+                g[i] = wide(gen) / 12.0f;
+            }
+            std::vector<std::int64_t> labelValues{0, n / 2, n - 1};
+            const IndexView labels{labelValues.data(), {rows}};
+            const ir::Shape shape{rows, n};
+            kernels::softmaxForward({y.data(), shape}, {z.data(), shape});
+            kernels::softmaxBackward({g.data(), shape}, {y.data(), shape}, {dx.data(), shape});
+            std::vector<float> loss(1), lse(static_cast<std::size_t>(rows)), one(1, 1.0f), rowMax(lse.size()),
+                sums(lse.size()), target(lse.size()), shardLse(lse.size()), shardLoss(1);
+            kernels::crossEntropyForward({loss.data(), {}}, {lse.data(), {rows}}, {z.data(), shape}, labels);
+            kernels::crossEntropyBackward({one.data(), {}}, {z.data(), shape}, labels, {lse.data(), {rows}},
+                                          {dz.data(), shape});
+            kernels::crossEntropyRowMax({z.data(), shape}, {rowMax.data(), {rows}});
+            kernels::crossEntropyRowSums({z.data(), shape}, labels, 0, {rowMax.data(), {rows}}, {sums.data(), {rows}},
+                                         {target.data(), {rows}});
+            kernels::crossEntropyFinish({shardLoss.data(), {}}, {shardLse.data(), {rows}}, {rowMax.data(), {rows}},
+                                        {sums.data(), {rows}}, {target.data(), {rows}}, static_cast<double>(rows));
+            kernels::crossEntropyShardBackward({one.data(), {}}, {z.data(), shape}, labels, 0, {shardLse.data(), {rows}},
+                                               static_cast<double>(rows), {dshard.data(), shape});
+            double wantLoss = 0;
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const auto at = [&](std::int64_t i) { return static_cast<std::size_t>(r * n + i); };
+                double maxv = -inf, sum = 0, dot = 0;
+                for (std::int64_t i = 0; i < n; ++i)
+                    maxv = std::max(maxv, double(z[at(i)]));
+                for (std::int64_t i = 0; i < n; ++i)
+                    sum += std::exp(z[at(i)] - maxv);
+                for (std::int64_t i = 0; i < n; ++i)
+                    dot += g[at(i)] * std::exp(z[at(i)] - maxv) / sum;
+                const double l = maxv + std::log(sum);
+                wantLoss += l - z[at(labelValues[static_cast<std::size_t>(r)])];
+                QVERIFY2(close(lse[static_cast<std::size_t>(r)], l, 1e-6, 1e-6), qPrintable(QStringLiteral("lse row %1 of %2").arg(r).arg(n)));
+                QVERIFY2(close(shardLse[static_cast<std::size_t>(r)], l, 1e-6, 1e-6),
+                         qPrintable(QStringLiteral("shard lse row %1 of %2").arg(r).arg(n)));
+                for (std::int64_t i = 0; i < n; ++i) {
+                    const double p = std::exp(z[at(i)] - maxv) / sum;
+                    const double wantDx = 0.25 + p * (g[at(i)] - dot);
+                    QVERIFY2(close(dx[at(i)], wantDx, 1e-6, 1e-5),
+                             qPrintable(QStringLiteral("softmax backward row %1 of %2, column %3").arg(r).arg(n).arg(i)));
+                    const double wantDz = 0.25 + (p - (i == labelValues[static_cast<std::size_t>(r)] ? 1 : 0)) / rows;
+                    QVERIFY2(close(dz[at(i)], wantDz, 1e-6, 1e-5),
+                             qPrintable(QStringLiteral("cross-entropy backward row %1 of %2, column %3").arg(r).arg(n).arg(i)));
+                    QVERIFY2(close(dshard[at(i)], wantDz, 1e-6, 1e-5),
+                             qPrintable(QStringLiteral("shard backward row %1 of %2, column %3").arg(r).arg(n).arg(i)));
+                }
+            }
+            QVERIFY2(close(loss[0], wantLoss / rows, 1e-6, 1e-6), qPrintable(QStringLiteral("loss of %1").arg(n)));
+            QVERIFY2(close(shardLoss[0], wantLoss / rows, 1e-6, 1e-6), qPrintable(QStringLiteral("shard loss of %1").arg(n)));
         }
         // exp's clamps: 0 below ln(FLT_MIN), infinity above ln(FLT_MAX), NaN kept.
         std::vector<float> big = {-200.0f, -88.0f, 88.0f, 88.5f, 89.0f, std::nanf(""), 0.0f, 1.0f};
