@@ -1,6 +1,24 @@
 #include "sharding/oprule.h"
 
+#include <utility>
+
 namespace tapestry::sharding {
+
+namespace {
+
+// X[N, C, spatial...]'s loops: batch and channels splittable, each spatial
+// dim its own loop that is not (a split would need halos or the map's
+// statistics). Returns the batch's and the channels' loops.
+std::pair<int, int> batchChannelLoops(DimMap &m, const ir::Shape &x)
+{
+    const int n = m.addLoop(), c = m.addLoop();
+    m.inputs[0] = {n, c};
+    for (std::size_t d = 2; d < x.size(); ++d)
+        m.inputs[0].push_back(m.addLoop(false));
+    return {n, c};
+}
+
+} // namespace
 
 // BatchNormalization: Y[N, C, spatial...] normalised per channel over the
 // batch and the spatial dims. Channels split freely (the scale, bias and
@@ -19,10 +37,7 @@ std::optional<DimMap> batchNormRule(const ir::Graph &graph, const ir::Op &op)
         return std::nullopt;
     const bool training = ir::intAttr(op.attributes, "training_mode").value_or(0) != 0 || op.outputs.size() > 1;
     DimMap m = emptyDimMap(op);
-    const int n = m.addLoop(), c = m.addLoop();
-    m.inputs[0] = {n, c};
-    for (std::size_t d = 2; d < x.size(); ++d)
-        m.inputs[0].push_back(m.addLoop(false));
+    const auto [n, c] = batchChannelLoops(m, x);
     for (std::size_t i = 1; i < op.inputs.size(); ++i) {
         if (graph.tensor(op.inputs[i]).shape != ir::Shape{x[1]})
             return std::nullopt;
@@ -57,10 +72,7 @@ std::optional<DimMap> poolRule(const ir::Graph &graph, const ir::Op &op)
     if (x.size() < 3 || y.size() != x.size())
         return std::nullopt;
     DimMap m = emptyDimMap(op);
-    const int n = m.addLoop(), c = m.addLoop();
-    m.inputs[0] = {n, c};
-    for (std::size_t d = 2; d < x.size(); ++d)
-        m.inputs[0].push_back(m.addLoop(false));
+    const auto [n, c] = batchChannelLoops(m, x);
     std::vector<int> out{n, c};
     for (std::size_t d = 2; d < y.size(); ++d)
         out.push_back(m.addLoop(false));
@@ -145,10 +157,7 @@ std::optional<DimMap> instanceNormRule(const ir::Graph &graph, const ir::Op &op)
     if (x.size() < 3 || graph.tensor(op.outputs[0]).shape != x)
         return std::nullopt;
     DimMap m = emptyDimMap(op);
-    const int n = m.addLoop(), c = m.addLoop();
-    m.inputs[0] = {n, c};
-    for (std::size_t d = 2; d < x.size(); ++d)
-        m.inputs[0].push_back(m.addLoop(false));
+    const int c = batchChannelLoops(m, x).second;
     for (std::size_t i = 1; i < 3; ++i) {
         if (graph.tensor(op.inputs[i]).shape != ir::Shape{x[1]})
             return std::nullopt;

@@ -8,8 +8,7 @@
 namespace tapestry::exec::kernels {
 
 // In vectorised clones (kernels/vecmath.h), 8 lanes at a time: each row's
-// maximum, then its exponentials (vec::exp, within 2 ulp) summed in float
-// lanes folded into a double every 256 classes.
+// maximum, then the sum of its exponentials (vec::sumExp).
 TAPESTRY_VECTOR_CLONES
 void crossEntropyForward(const TensorView &loss, const TensorView &lse, const TensorView &logits,
                          const IndexView &labels)
@@ -22,22 +21,7 @@ void crossEntropyForward(const TensorView &loss, const TensorView &lse, const Te
         float maxv = z[0];
         for (std::int64_t i = 1; i < c; ++i)
             maxv = std::max(maxv, z[i]);
-        const F8 mv = splat(maxv);
-        F8 lanes = splat(0.0f);
-        double sum = 0.0;
-        std::int64_t folded = 0;
-        forEach8(c, [&](std::int64_t i, std::int64_t count) {
-            const F8 e = vec::exp(load(z + i, count) - mv);
-            lanes += count == 8 ? e : select(iota() < static_cast<int>(count), e, splat(0.0f));
-            if (++folded == 32) {
-                for (int k = 0; k < 8; ++k)
-                    sum += lanes[k];
-                lanes = splat(0.0f);
-                folded = 0;
-            }
-        });
-        for (int k = 0; k < 8; ++k)
-            sum += lanes[k];
+        const double sum = sumExp(z, c, maxv);
         const double l = maxv + std::log(sum);
         lse.data[r] = static_cast<float>(l);
         total += l - z[labels.data[r]];

@@ -112,4 +112,28 @@ template <typename Body> [[gnu::always_inline]] inline void forEach8(std::int64_
         body(i, n - i);
 }
 
+// Σ exp(p[i] − shift) over n floats: 8 float lanes, folded into a double
+// every 256 elements (a softmax's or a loss's row of many classes loses
+// digits in one float sum); a short tail adds nothing.
+[[gnu::always_inline]] inline double sumExp(const float *p, std::int64_t n, float shift)
+{
+    const F8 sv = splat(shift);
+    F8 lanes = splat(0.0f);
+    double sum = 0.0;
+    int folded = 0;
+    forEach8(n, [&](std::int64_t i, std::int64_t count) {
+        const F8 e = vec::exp(load(p + i, count) - sv);
+        lanes += count == 8 ? e : select(iota() < static_cast<int>(count), e, splat(0.0f));
+        if (++folded == 32) {
+            for (int k = 0; k < 8; ++k)
+                sum += lanes[k];
+            lanes = splat(0.0f);
+            folded = 0;
+        }
+    });
+    for (int k = 0; k < 8; ++k)
+        sum += lanes[k];
+    return sum;
+}
+
 } // namespace tapestry::exec::kernels::vec

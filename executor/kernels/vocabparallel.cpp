@@ -48,33 +48,16 @@ void crossEntropyRowMax(const TensorView &logits, const TensorView &rowMax)
     }
 }
 
-// The exponentials in 8 float lanes (vec::exp, within 2 ulp; the scalar
-// double exp took most of a vocabulary-parallel loss's time), each row's
-// lanes summed in double.
+// The exponentials in 8 float lanes (vec::sumExp; the scalar double exp
+// took most of a vocabulary-parallel loss's time).
 TAPESTRY_VECTOR_CLONES
 void crossEntropyRowSums(const TensorView &logits, const IndexView &labels, std::int64_t offset,
                          const TensorView &rowMax, const TensorView &sumExp, const TensorView &target)
 {
-    using namespace vec;
     const std::int64_t rows = logits.rows(), c = logits.cols();
     for (std::int64_t r = 0; r < rows; ++r) {
         const float *z = logits.data + r * c;
-        const F8 mv = splat(rowMax.data[r]);
-        F8 lanes = splat(0.0f);
-        double sum = 0.0;
-        std::int64_t folded = 0;
-        forEach8(c, [&](std::int64_t i, std::int64_t count) {
-            const F8 e = vec::exp(load(z + i, count) - mv);
-            lanes += count == 8 ? e : select(iota() < static_cast<int>(count), e, splat(0.0f));
-            if (++folded == 32) {  // every 256 classes, into the double
-                for (int k = 0; k < 8; ++k)
-                    sum += lanes[k];
-                lanes = splat(0.0f);
-                folded = 0;
-            }
-        });
-        for (int k = 0; k < 8; ++k)
-            sum += lanes[k];
+        const double sum = vec::sumExp(z, c, rowMax.data[r]);
         sumExp.data[r] = static_cast<float>(sum);
         const std::int64_t label = labels.data[r] - offset;
         target.data[r] = label >= 0 && label < c ? z[label] : 0.0f;
