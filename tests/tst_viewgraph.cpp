@@ -130,8 +130,17 @@ private slots:
     {
         QTest::addColumn<QStringList>("scopes");
         QTest::addColumn<QString>("pattern");
-        QTest::newRow("layers") << QStringList{"transformer/h.0", "transformer/h.11"} << "transformer/h.*";
+        QStringList layers;
+        for (int i = 0; i < 12; ++i)
+            layers << QString("transformer/h.%1").arg(i);
+        QTest::newRow("layers") << layers << "transformer/h.*";
         QTest::newRow("ten and eleven") << QStringList{"h.10", "h.11"} << "h.*";
+        // Swin's third stage alternates window and shifted-window blocks.
+        QTest::newRow("even blocks") << QStringList{"features.5/features.5.0", "features.5/features.5.2",
+                                                    "features.5/features.5.4"}
+                                     << "features.5/features.5.{0,2,4}";
+        QTest::newRow("odd blocks, many") << QStringList{"b.1", "b.3", "b.5", "b.7", "b.9", "b.11"} << "b.{1,3,…,11}";
+        QTest::newRow("no one step") << QStringList{"b.0", "b.1", "b.5"} << "b.*";
         QTest::newRow("suffix") << QStringList{"enc/block.1/ff", "enc/block.2/ff"} << "enc/block.*/ff";
         QTest::newRow("one") << QStringList{"model/layers.3"} << "model/layers.3";
     }

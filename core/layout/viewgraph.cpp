@@ -45,7 +45,38 @@ std::string scopePattern(const std::vector<std::string> &scopes)
         suffix = a.size() - prefix;
     while (suffix > 0 && std::isdigit(static_cast<unsigned char>(a[a.size() - suffix])))
         --suffix;
-    return a.substr(0, prefix) + "*" + a.substr(a.size() - suffix);
+    // Instances numbered in steps of more than one (Swin's window and
+    // shifted-window blocks alternate: 5.0, 5.2, 5.4 and 5.1, 5.3, 5.5) are
+    // named by their numbers, so that two such classes read apart; a run of
+    // consecutive numbers, or any other set, is '*'.
+    std::vector<long long> numbers;
+    for (const auto &s : scopes) {
+        if (s.size() < prefix + suffix)
+            break;
+        const std::string middle = s.substr(prefix, s.size() - prefix - suffix);
+        if (middle.empty() || middle.size() > 9 ||
+            !std::all_of(middle.begin(), middle.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+            break;
+        numbers.push_back(std::stoll(middle));
+    }
+    std::sort(numbers.begin(), numbers.end());
+    const bool stepped = numbers.size() == scopes.size() && numbers.size() >= 2 && numbers[1] - numbers[0] > 1 &&
+                         std::adjacent_find(numbers.begin(), numbers.end(), [&](long long x, long long y) {
+                             return y - x != numbers[1] - numbers[0];
+                         }) == numbers.end();
+    std::string middle = "*";
+    if (stepped) {
+        middle = "{";
+        for (std::size_t i = 0; i < numbers.size(); ++i) {
+            if (numbers.size() > 4 && i == 2) {
+                middle += ",…," + std::to_string(numbers.back());
+                break;
+            }
+            middle += (i ? "," : "") + std::to_string(numbers[i]);
+        }
+        middle += "}";
+    }
+    return a.substr(0, prefix) + middle + a.substr(a.size() - suffix);
 }
 
 namespace {

@@ -50,7 +50,9 @@ std::string shapeLabel(const ir::Shape &shape);
 // A count in a few figures, as class blocks and the class list show it:
 // 218112000 -> "218.1M".
 std::string countLabel(std::int64_t n);
-// The common pattern of instance scopes: "transformer/h.0", "transformer/h.11" → "transformer/h.*".
+// The common pattern of instance scopes: "transformer/h.0" ... "transformer/h.11" → "transformer/h.*";
+// numbered in steps of more than one, by their numbers: "features.5.0", "features.5.2", "features.5.4"
+// → "features.5.{0,2,4}" (five or more: "{1,3,…,11}").
 std::string scopePattern(const std::vector<std::string> &scopes);
 
 } // namespace tapestry::layout
