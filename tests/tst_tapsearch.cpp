@@ -1209,6 +1209,54 @@ private slots:
     // of boundary layouts, too many to try (it did not finish in two minutes); they are
     // improved one class at a time instead. On 1D, where all 3^8 can be
     // tried, doing it one class at a time finds a plan as fast.
+    // The searches of the layout combinations run on several threads,
+    // sharing the blocks' answers: the plan is the one a single thread
+    // finds, tensor by tensor, whether every combination is tried (GPT-2
+    // on 2x2x2, T5 on 2x4, a tight limit where copies split between plans) or
+    // the layouts are improved one at a time (ResNet's seven classes).
+    void threadsKeepThePlan_data()
+    {
+        QTest::addColumn<QString>("source");
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<double>("share");
+        const QString t5 = QStringLiteral("zoo:t5-base?layers=2&hidden=64&heads=4&ffn=128&seq=16&batch=4&vocab=128");
+        QTest::newRow("gpt2 2x2x2") << "zoo:gpt2?layers=2&hidden=128&heads=4&vocab=512&seq=64&batch=8" << "2x2x2" << 0.0;
+        QTest::newRow("t5 2x4") << t5 << "2x4" << 0.0;
+        QTest::newRow("t5 2x4, tight") << t5 << "2x4" << 0.6;
+        QTest::newRow("resnet 4x2") << TAPESTRY_SOURCE_DIR "/samples/onnx/resnet18-shapes.onnx" << "4x2" << 0.0;
+    }
+    void threadsKeepThePlan()
+    {
+        QFETCH(QString, source);
+        QFETCH(QString, shape);
+        QFETCH(double, share);
+        const auto g = io::loadModel(source.toStdString());
+        const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+        search::SearchOptions one;
+        one.threads = 1;
+        const auto m = freeMesh(shape, share, g, source.toStdString(), classes, one);
+        const auto single = search::tapSearch(g, classes, source.toStdString(), m, one);
+        for (std::size_t threads : {2, 5}) {
+            search::SearchOptions many;
+            many.threads = threads;
+            std::size_t reports = 0, last = 0;
+            bool monotonic = true;
+            many.progress = [&](std::size_t done, std::size_t) {
+                monotonic = monotonic && done >= last;
+                last = done;
+                ++reports;
+            };
+            const auto parallel = search::tapSearch(g, classes, source.toStdString(), m, many);
+            const QString difference = planDifference(single, parallel);
+            QVERIFY2(difference.isEmpty(), qPrintable(difference));
+            QCOMPARE(parallel.plan.specs.size(), single.plan.specs.size());
+            for (const auto &[name, spec] : single.plan.specs)
+                QVERIFY2(parallel.plan.specs.at(name).spec == spec.spec, name.c_str());
+            QVERIFY(reports > 0);
+            QVERIFY(monotonic);
+        }
+    }
+
     void manyClassesImproveLayoutsOneAtATime()
     {
         const std::string source = TAPESTRY_SOURCE_DIR "/samples/onnx/resnet18-shapes.onnx";

@@ -147,6 +147,18 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         if (used != limit->size() || !(options.timeLimitSeconds > 0))
             throw TapestryError(Error{"--time-limit", {}, "expects a positive number of seconds, got '" + *limit + "'"});
     }
+    if (auto threads = args.value("--threads")) {
+        std::size_t used = 0;
+        long n = 0;
+        try {
+            n = std::stol(*threads, &used);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used != threads->size() || n < 1 || n > 1024)
+            throw TapestryError(Error{"--threads", {}, "expects a whole number of threads from 1 to 1024, got '" + *threads + "'"});
+        options.threads = static_cast<std::size_t>(n);
+    }
     // A target's mesh is its axes' roles: the default names (model; data,
     // model) become constraints, as torch's and Megatron's meshes are.
     if (axisNamesGiven(args) || args.value("--target")) {
@@ -328,6 +340,7 @@ Registration plan([] {
     c.options.push_back({"--search", "METHOD", kMethods});
     c.options.push_back({"--keep-pins", "PLAN", "tap: keep every override (pin) of PLAN and search the rest around them"});
     c.options.push_back({"--time-limit", "S", "exact: wall-clock limit of the whole search, the strategy tables included (default 60 s)"});
+    c.options.push_back({"--threads", "N", "tap: threads the search runs on (default: one per hardware thread); the plan is the same on any number"});
     c.options.push_back({"--sequence-parallel", "", "megatron: norms and residuals on sequence shards"});
     c.options.push_back({"--overlap", "", "model backward communication overlapping backward compute"});
     c.options.push_back({"--flash-attention", "on|off|auto", "attention computed blockwise, no s x s scores kept (auto: on where the model has attention)"});

@@ -55,6 +55,10 @@ struct SearchOptions {
     // first op by op (segmentcost.cpp, Repeats). false: every expert's ops
     // are searched (the yardstick the tests hold the reduction to).
     bool repeatsOnce = true;
+    // tap: the threads the searches of the classes' layout combinations
+    // run on (each combination's searches are independent; the plan found
+    // is the same on any number); 0: one per hardware thread.
+    std::size_t threads = 0;
     // exact: the wall-clock limit of the whole search: costing the strategy
     // tables, then the solver.
     double timeLimitSeconds = 60;

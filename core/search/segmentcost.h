@@ -174,6 +174,16 @@ public:
     std::int64_t weightMemory(const Segment &segment, const std::vector<sharding::ShardingSpec> &weights) const;
 
     const sharding::ShardingSpec &spec(ir::TensorId t) const { return m_specs[t.index()]; }
+    // A coster for another thread: this one's settings, working specs and
+    // caches, searchWeights' memo of its own (empty), its counts at zero.
+    SegmentCoster fork() const
+    {
+        SegmentCoster copy(*this);
+        copy.m_memo.reset();
+        copy.m_evaluations = copy.m_peakStates = copy.m_capacitySkips = 0;
+        copy.m_partialsStored = false;
+        return copy;
+    }
     std::size_t evaluations() const { return m_evaluations; }
     // The most states searchWeights held after one op, over every call.
     std::size_t peakStates() const { return m_peakStates; }

@@ -12,12 +12,18 @@
 #include "sharding/propagation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace tapestry::search {
 
@@ -172,7 +178,7 @@ public:
               double backwardComm = 1)
         : m_planCoster(std::make_unique<cost::PlanCoster>(graph, mesh, options.cost)), m_graph(graph),
           m_coarse(coarse), m_classes(classes), m_mesh(mesh), m_options(options),
-          m_coster(graph, mesh, options.cost, *m_planCoster),
+          m_main{SegmentCoster(graph, mesh, options.cost, *m_planCoster), nullptr, false},
           m_layouts(allowedLayouts(mesh.rank(), options.axisRoles)), m_capacity(mesh.device.memoryBytes > 0
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
@@ -222,7 +228,8 @@ private:
                                                         const passes::SubgraphInstance &inst) const;
     // The plans of a group under each way of storing its partial sums,
     // merged; trails as searchBlocks writes them.
-    Fronts searchPlans(const Group &g, const std::vector<int> &vars);
+    struct Worker;
+    Fronts searchPlans(Worker &w, const Group &g, const std::vector<int> &vars);
     int variableOf(int classIndex) const { return classIndex >= 0 ? classIndex : 0; }
     // Whether mesh axes a and b are interchangeable: one size, one link,
     // no role and no pin telling them apart.
@@ -240,15 +247,15 @@ private:
     // the second (the same one unless copies are planned apart), and with
     // copies apart (Group::apartCopies) their plan's trail after those;
     // each plan's trail starts with the index of its way.
-    Fronts searchGroup(const Group &g, const std::vector<int> &vars);
-    Fronts searchBlocks(const Group &g, const std::vector<int> &vars, int partial);
+    Fronts searchGroup(Worker &w, const Group &g, const std::vector<int> &vars);
+    Fronts searchBlocks(Worker &w, const Group &g, const std::vector<int> &vars, int partial);
     // A class's plans where its copies may take two plans of its front
     // between them (SearchOptions::copiesApart), added to `plans`, the
     // front with every copy alike; the front's trails as searchGroup
     // writes them: [copies taking the first, trail, trail].
     std::vector<Candidate> mixCopies(const std::vector<Candidate> &front, std::size_t n, Metric metric,
                                      std::vector<Candidate> plans) const;
-    Fronts searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial);
+    Fronts searchGroupExhaustively(Worker &w, const Group &g, const std::vector<int> &vars, int partial);
     // Replays a group's trail: the specs it fixes for the representative's tensors.
     void replay(const Group &g, const std::vector<int> &vars, const std::vector<std::int64_t> &trail,
                 std::map<ir::TensorId, ShardingSpec> &fixed);
@@ -289,7 +296,8 @@ private:
     // was one (a block of the ops outside classes that reads no class's
     // layout is searched once, not once per combination of the classes'
     // layouts). Valid until the next call.
-    const std::vector<std::vector<WeightChoice>> &blockAnswer(const Group &g, const Segment &block, int partial,
+    const std::vector<std::vector<WeightChoice>> &blockAnswer(Worker &w, const Group &g, const Segment &block,
+                                                              int partial,
                                                               const std::map<ir::TensorId, ShardingSpec> &boundary,
                                                               ir::TensorId link,
                                                               const std::vector<ShardingSpec> &linkSpecs,
@@ -298,15 +306,42 @@ private:
         std::vector<std::vector<WeightChoice>> found;
         bool partialsStored = false;
     };
-    std::map<std::vector<std::int64_t>, BlockAnswer> m_blockAnswers;
+    // What one thread of the search works with: its segment coster (whose
+    // caches and working specs the per-op search changes) and the block
+    // answers it has found. The groups' searches of different layout
+    // combinations are independent, so each runs on one worker, its fronts
+    // the same whichever worker found them (searchGroups).
+    // A block's answer, shared by the workers: the one that announced it
+    // finds it, the others wait for it (m_blockAnswers).
+    struct SharedAnswer {
+        std::mutex mutex;
+        std::condition_variable ready;
+        bool done = false, failed = false;
+        BlockAnswer answer;
+    };
+    std::map<std::vector<std::int64_t>, std::shared_ptr<SharedAnswer>> m_blockAnswers;
     std::size_t m_blockAnswerChoices = 0;  // the choices m_blockAnswers holds
-    BlockAnswer m_unkeptAnswer;            // an answer past what m_blockAnswers keeps
+    std::mutex m_answersMutex;             // for both
+    struct Worker {
+        SegmentCoster coster;
+        std::shared_ptr<SharedAnswer> current;  // the answer blockAnswer last returned
+        bool capacitySkipped = false;           // the exhaustive path dropped a choice for its weights' memory
+    };
     // Keeps a block's weight choice for the trails, which hold its index.
     std::int64_t keep(std::vector<std::uint16_t> choice)
     {
+        const std::lock_guard lock(m_choicesMutex);
         m_choices.push_back(std::move(choice));
         return static_cast<std::int64_t>(m_choices.size() - 1);
     }
+    // Runs searchGroup for each task (a group and a combination of
+    // layouts) on up to SearchOptions::threads workers, the first of them
+    // m_main; the fronts in the tasks' order. The other workers start from
+    // copies of m_main's coster made as each exploration starts.
+    // `finished` is called on the calling thread with the tasks completed
+    // so far; it may throw (cancelled), which stops every worker.
+    std::vector<Fronts> searchGroups(const std::vector<std::pair<std::size_t, std::vector<int>>> &tasks,
+                                     const std::function<void(std::size_t)> &finished);
     std::unique_ptr<cost::PlanCoster> m_planCoster;
     std::string m_fingerprint;                    // the graph's, once a plan needed it
     std::vector<ShardingSpec> m_assembledSpecs;  // the last plan's, by tensor id
@@ -316,10 +351,29 @@ private:
     const passes::SubgraphClasses &m_classes;
     const sharding::Mesh &m_mesh;
     const SearchOptions &m_options;
-    SegmentCoster m_coster;
+    Worker m_main;
+    SegmentCoster &m_coster = m_main.coster;  // the main worker's, which every step outside the searches uses
+    std::vector<std::unique_ptr<Worker>> m_workers;  // the others (searchGroups)
+    // The counts of workers gone (retireWorkers), for SearchStats.
+    struct Retired {
+        std::size_t evaluations = 0, peakStates = 0, capacitySkips = 0;
+        bool capacitySkipped = false;
+    };
+    std::vector<Retired> m_retired;
+    void retireWorkers()
+    {
+        for (const auto &w : m_workers)
+            m_retired.push_back({w->coster.evaluations(), w->coster.peakStates(), w->coster.capacitySkips(),
+                                 w->capacitySkipped});
+        m_workers.clear();
+    }
+    // The threads a search of groups runs on (SearchOptions::threads).
+    std::size_t threadCount() const
+    {
+        return m_options.threads > 0 ? m_options.threads : std::max(1u, std::thread::hardware_concurrency());
+    }
     std::vector<ActivationLayout> m_layouts;
     std::int64_t m_capacity;
-    bool m_capacitySkipped = false;  // the exhaustive path dropped a choice for its weights' memory
     // The memory a block's weights may take when choices are pruned: the
     // device's capacity, or no bound when nothing fits and the search looks
     // for the plan that needs the least memory instead.
@@ -368,6 +422,7 @@ private:
     bool m_copiesApart = false;
     // The weight choices trails name, per block (see keep()).
     std::vector<std::vector<std::uint16_t>> m_choices;
+    std::mutex m_choicesMutex;
 };
 
 std::map<ir::TensorId, ShardingSpec> TapSearch::pinsOfInstance(const passes::SubgraphClass &cls,
@@ -795,9 +850,9 @@ std::map<ir::TensorId, ShardingSpec> TapSearch::boundaryOf(const Group &g, const
     return boundary;
 }
 
-Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
+Fronts TapSearch::searchGroup(Worker &w, const Group &g, const std::vector<int> &vars)
 {
-    Fronts fronts = searchPlans(g, vars);
+    Fronts fronts = searchPlans(w, g, vars);
     const std::size_t n = static_cast<std::size_t>(g.instances);
     const bool apart = m_copiesApart && g.classIndex >= 0 && n > 1;
     for (auto [front, metric] : {std::pair{&fronts.time, Metric::Time}, std::pair{&fronts.comm, Metric::Comm}}) {
@@ -812,7 +867,7 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
     if (!g.apartCopies)
         return fronts;
     // The copies apart take a plan of their own: [k, trail, trail, their trail].
-    const Fronts other = searchPlans(*g.apartCopies, vars);
+    const Fronts other = searchPlans(w, *g.apartCopies, vars);
     auto join = [](const std::vector<Candidate> &a, const std::vector<Candidate> &b, Metric metric) {
         std::vector<Candidate> sums;
         for (const auto &x : a)
@@ -823,18 +878,56 @@ Fronts TapSearch::searchGroup(const Group &g, const std::vector<int> &vars)
     return {join(fronts.time, other.time, Metric::Time), join(fronts.comm, other.comm, Metric::Comm)};
 }
 
-Fronts TapSearch::searchPlans(const Group &g, const std::vector<int> &vars)
+std::vector<Fronts> TapSearch::searchGroups(const std::vector<std::pair<std::size_t, std::vector<int>>> &tasks,
+                                            const std::function<void(std::size_t)> &finished)
 {
-    m_coster.useGradientFlow(g.flowVariant);
+    std::vector<Fronts> out(tasks.size());
+    const std::size_t threads = std::min(tasks.size(), threadCount());
+    while (m_workers.size() + 1 < threads)
+        m_workers.push_back(std::make_unique<Worker>(Worker{m_main.coster.fork(), nullptr, false}));
+    // Tasks are taken in order, one at a time, by whichever worker is free;
+    // the main thread is one of them and alone reports (and may cancel).
+    std::atomic<std::size_t> next{0}, completed{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::exception_ptr> errors(threads);
+    auto work = [&](Worker &w, std::size_t index) {
+        try {
+            for (std::size_t i; !stop && (i = next++) < tasks.size();) {
+                out[i] = searchGroup(w, m_groups[tasks[i].first], tasks[i].second);
+                ++completed;
+                if (index == 0)
+                    finished(completed);
+            }
+        } catch (...) {
+            errors[index] = std::current_exception();
+            stop = true;
+        }
+    };
+    std::vector<std::thread> running;
+    for (std::size_t t = 1; t < threads; ++t)
+        running.emplace_back(work, std::ref(*m_workers[t - 1]), t);
+    work(m_main, 0);
+    for (auto &thread : running)
+        thread.join();
+    for (const auto &error : errors)
+        if (error)
+            std::rethrow_exception(error);
+    finished(completed);
+    return out;
+}
+
+Fronts TapSearch::searchPlans(Worker &w, const Group &g, const std::vector<int> &vars)
+{
+    w.coster.useGradientFlow(g.flowVariant);
     Fronts all;
     for (std::size_t p = 0; p < std::size(kPartialWays); ++p) {
-        m_coster.setPartialResolution(kPartialWays[p]);
-        const Fronts f = m_options.decompose ? searchBlocks(g, vars, static_cast<int>(p))
-                                             : searchGroupExhaustively(g, vars, static_cast<int>(p));
+        w.coster.setPartialResolution(kPartialWays[p]);
+        const Fronts f = m_options.decompose ? searchBlocks(w, g, vars, static_cast<int>(p))
+                                             : searchGroupExhaustively(w, g, vars, static_cast<int>(p));
         all.time.insert(all.time.end(), f.time.begin(), f.time.end());
         all.comm.insert(all.comm.end(), f.comm.begin(), f.comm.end());
         // No op stored a partial sum: another way would cost the same.
-        if (!m_coster.partialsStored())
+        if (!w.coster.partialsStored())
             break;
     }
     return {paretoFront(std::move(all.time), Metric::Time), paretoFront(std::move(all.comm), Metric::Comm)};
@@ -899,7 +992,7 @@ std::vector<Candidate> TapSearch::mixCopies(const std::vector<Candidate> &front,
     return paretoFront(std::move(plans), metric);
 }
 
-Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int partial)
+Fronts TapSearch::searchBlocks(Worker &w, const Group &g, const std::vector<int> &vars, int partial)
 {
     // Weights one block decides and a later block reads again (a tied
     // embedding the LM head reads): carried from block to block with the
@@ -953,7 +1046,7 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
                 if (!specs[c].placements.empty() &&
                     std::find(block.inputs.begin(), block.inputs.end(), carried[c]) != block.inputs.end())
                     boundary[carried[c]] = specs[c];
-            const auto &found = blockAnswer(g, block, partial, boundary, link, linkSpecs, readLater);
+            const auto &found = blockAnswer(w, g, block, partial, boundary, link, linkSpecs, readLater);
             for (std::size_t a = 0; a < afters.size(); ++a) {
                 std::map<std::vector<ShardingSpec>, std::vector<Candidate>> own;
                 for (const WeightChoice &c : found[a]) {
@@ -987,7 +1080,7 @@ Fronts TapSearch::searchBlocks(const Group &g, const std::vector<int> &vars, int
 }
 
 const std::vector<std::vector<WeightChoice>> &
-TapSearch::blockAnswer(const Group &g, const Segment &block, int partial,
+TapSearch::blockAnswer(Worker &w, const Group &g, const Segment &block, int partial,
                        const std::map<ir::TensorId, ShardingSpec> &boundary, ir::TensorId link,
                        const std::vector<ShardingSpec> &linkSpecs, const std::vector<ir::TensorId> &readLater)
 {
@@ -1016,33 +1109,73 @@ TapSearch::blockAnswer(const Group &g, const Segment &block, int partial,
     for (ir::TensorId t : block.inputs)
         if (!boundary.count(t)) {
             key.push_back(t.value);
-            spec(key, m_coster.spec(t));
+            spec(key, w.coster.spec(t));
         }
-    if (const auto it = m_blockAnswers.find(key); it != m_blockAnswers.end()) {
-        if (it->second.partialsStored)
-            m_coster.notePartialsStored();
-        return it->second.found;
+    // Found before, or being found by another worker (wait for it), or
+    // this worker's to find, announced so that no other searches it too.
+    std::shared_ptr<SharedAnswer> entry;
+    bool mine = false;
+    {
+        const std::lock_guard lock(m_answersMutex);
+        if (const auto it = m_blockAnswers.find(key); it != m_blockAnswers.end()) {
+            entry = it->second;
+        } else if (m_blockAnswerChoices < kMostKept) {
+            entry = std::make_shared<SharedAnswer>();
+            m_blockAnswers.emplace(key, entry);
+            mine = true;
+        }
     }
-    // Whether this search stores a partial sum, not one before it: the
-    // flag is cleared (setting the same way again) and restored after.
-    const bool storedBefore = m_coster.partialsStored();
-    m_coster.setPartialResolution(kPartialWays[static_cast<std::size_t>(partial)]);
-    BlockAnswer answer{m_coster.searchWeights(block, boundary, bound, link, linkSpecs, readLater), false};
-    answer.partialsStored = m_coster.partialsStored();
-    if (storedBefore)
-        m_coster.notePartialsStored();
+    if (entry && !mine) {
+        std::unique_lock lock(entry->mutex);
+        entry->ready.wait(lock, [&] { return entry->done; });
+        if (!entry->failed) {
+            if (entry->answer.partialsStored)
+                w.coster.notePartialsStored();
+            w.current = entry;  // keeps the answer while the caller reads it
+            return entry->answer.found;
+        }
+        entry.reset();  // the worker finding it failed: this one tries (and fails alike)
+    }
+    auto found = std::make_shared<SharedAnswer>();
+    try {
+        // Whether this search stores a partial sum, not one before it: the
+        // flag is cleared (setting the same way again) and restored after.
+        const bool storedBefore = w.coster.partialsStored();
+        w.coster.setPartialResolution(kPartialWays[static_cast<std::size_t>(partial)]);
+        found->answer = {w.coster.searchWeights(block, boundary, bound, link, linkSpecs, readLater), false};
+        found->answer.partialsStored = w.coster.partialsStored();
+        if (storedBefore)
+            w.coster.notePartialsStored();
+    } catch (...) {
+        if (mine) {
+            const std::lock_guard lock(entry->mutex);
+            entry->done = entry->failed = true;
+            entry->ready.notify_all();
+        }
+        throw;
+    }
+    if (!mine) {
+        w.current = std::move(found);
+        return w.current->answer.found;
+    }
     std::size_t choices = 0;
-    for (const auto &f : answer.found)
+    for (const auto &f : found->answer.found)
         choices += f.size();
-    if (m_blockAnswerChoices + choices > kMostKept) {
-        m_unkeptAnswer = std::move(answer);
-        return m_unkeptAnswer.found;
+    {
+        const std::lock_guard lock(m_answersMutex);
+        m_blockAnswerChoices += choices;
     }
-    m_blockAnswerChoices += choices;
-    return m_blockAnswers.emplace(std::move(key), std::move(answer)).first->second.found;
+    {
+        const std::lock_guard lock(entry->mutex);
+        entry->answer = std::move(found->answer);
+        entry->done = true;
+        entry->ready.notify_all();
+    }
+    w.current = entry;
+    return entry->answer.found;
 }
 
-Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int> &vars, int partial)
+Fronts TapSearch::searchGroupExhaustively(Worker &w, const Group &g, const std::vector<int> &vars, int partial)
 {
     std::vector<Candidate> all;
     const auto layouts = static_cast<std::int64_t>(m_layouts.size());
@@ -1085,11 +1218,11 @@ Fronts TapSearch::searchGroupExhaustively(const Group &g, const std::vector<int>
                 c.trail.push_back(rest % n);
                 rest /= n;
             }
-            if (m_coster.weightMemory(g.whole, weights) > copyBound(g.whole, g.instances)) {
-                m_capacitySkipped = true;
+            if (w.coster.weightMemory(g.whole, weights) > copyBound(g.whole, g.instances)) {
+                w.capacitySkipped = true;
                 continue;
             }
-            const SegmentCost cost = m_coster.evaluate(g.whole, boundary, weights);
+            const SegmentCost cost = w.coster.evaluate(g.whole, boundary, weights);
             c.time = cost.time * g.instances;
             c.comm = cost.comm * g.instances;
             c.memory = cost.memory * g.instances;
@@ -1473,7 +1606,43 @@ SearchResult TapSearch::run(const std::string &modelSource)
     double fastestOfAll = std::numeric_limits<double>::max();  // memory aside
     auto objectiveOf = [&](const Candidate &c) { return cost::Objective::of(c.time, c.memory, m_capacity); };
     std::map<std::pair<std::size_t, std::vector<int>>, Fronts> memo;  // by group and its variables' layouts
-    std::size_t done = 0;
+    std::size_t done = 0, reported = 0;
+    auto report = [&](std::size_t at) {
+        reported = std::max(reported, std::min(at, planned));
+        if (m_options.progress)
+            m_options.progress(reported, planned);
+    };
+    auto keyOf = [&](std::size_t gi, const std::vector<int> &vars) {
+        std::vector<int> key;
+        for (int v : m_groups[gi].variables)
+            key.push_back(vars[static_cast<std::size_t>(v)]);
+        return std::make_pair(gi, std::move(key));
+    };
+    // The groups' searches `combinations` need and the memo has not,
+    // run on the workers at once (evaluate then finds them there).
+    auto prefetch = [&](const std::vector<std::vector<int>> &combinations) {
+        std::vector<std::pair<std::size_t, std::vector<int>>> tasks;
+        std::vector<std::pair<std::size_t, std::vector<int>>> keys;
+        std::set<std::pair<std::size_t, std::vector<int>>> seen;
+        for (const auto &vars : combinations)
+            for (std::size_t gi = 0; gi < m_groups.size(); ++gi) {
+                auto key = keyOf(gi, vars);
+                if (memo.count(key) || !seen.insert(key).second)
+                    continue;
+                tasks.emplace_back(gi, vars);
+                keys.push_back(std::move(key));
+            }
+        if (tasks.size() < 2)
+            return;
+        const std::size_t base = done, span = combinations.size() * m_groups.size();
+        auto fronts = searchGroups(tasks, [&](std::size_t completed) {
+            if (m_options.cancelled && m_options.cancelled())
+                throw TapestryError(Error{modelSource, {}, "tap: cancelled"});
+            report(base + completed * span / tasks.size());
+        });
+        for (std::size_t i = 0; i < tasks.size(); ++i)
+            memo.emplace(std::move(keys[i]), std::move(fronts[i]));
+    };
     // The plans of one combination of layouts, summed over groups; the
     // best of them are kept.
     auto evaluate = [&](const std::vector<int> &vars) {
@@ -1482,15 +1651,12 @@ SearchResult TapSearch::run(const std::string &modelSource)
             if (m_options.cancelled && m_options.cancelled())
                 throw TapestryError(Error{modelSource, {}, "tap: cancelled"});
             const Group &g = m_groups[gi];
-            std::vector<int> key;
-            for (int v : g.variables)
-                key.push_back(vars[static_cast<std::size_t>(v)]);
-            auto it = memo.find({gi, key});
+            auto key = keyOf(gi, vars);
+            auto it = memo.find(key);
             if (it == memo.end())
-                it = memo.emplace(std::make_pair(gi, key), searchGroup(g, vars)).first;
+                it = memo.emplace(std::move(key), searchGroup(m_main, g, vars)).first;
             total = sum(total, it->second);
-            if (m_options.progress)
-                m_options.progress(std::min(++done, planned), planned);
+            report(++done);
         }
         for (const auto &c : total.time) {
             fastestOfAll = std::min(fastestOfAll, c.time);
@@ -1525,7 +1691,8 @@ SearchResult TapSearch::run(const std::string &modelSource)
     auto explore = [&] {
         memo.clear();
         tried.clear();
-        done = 0;
+        done = reported = 0;
+        retireWorkers();  // the workers copy the main coster as this search starts
         // Change one of `which` variables' layout at a time while that
         // improves the fastest plan (the least memory while none fits),
         // then the least-communication one.
@@ -1540,6 +1707,23 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 for (bool improved = true; improved;) {
                     improved = false;
                     const std::vector<int> current = (goal.found ? goal : leastMemory).vars;
+                    // Every neighbour not tried yet is searched on the
+                    // workers at once; they are then evaluated in order
+                    // until one improves, as one at a time would.
+                    std::vector<std::vector<int>> neighbours;
+                    for (int v : which)
+                        for (int l = 0; l < layouts; ++l) {
+                            const int now = current[static_cast<std::size_t>(v)];
+                            if (now == l ||
+                                (isSide(v) && (firstAlike(v, l) != l || firstAlike(v, l) == firstAlike(v, now))))
+                                continue;
+                            auto next = current;
+                            next[static_cast<std::size_t>(v)] = l;
+                            if (!tried.count(next))
+                                neighbours.push_back(std::move(next));
+                        }
+                    if (threadCount() > 1)
+                        prefetch(neighbours);
                     for (auto w = which.begin(); w != which.end() && !improved; ++w)
                         for (int v = *w, l = 0; l < layouts && !improved; ++l) {
                             const int now = current[static_cast<std::size_t>(v)];
@@ -1564,10 +1748,15 @@ SearchResult TapSearch::run(const std::string &modelSource)
                 sideVariables.push_back(v);
         }
         if (exhaustive) {
+            std::vector<std::vector<int>> combinations;
             for (std::size_t tuple = 0; tuple < tuples; ++tuple) {
                 std::vector<int> vars = combination(tuple);
                 if (!permutations.empty() && !first(vars))
                     continue;
+                combinations.push_back(std::move(vars));
+            }
+            prefetch(combinations);
+            for (const auto &vars : combinations) {
                 tried.insert(vars);
                 evaluate(vars);
             }
@@ -1575,9 +1764,13 @@ SearchResult TapSearch::run(const std::string &modelSource)
             return;
         }
         // From the best of the uniform combinations (one layout everywhere).
-        for (int l = 0; l < layouts; ++l) {
-            tried.insert(std::vector<int>(static_cast<std::size_t>(m_variables), l));
-            evaluate(std::vector<int>(static_cast<std::size_t>(m_variables), l));
+        std::vector<std::vector<int>> uniform;
+        for (int l = 0; l < layouts; ++l)
+            uniform.emplace_back(static_cast<std::size_t>(m_variables), l);
+        prefetch(uniform);
+        for (const auto &vars : uniform) {
+            tried.insert(vars);
+            evaluate(vars);
         }
         descend(every);
     };
@@ -1644,14 +1837,23 @@ SearchResult TapSearch::run(const std::string &modelSource)
     }
     SearchResult result;
     result.stats.algorithm = "tap";
+    retireWorkers();
+    bool capacitySkipped = m_main.capacitySkipped;
+    std::size_t capacitySkips = m_coster.capacitySkips();
     result.stats.plansEvaluated = m_coster.evaluations();
     result.stats.peakStates = m_coster.peakStates();
+    for (const auto &w : m_retired) {
+        result.stats.plansEvaluated += w.evaluations;
+        result.stats.peakStates = std::max(result.stats.peakStates, w.peakStates);
+        capacitySkips += w.capacitySkips;
+        capacitySkipped = capacitySkipped || w.capacitySkipped;
+    }
     result.stats.classes = m_classes.classes.size();
     result.stats.layoutsExhaustive = exhaustive;
     // The plan is the fastest of the space, memory aside, when every
     // layout combination was tried, no choice was dropped for its weights'
     // memory, and no plan left out for its memory was faster.
-    result.stats.memoryBound = !exhaustive || m_capacitySkipped || m_coster.capacitySkips() > 0 ||
+    result.stats.memoryBound = !exhaustive || capacitySkipped || capacitySkips > 0 ||
                                !fastest.found || fastestOfAll < fastest.candidate.time;
     for (const auto &g : m_groups)
         result.stats.segments += g.blocks.size();

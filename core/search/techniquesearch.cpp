@@ -380,7 +380,8 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     // Candidates in waves, one search per hardware thread, kept in order:
     // the plan chosen does not depend on the threads. Once a plan fits,
     // a setting that bounds two or more of those left is probed first.
-    const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    const std::size_t threads =
+        options.threads > 0 ? options.threads : std::max<std::size_t>(1, std::thread::hardware_concurrency());
     const std::size_t last = candidates.size() - 1;  // searched above
     std::size_t next = 1;
     while (next < last && !done()) {
@@ -413,6 +414,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         for (std::size_t i : wave) {
             SearchOptions o = reporting(options, i == wave.front());
             o.cost.techniques = candidates[i];
+            o.threads = std::max<std::size_t>(1, threads / wave.size());  // the wave's searches share the threads
             running.push_back(std::async(wave.size() > 1 ? std::launch::async : std::launch::deferred,
                                          [&search, &mesh, o] { return search(mesh, o); }));
         }
