@@ -1,6 +1,7 @@
 #include "cli/command.h"
 #include "cli/modelargs.h"
 #include "cli/planreport.h"
+#include "cli/shapereport.h"
 
 #include "analysis/pinpropagation.h"
 #include "ir/error.h"
@@ -247,6 +248,8 @@ int runPlan(const Args &args)
         std::cerr << "tapestry-cli plan: expected one MODEL (try 'tapestry-cli plan --help')\n";
         return BadInput;
     }
+    if (args.value("--devices"))
+        return runShapes(args);
     const std::string searchName = args.value("--search").value_or("tap");
     const auto reference = search::referenceMethodFromString(searchName);
     const bool searched = searchName == "tap" || searchName == "exact";
@@ -337,6 +340,10 @@ Registration plan([] {
     c.options = modelOptions();
     for (auto &o : meshOptions())
         c.options.push_back(o);
+    c.options.push_back({"--devices", "N", "choose the mesh's shape for N devices: pipeline x data x tensor ranked by step time among those that fit (instead of --mesh)"});
+    c.options.push_back({"--topology", "NODESxPER_NODE", "with --devices: the cluster's nodes and devices per node (default: the profile's devices per node)"});
+    c.options.push_back({"--pipeline-stages", "P", "with --devices: only shapes of P pipeline stages"});
+    c.options.push_back({"--tensor-parallel", "T", "with --devices: only shapes of tensor parallelism T"});
     c.options.push_back({"--search", "METHOD", kMethods});
     c.options.push_back({"--keep-pins", "PLAN", "tap: keep every override (pin) of PLAN and search the rest around them"});
     c.options.push_back({"--time-limit", "S", "exact: wall-clock limit of the whole search, the strategy tables included (default 60 s)"});

@@ -20,8 +20,10 @@
 // multiply the searches of the rest.
 // "moe": the mixtures of experts among the config.json samples on 8 and
 // 8x8, their experts searched as one and every expert searched.
+// "shapes": the shape search (pipeline x data x tensor) of the flagship
+// presets on 64 and 1,024 devices.
 // Arguments: case names to run (gpt, gpt2d, llama70b, llama8b, gpt3, mixtral,
-// moe, resnet, mesh3d, exact, presets, techniques, onelayer); all when none are given.
+// moe, resnet, mesh3d, exact, presets, techniques, onelayer, shapes); all when none are given.
 #include "cost/objective.h"
 #include "io/modelloader.h"
 #include "io/zoo/zoo.h"
@@ -32,6 +34,7 @@
 #include "search/exactsearch.h"
 #include "search/techniquesearch.h"
 #include "search/referenceplan.h"
+#include "search/shapesearch.h"
 #include "search/tapsearch.h"
 #include "sharding/meshprofile.h"
 
@@ -324,6 +327,33 @@ int main(int argc, char **argv)
         for (const auto &preset : io::zoo::presets())
             for (const char *shape : {"8", "2x4", "8x8"})
                 printTechniques("zoo:" + preset.name, shape);
+    }
+    if (wanted("shapes")) {
+        // The shape search (pipeline x data x tensor) for the flagship
+        // presets on 64 devices (8 nodes of 8) and 1,024 (128 of 8), the
+        // dgx-a100 profile, Megatron's batch of 1,536 sequences (LLaMA-3 70B: 1,024 of
+        // 2,048 tokens; of 8,192 its activations pass what a model may hold).
+        std::printf("\n%-32s %8s %10s %8s  %s\n", "shapes", "devices", "search ms", "shapes", "best");
+        const auto profile = sharding::findMeshProfile("dgx-a100");
+        for (const char *source : {"zoo:gpt3-175b?batch=1536", "zoo:llama3-70b?batch=1024&seq=2048", "zoo:llama3-8b?batch=1536",
+                                   "zoo:mixtral-8x7b?batch=1536"})
+            for (int devices : {64, 1024}) {
+                try {
+                    const auto start = std::chrono::steady_clock::now();
+                    const auto g = io::loadModel(source);
+                    const auto classes = passes::Prune().run(g, passes::Coarsen().run(g));
+                    search::ShapeOptions options;
+                    options.devices = devices;
+                    const auto r = search::searchShapes(g, classes, source, profile, options);
+                    const auto &best = r.ranked.front();
+                    std::printf("%-32s %8d %10.1f %8zu  %s, %s, %.3f s, %.1f TFLOP/s per device%s\n", source, devices,
+                                since(start) * 1e3, r.ranked.size(), best.shape().c_str(),
+                                std::string(cost::toString(best.recompute)).c_str(), best.cost.stepTime,
+                                best.modelFlopsPerDevice / 1e12, best.cost.fitsMemory ? "" : " (does not fit)");
+                } catch (const TapestryError &e) {
+                    std::printf("%-32s %8d  %s\n", source, devices, e.what());
+                }
+            }
     }
     return 0;
 }
