@@ -128,7 +128,7 @@ private slots:
         const QStringList plan{QStringLiteral("plan"), QStringLiteral("zoo:mlp"), QStringLiteral("--search"),
                                QStringLiteral("tap"), QStringLiteral("--mesh")};
         QTest::newRow("no threads") << plan + QStringList{QStringLiteral("4"), QStringLiteral("--threads"), QStringLiteral("0")}
-                                    << QByteArray() << QByteArray("--threads: expects a whole number of threads from 1 to 1024, got '0'");
+                                    << QByteArray() << QByteArray("--threads: expects a whole number from 1 to 1024, got '0'");
         QTest::newRow("3D mesh without names") << plan + QStringList{QStringLiteral("2x2x2")} << QByteArray()
                                                << QByteArray("as in 2x2x2 (dp, tp, pp)");
         QTest::newRow("names short of the axes") << plan + QStringList{QStringLiteral("2x2x2 (a, b)")} << QByteArray()

@@ -148,18 +148,8 @@ search::SearchResult searchPlan(const std::string &method, const std::string &mo
         if (used != limit->size() || !(options.timeLimitSeconds > 0))
             throw TapestryError(Error{"--time-limit", {}, "expects a positive number of seconds, got '" + *limit + "'"});
     }
-    if (auto threads = args.value("--threads")) {
-        std::size_t used = 0;
-        long n = 0;
-        try {
-            n = std::stol(*threads, &used);
-        } catch (const std::exception &) {
-            used = 0;
-        }
-        if (used != threads->size() || n < 1 || n > 1024)
-            throw TapestryError(Error{"--threads", {}, "expects a whole number of threads from 1 to 1024, got '" + *threads + "'"});
-        options.threads = static_cast<std::size_t>(n);
-    }
+    if (args.value("--threads"))
+        options.threads = static_cast<std::size_t>(intOption(args, "--threads", 1, 1024));
     // A target's mesh is its axes' roles: the default names (model; data,
     // model) become constraints, as torch's and Megatron's meshes are.
     if (axisNamesGiven(args) || args.value("--target")) {

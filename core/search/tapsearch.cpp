@@ -1710,32 +1710,31 @@ SearchResult TapSearch::run(const std::string &modelSource)
                     // Every neighbour not tried yet is searched on the
                     // workers at once; they are then evaluated in order
                     // until one improves, as one at a time would.
+                    // `current` with variable v in layout l, where that is
+                    // another combination worth a try.
+                    auto moved = [&](int v, int l) -> std::optional<std::vector<int>> {
+                        const int now = current[static_cast<std::size_t>(v)];
+                        if (now == l ||
+                            (isSide(v) && (firstAlike(v, l) != l || firstAlike(v, l) == firstAlike(v, now))))
+                            return std::nullopt;
+                        auto next = current;
+                        next[static_cast<std::size_t>(v)] = l;
+                        return next;
+                    };
                     std::vector<std::vector<int>> neighbours;
                     for (int v : which)
-                        for (int l = 0; l < layouts; ++l) {
-                            const int now = current[static_cast<std::size_t>(v)];
-                            if (now == l ||
-                                (isSide(v) && (firstAlike(v, l) != l || firstAlike(v, l) == firstAlike(v, now))))
-                                continue;
-                            auto next = current;
-                            next[static_cast<std::size_t>(v)] = l;
-                            if (!tried.count(next))
-                                neighbours.push_back(std::move(next));
-                        }
+                        for (int l = 0; l < layouts; ++l)
+                            if (auto next = moved(v, l); next && !tried.count(*next))
+                                neighbours.push_back(std::move(*next));
                     if (threadCount() > 1)
                         prefetch(neighbours);
                     for (auto w = which.begin(); w != which.end() && !improved; ++w)
                         for (int v = *w, l = 0; l < layouts && !improved; ++l) {
-                            const int now = current[static_cast<std::size_t>(v)];
-                            if (now == l ||
-                                (isSide(v) && (firstAlike(v, l) != l || firstAlike(v, l) == firstAlike(v, now))))
-                                continue;
-                            auto next = current;
-                            next[static_cast<std::size_t>(v)] = l;
-                            if (!tried.insert(next).second)
+                            auto next = moved(v, l);
+                            if (!next || !tried.insert(*next).second)
                                 continue;
                             const auto before = score();
-                            evaluate(next);
+                            evaluate(*next);
                             improved = score() < before;
                         }
                 }
