@@ -102,6 +102,11 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const bool root = world.rank() == 0;
     ir::Graph graph = io::loadModel(o.model, o.load);
     const plan::Plan plan = plan::readPlanFile(o.plan);
+    if (plan.pipeline)
+        throw TapestryError(Error{o.plan, "$.pipeline",
+                                  "the plan runs " + std::to_string(plan.pipeline->stages) +
+                                      " pipeline stages, which tapestry-exec does not run yet; run the plan of one "
+                                      "stage (plan --mesh with the stage's shape)"});
     const auto specs = plan::planSpecs(plan, graph, o.plan);
     if (plan.mesh.deviceCount() != world.size())
         throw TapestryError(Error{o.plan, "mesh", "the plan's mesh " + plan.mesh.toString() + " has " +

@@ -11,10 +11,14 @@
 #include "search/shapesearch.h"
 #include "sharding/meshprofile.h"
 
+#include <QFile>
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
+
+#include <tuple>
 
 using namespace tapestry;
 
@@ -223,6 +227,66 @@ private slots:
         both.start(TAPESTRY_CLI, {"plan", QString::fromStdString(kGpt), "--devices", "16", "--mesh", "16"});
         QVERIFY(both.waitForFinished(60000));
         QCOMPARE(both.exitCode(), 2);
+    }
+
+    // The best shape's plan is written with its pipeline; `cost` costs the
+    // pipeline again from the file, the Megatron-LM export gives its
+    // stages, and the exports that cannot split stages refuse in a line.
+    void pipelinedPlanFile()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath("plan.json");
+        auto run = [](const QStringList &args) {
+            QProcess p;
+            p.start(TAPESTRY_CLI, args);
+            p.waitForFinished(120000);
+            return std::make_tuple(p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError());
+        };
+        const QString model = QString::fromStdString(kGpt);
+        // Four stages of four devices, interleaved.
+        auto [code, out, err] = run({"plan", model, "--devices", "16", "--topology", "2x8", "--pipeline-stages", "4",
+                                     "--tensor-parallel", "4", "-o", file});
+        QVERIFY2(code == 0, err.constData());
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto doc = nlohmann::json::parse(f.readAll().toStdString());
+        QCOMPARE(doc["pipeline"]["stages"].get<int>(), 4);
+        QCOMPARE(doc["pipeline"]["layers"].get<int>(), 8);
+        const int chunks = doc["pipeline"]["virtual_stages"].get<int>();
+        QCOMPARE(doc["pipeline"]["cuts"].size(), std::size_t(4 * chunks - 1));
+        const double saved = doc["pipeline"]["step_time_s"].get<double>();
+
+        std::tie(code, out, err) = run({"cost", model, file, "--json"});
+        QVERIFY2(code == 0, err.constData());
+        const auto costed = nlohmann::json::parse(out.toStdString());
+        QVERIFY(qFuzzyCompare(costed["pipeline"]["step_time_s"].get<double>(), saved));
+
+        std::tie(code, out, err) = run({"export", file, "--model", model, "--to", "megatron"});
+        QVERIFY2(code == 0, err.constData());
+        QVERIFY(out.contains("--pipeline-model-parallel-size 4"));
+        QVERIFY(out.contains("--tensor-model-parallel-size 4"));
+        if (chunks > 1)
+            QVERIFY(out.contains(QByteArray("--num-layers-per-virtual-pipeline-stage ") +
+                                 QByteArray::number(8 / (4 * chunks))));
+
+        std::tie(code, out, err) = run({"export", file, "--model", model, "--to", "torch"});
+        QCOMPARE(code, 2);
+        QVERIFY2(err.contains("$.pipeline") && err.contains("4 pipeline stages"), err.constData());
+
+        // Cuts that do not fit the model: one line naming the field.
+        auto broken = doc;
+        broken["pipeline"]["cuts"] = nlohmann::json::array({5, 3, 1});
+        broken["pipeline"]["virtual_stages"] = 1;
+        broken["pipeline"]["schedule"] = "1f1b";
+        const QString bad = dir.filePath("bad.json");
+        QFile b(bad);
+        QVERIFY(b.open(QIODevice::WriteOnly));
+        b.write(QByteArray::fromStdString(broken.dump()));
+        b.close();
+        std::tie(code, out, err) = run({"cost", model, bad});
+        QCOMPARE(code, 2);
+        QVERIFY2(err.contains("$.pipeline.cuts"), err.constData());
+        QCOMPARE(err.count('\n'), 1);
     }
 };
 

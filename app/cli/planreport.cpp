@@ -149,7 +149,7 @@ nlohmann::ordered_json planReportJson(const plan::Plan &p)
         top.push_back(Json{{"op", op}, {"compute_s", t.compute}, {"comm_s", t.comm}, {"comm_bytes", t.commBytes}});
     std::vector<std::string> warnings = p.searchWarnings;
     warnings.insert(warnings.end(), c.warnings.begin(), c.warnings.end());
-    return Json{{"model", p.model.source},
+    Json report = Json{{"model", p.model.source},
                 {"fingerprint", p.model.fingerprint},
                 {"method", p.method},
                 {"sequence_parallel", p.sequenceParallel},
@@ -179,6 +179,18 @@ nlohmann::ordered_json planReportJson(const plan::Plan &p)
                 {"by_collective", collectives},
                 {"top_ops", top},
                 {"warnings", warnings}};
+    if (const auto &pp = p.pipeline)
+        report["pipeline"] = Json{{"stages", pp->stages},
+                                  {"schedule", cost::toString(pp->schedule)},
+                                  {"virtual_stages", pp->virtualStages},
+                                  {"cuts", pp->cuts},
+                                  {"layers", pp->layers},
+                                  {"link", pp->link.name},
+                                  {"step_time_s", pp->stepTime},
+                                  {"bubble_fraction", pp->bubbleFraction},
+                                  {"memory_per_device_bytes", pp->memoryPerDevice},
+                                  {"fits_memory", pp->fitsMemory}};
+    return report;
 }
 
 void printPlanReport(const plan::Plan &p, std::ostream &out, const std::vector<std::string> &reasons)
@@ -212,7 +224,22 @@ void printPlanReport(const plan::Plan &p, std::ostream &out, const std::vector<s
         out << "  axis names are not constraints here: " << list << " (--axes makes them constraints)\n";
     }
     out << "plan          " << p.method << (p.sequenceParallel ? " with sequence parallelism" : "") << ": "
-        << split << " of " << p.specs.size() << " tensors split\n\n";
+        << split << " of " << p.specs.size() << " tensors split\n";
+    if (const auto &pp = p.pipeline) {
+        std::string cuts;
+        for (int cut : pp->cuts)
+            cuts += (cuts.empty() ? "" : ", ") + std::to_string(cut);
+        out << "pipeline      " << pp->stages << " stages of the mesh above (" << pp->stages * p.mesh.deviceCount()
+            << " devices), " << cost::toString(pp->schedule)
+            << (pp->virtualStages > 1 ? " of " + std::to_string(pp->virtualStages) + " chunks per stage" : "") << ", "
+            << p.costOptions.techniques.microBatches << " micro-batches, over " << pp->link.name << "\n";
+        out << "  step time   " << seconds(pp->stepTime) << ", bubble " << percent(pp->bubbleFraction, 1.0)
+            << "; memory " << bytes(static_cast<double>(pp->memoryPerDevice)) << " on the fullest stage"
+            << (pp->fitsMemory ? " (fits)" : " -- DOES NOT FIT") << "\n";
+        out << "  cuts        before layers " << cuts << " of " << pp->layers << "\n";
+        out << "  (the figures below are one stage's plan over the whole model)\n";
+    }
+    out << "\n";
     out << "step time     " << seconds(c.stepTime) << "\n";
     out << "  compute     " << seconds(c.compute) << " (" << percent(c.compute, c.compute + c.comm) << ")\n";
     out << "  comm        " << seconds(c.comm) << " (" << percent(c.comm, c.compute + c.comm) << "), "

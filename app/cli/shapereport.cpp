@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "passes/coarsen.h"
 #include "passes/prune.h"
+#include "plan/planjson.h"
 #include "search/shapesearch.h"
 #include "sharding/meshprofile.h"
 
@@ -143,6 +144,10 @@ int runShapes(const Args &args)
             j["shapes"].push_back(std::move(s));
         }
         j["skipped"] = result.skipped;
+        if (auto path = args.value("-o")) {
+            plan::writePlanFile(*path, search::shapePlan(graph, model, result.ranked.front()));
+            j["plan_file"] = *path;
+        }
         args.report() << j.dump(2) << '\n';
         return Ok;
     }
@@ -189,6 +194,11 @@ int runShapes(const Args &args)
                        gib(best.cost.stages.front().activations));
     for (const auto &s : result.skipped)
         out << "left out      " << s << "\n";
+    if (auto path = args.value("-o")) {
+        plan::writePlanFile(*path, search::shapePlan(graph, model, best));
+        if (*path != "-")
+            out << "\nplan written to " << *path << " (the best shape's)\n";
+    }
     return Ok;
 }
 

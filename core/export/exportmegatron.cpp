@@ -6,6 +6,7 @@
 #include "search/techniquesearch.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -304,7 +305,13 @@ MegatronModel megatronModel(const ir::Graph &g, const std::string &planInput)
 std::vector<std::string> MegatronArguments::arguments() const
 {
     std::vector<std::string> a{"--tensor-model-parallel-size", std::to_string(tensorParallel),
-                               "--pipeline-model-parallel-size", "1"};
+                               "--pipeline-model-parallel-size", std::to_string(pipelineParallel)};
+    if (layersPerVirtualStage > 0)
+        a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", std::to_string(layersPerVirtualStage)});
+    if (firstStageLayers > 0)
+        a.insert(a.end(), {"--decoder-first-pipeline-num-layers", std::to_string(firstStageLayers)});
+    if (lastStageLayers > 0)
+        a.insert(a.end(), {"--decoder-last-pipeline-num-layers", std::to_string(lastStageLayers)});
     if (sequenceParallel)
         a.push_back("--sequence-parallel");
     // The model.
@@ -473,6 +480,46 @@ MegatronArguments megatronArguments(const ExportInput &in, const std::string &pl
                 out.sequenceParallel = out.sequenceParallel || (p.isShard() && p.dim == 1);
             }
         }
+
+    if (const auto &pp = in.plan.pipeline) {
+        // Megatron-LM runs 1F1B, interleaved where there are virtual stages;
+        // its chunks are equal but for the first and the last stage's.
+        if (pp->schedule == cost::Schedule::GPipe)
+            throw TapestryError(Error{planInput, "$.pipeline.schedule",
+                                      "megatron: Megatron-LM runs 1F1B pipelines, not GPipe; plan the pipeline "
+                                      "with 1f1b (its memory is less, its step the same)"});
+        std::vector<int> sizes;
+        std::vector<int> bounds{0};
+        bounds.insert(bounds.end(), pp->cuts.begin(), pp->cuts.end());
+        bounds.push_back(pp->layers);
+        for (std::size_t i = 0; i + 1 < bounds.size(); ++i)
+            sizes.push_back(bounds[i + 1] - bounds[i]);
+        out.pipelineParallel = pp->stages;
+        if (pp->virtualStages > 1) {
+            if (std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<>()) != sizes.end())
+                throw TapestryError(Error{planInput, "$.pipeline.cuts",
+                                          "megatron: interleaved chunks of " + std::to_string(sizes.front()) +
+                                              " and " + std::to_string(*std::max_element(sizes.begin(), sizes.end())) +
+                                              " layers; Megatron-LM's virtual stages are alike"});
+            out.layersPerVirtualStage = sizes.front();
+        } else if (sizes.size() > 2) {
+            const int middle = sizes[1];
+            for (std::size_t i = 1; i + 1 < sizes.size(); ++i)
+                if (sizes[i] != middle)
+                    throw TapestryError(Error{planInput, "$.pipeline.cuts",
+                                              "megatron: stage " + std::to_string(i) + " of " +
+                                                  std::to_string(sizes[i]) + " layers beside stages of " +
+                                                  std::to_string(middle) +
+                                                  "; Megatron-LM's stages between the first and the last are alike"});
+            if (sizes.front() != middle)
+                out.firstStageLayers = sizes.front();
+            if (sizes.back() != middle)
+                out.lastStageLayers = sizes.back();
+        } else if (sizes.size() == 2 && sizes[0] != sizes[1]) {
+            out.firstStageLayers = sizes[0];
+            out.lastStageLayers = sizes[1];
+        }
+    }
 
     out.notes.push_back("the tokenizer sets the vocabulary: the plan's is " + std::to_string(out.model.vocab) +
                         ", which Megatron-LM pads to a multiple of --make-vocab-size-divisible-by (128) x " +

@@ -59,6 +59,12 @@ struct MegatronArguments {
     int tensorParallelAxis = -1;        // mesh axis index; -1: none
     std::vector<int> dataParallelAxes;  // mesh axis indices
     bool sequenceParallel = false;  // norms compute on sequence shards
+    // The plan's pipeline (plan::PlanPipeline): its stages, the layers of a
+    // virtual stage where interleaved (0: not), and the layers of the first
+    // and the last stage where they differ from the others' (0: alike).
+    int pipelineParallel = 1;
+    int layersPerVirtualStage = 0;
+    int firstStageLayers = 0, lastStageLayers = 0;
     MegatronModel model;
     // The plan's memory techniques (cost::Techniques), as Megatron-LM's
     // arguments: flash attention as the attention backend (else the

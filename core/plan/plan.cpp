@@ -4,6 +4,8 @@
 #include "cost/plancoster.h"
 #include "ir/error.h"
 #include "ir/validate.h"
+#include "passes/coarsen.h"
+#include "passes/prune.h"
 #include "plan/axisroles.h"
 #include "plan/fingerprint.h"
 
@@ -148,11 +150,41 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
     return planSpecs(plan, graph, planInput, modelFingerprint(graph));
 }
 
+void costPipeline(Plan &plan, const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                  const std::string &planInput)
+{
+    if (!plan.pipeline)
+        return;
+    PlanPipeline &pp = *plan.pipeline;
+    const auto layers = cost::modelLayers(graph, passes::Prune().run(graph, passes::Coarsen().run(graph)));
+    if (layers.count != pp.layers)
+        throw TapestryError(Error{planInput, "$.pipeline.layers",
+                                  "the pipeline cuts " + std::to_string(pp.layers) + " layers; the model has " +
+                                      std::to_string(layers.count)});
+    cost::Pipeline p;
+    p.stages = pp.stages;
+    p.schedule = pp.schedule;
+    p.virtualStages = pp.virtualStages;
+    p.link = pp.link;
+    p.cuts = pp.cuts;
+    cost::PipelineCost c;
+    try {
+        c = cost::pipelineCost(graph, layers, plan.cost, specs, plan.mesh, plan.costOptions, p);
+    } catch (const TapestryError &e) {
+        throw TapestryError(Error{planInput, "$.pipeline", e.error().problem});
+    }
+    pp.stepTime = c.stepTime;
+    pp.bubbleFraction = c.bubbleFraction;
+    pp.memoryPerDevice = c.peakMemory;
+    pp.fitsMemory = c.fitsMemory;
+}
+
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput)
 {
     const auto specs = planSpecs(plan, graph, planInput);
     plan.cost = cost::evaluatePlan(graph, plan.mesh, specs, plan.costOptions);
     plan.axisCarries = axisCarries(graph, plan.mesh, specs);
+    costPipeline(plan, graph, specs, planInput);
 }
 
 Recoster::Recoster(const ir::Graph &graph) : m_graph(graph), m_fingerprint(modelFingerprint(graph)) {}
@@ -166,6 +198,7 @@ void Recoster::recost(Plan &plan, const std::string &planInput)
         m_coster = std::make_unique<cost::PlanCoster>(m_graph, plan.mesh, plan.costOptions);
     plan.cost = m_coster->cost(specs);
     plan.axisCarries = axisCarries(m_graph, plan.mesh, specs);
+    costPipeline(plan, m_graph, specs, planInput);
 }
 
 std::size_t Recoster::resolvedOps() const

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "cost/costoptions.h"
+#include "cost/pipeline.h"
 #include "cost/plancost.h"
 #include "ir/graph.h"
 #include "plan/axisroles.h"
@@ -44,6 +45,24 @@ struct PlanModel {
     friend bool operator==(const PlanModel &, const PlanModel &) = default;
 };
 
+// A plan's pipeline (cost/pipeline.h): the model cut into `stages` runs of
+// layers, each on its own copy of the plan's mesh (the plan's specs and
+// cost are one stage's), the micro-batches (costOptions' techniques) passed
+// between them over `link` as `schedule` orders them; and what it costs.
+struct PlanPipeline {
+    int stages = 1;
+    cost::Schedule schedule = cost::Schedule::OneFOneB;
+    int virtualStages = 1;
+    std::vector<int> cuts;  // the first layer of each chunk after the first
+    int layers = 0;         // the layers cut between
+    sharding::LinkProfile link;
+    double stepTime = 0;
+    double bubbleFraction = 0;
+    std::int64_t memoryPerDevice = 0;  // the fullest stage's
+    bool fitsMemory = true;
+    friend bool operator==(const PlanPipeline &, const PlanPipeline &) = default;
+};
+
 // A tensor-parallel plan: the mesh, a spec for every tensor of the model
 // keyed by tensor name, and what it costs (tapestry.plan, core/plan/README.md).
 struct Plan {
@@ -64,6 +83,7 @@ struct Plan {
     cost::CostOptions costOptions;
     std::map<std::string, TensorPlan> specs;  // by tensor name, ordered for stable files
     cost::PlanCost cost;
+    std::optional<PlanPipeline> pipeline;  // none: one stage, the whole model on the mesh
 };
 
 // A plan for `graph` from specs indexed by tensor id, all from `source`,
@@ -109,8 +129,14 @@ std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph 
 std::vector<sharding::ShardingSpec> planSpecs(const Plan &plan, const ir::Graph &graph, const std::string &planInput,
                                               const std::string &fingerprint);
 
-// Validates (planSpecs) and costs the plan again on its own mesh.
+// Validates (planSpecs) and costs the plan again on its own mesh, and its
+// pipeline where it has one.
 void recostPlan(Plan &plan, const ir::Graph &graph, const std::string &planInput);
+// The pipeline's figures from the plan's cost (costed with breakdowns) and
+// its cuts; nothing where the plan has no pipeline. Throws TapestryError
+// naming `planInput` where its layers or cuts do not fit the model.
+void costPipeline(Plan &plan, const ir::Graph &graph, const std::vector<sharding::ShardingSpec> &specs,
+                  const std::string &planInput);
 
 // recostPlan for the plans of one model, edit after edit (the studio, on
 // every pin, undo and redo): the model's fingerprint and a cost::PlanCoster

@@ -369,6 +369,19 @@ std::string writePlanJson(const Plan &plan)
     s += "  \"search\": " + search.dump() + ",\n";
     s += "  \"cost_options\": " + costOptions.dump() + ",\n";
     s += "  \"techniques\": " + techniques.dump() + ",\n";
+    if (const auto &pp = plan.pipeline) {
+        Json pipeline{{"stages", pp->stages},
+                      {"schedule", cost::toString(pp->schedule)},
+                      {"virtual_stages", pp->virtualStages},
+                      {"layers", pp->layers},
+                      {"cuts", pp->cuts},
+                      {"link", linkJson(pp->link)},
+                      {"step_time_s", pp->stepTime},
+                      {"bubble_fraction", pp->bubbleFraction},
+                      {"memory_per_device_bytes", pp->memoryPerDevice},
+                      {"fits_memory", pp->fitsMemory}};
+        s += "  \"pipeline\": " + pipeline.dump() + ",\n";
+    }
     s += "  \"specs\": ";
     writeLinesObject(s, plan.specs, "  ", byKey, [](const auto &entry, EntryWriter &w) {
         w.raw("{");
@@ -548,6 +561,51 @@ Plan readPlanJson(const std::string &text, const std::string &input)
                 if (std::none_of(p.mesh.axes.begin(), p.mesh.axes.end(), [&](const auto &a) { return a.name == name; }))
                     r.fail("$.techniques.zero_axes", "'" + name + "' is not an axis of the mesh");
         }
+    }
+
+    if (doc.contains("pipeline")) {
+        const auto &pj = r.object(doc, "$", "pipeline");
+        PlanPipeline pp;
+        const auto stages = r.integer(pj, "$.pipeline", "stages");
+        if (stages < 1 || stages > sharding::kMaxMeshDevices)
+            r.fail("$.pipeline.stages", "expected 1 or more stages, got " + std::to_string(stages));
+        pp.stages = static_cast<int>(stages);
+        const std::string schedule = r.string(pj, "$.pipeline", "schedule");
+        const auto known = cost::scheduleFromString(schedule);
+        if (!known)
+            r.fail("$.pipeline.schedule", "expected gpipe, 1f1b or interleaved, got \"" + schedule + "\"");
+        pp.schedule = *known;
+        const auto chunks = r.integer(pj, "$.pipeline", "virtual_stages");
+        if (chunks < 1 || (chunks > 1 && pp.schedule != cost::Schedule::Interleaved) || chunks > 1024)
+            r.fail("$.pipeline.virtual_stages", "expected 1, or more for the interleaved schedule, got " +
+                                                    std::to_string(chunks));
+        pp.virtualStages = static_cast<int>(chunks);
+        const auto layers = r.count(pj, "$.pipeline", "layers");
+        if (layers < 1 || layers > (1 << 20))
+            r.fail("$.pipeline.layers", "expected 1 to 1048576 layers, got " + std::to_string(layers));
+        pp.layers = static_cast<int>(layers);
+        const auto &cuts = r.array(pj, "$.pipeline", "cuts");
+        for (std::size_t i = 0; i < cuts.size(); ++i) {
+            if (!cuts[i].is_number_integer() || cuts[i].get<std::int64_t>() < 1 ||
+                cuts[i].get<std::int64_t>() >= pp.layers)
+                r.fail("$.pipeline.cuts[" + std::to_string(i) + "]",
+                       "expected a layer index from 1 to " + std::to_string(pp.layers - 1));
+            pp.cuts.push_back(static_cast<int>(cuts[i].get<std::int64_t>()));
+        }
+        const auto wanted = static_cast<std::size_t>(pp.stages) * static_cast<std::size_t>(pp.virtualStages) - 1;
+        bool rising = true;
+        for (std::size_t i = 0; i < pp.cuts.size(); ++i)
+            rising = rising && pp.cuts[i] > (i ? pp.cuts[i - 1] : 0) && pp.cuts[i] < pp.layers;
+        if (pp.cuts.size() != wanted || !rising)
+            r.fail("$.pipeline.cuts", std::to_string(wanted) + " rising layer indices from 1 to " +
+                                          std::to_string(pp.layers - 1) + " expected for " + std::to_string(pp.stages) +
+                                          " stages of " + std::to_string(pp.virtualStages) + " chunk(s)");
+        pp.link = readLink(r, r.object(pj, "$.pipeline", "link"), "$.pipeline.link");
+        pp.stepTime = r.number(pj, "$.pipeline", "step_time_s");
+        pp.bubbleFraction = r.number(pj, "$.pipeline", "bubble_fraction");
+        pp.memoryPerDevice = r.count(pj, "$.pipeline", "memory_per_device_bytes");
+        pp.fitsMemory = r.boolean(pj, "$.pipeline", "fits_memory");
+        p.pipeline = std::move(pp);
     }
 
     for (const auto &[name, entry] : r.object(doc, "$", "specs").items()) {

@@ -48,6 +48,49 @@ double stepTokens(const ir::Graph &graph, std::int64_t batch)
 
 } // namespace
 
+namespace {
+
+// The stages' plan: Megatron's with sequence parallelism where there is a
+// tensor axis, data parallel where there is only a data axis.
+plan::Plan stagePlan(const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
+                     const cost::CostOptions &options)
+{
+    const bool tensor = mesh.axisIndex("model") && mesh.axes[static_cast<std::size_t>(*mesh.axisIndex("model"))].size > 1;
+    const bool data = mesh.axisIndex("data").has_value();
+    ReferenceOptions ro;
+    ro.sequenceParallel = tensor;
+    ro.cost = options;
+    return referencePlan(graph, modelSource, mesh,
+                         tensor ? ReferenceMethod::Megatron
+                         : data ? ReferenceMethod::DataParallel
+                                : ReferenceMethod::Replicate,
+                         ro);
+}
+
+} // namespace
+
+plan::Plan shapePlan(const ir::Graph &graph, const std::string &modelSource, const ShapeCandidate &shape)
+{
+    plan::Plan p = stagePlan(graph, modelSource, shape.stageMesh, shape.options);
+    if (shape.pipeline > 1) {
+        plan::PlanPipeline pp;
+        pp.stages = shape.pipeline;
+        pp.schedule = shape.schedule;
+        pp.virtualStages = shape.virtualStages;
+        pp.cuts = shape.cost.cuts;
+        pp.layers = 0;
+        for (const auto &st : shape.cost.stages)
+            pp.layers += st.layers;
+        pp.link = shape.pipelineOptions.link;
+        pp.stepTime = shape.cost.stepTime;
+        pp.bubbleFraction = shape.cost.bubbleFraction;
+        pp.memoryPerDevice = shape.cost.peakMemory;
+        pp.fitsMemory = shape.cost.fitsMemory;
+        p.pipeline = std::move(pp);
+    }
+    return p;
+}
+
 ShapeSearchResult searchShapes(const ir::Graph &graph, const passes::SubgraphClasses &classes,
                                const std::string &modelSource, const sharding::MeshProfile &given,
                                const ShapeOptions &options)
@@ -120,17 +163,9 @@ ShapeSearchResult searchShapes(const ir::Graph &graph, const passes::SubgraphCla
         base.techniques.zeroStage = st.data > 1 ? std::max(1, base.techniques.zeroStage) : base.techniques.zeroStage;
         if (st.data > 1)
             base.techniques.zeroAxes = std::vector<std::string>{"data"};
-        ReferenceOptions ro;
-        ro.sequenceParallel = st.tensor > 1;
-        ro.cost = base;
         std::vector<sharding::ShardingSpec> specs;
         try {
-            const plan::Plan plan = referencePlan(graph, modelSource, mesh,
-                                                  st.tensor > 1 ? ReferenceMethod::Megatron
-                                                  : st.data > 1 ? ReferenceMethod::DataParallel
-                                                                : ReferenceMethod::Replicate,
-                                                  ro);
-            specs = plan::planSpecs(plan, graph, modelSource);
+            specs = plan::planSpecs(stagePlan(graph, modelSource, mesh, base), graph, modelSource);
         } catch (const TapestryError &e) {
             problems[i] = fmt::format("pipeline {} x data {} x tensor {}: {}", pipeline, st.data, st.tensor,
                                       e.error().problem);
@@ -176,6 +211,7 @@ ShapeSearchResult searchShapes(const ir::Graph &graph, const passes::SubgraphCla
                     c.virtualStages = chunks;
                     c.microBatches = m;
                     c.recompute = r;
+                    c.options = o;
                     c.stageMesh = mesh;
                     c.pipelineLink = pipeline > 1 ? cluster.axes[0].link.name : std::string();
                     try {
@@ -184,6 +220,8 @@ ShapeSearchResult searchShapes(const ir::Graph &graph, const passes::SubgraphCla
                         problems[i] = c.shape() + ": " + e.error().problem;
                         continue;
                     }
+                    c.pipelineOptions = p;
+                    c.pipelineOptions.cuts = c.cost.cuts;
                     c.tokensPerSecond = c.cost.stepTime > 0 ? tokens / c.cost.stepTime : 0;
                     c.modelFlopsPerDevice =
                         c.cost.stepTime > 0 ? 3 * forwardFlops * st.data * st.tensor / c.cost.stepTime / options.devices : 0;

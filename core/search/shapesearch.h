@@ -4,6 +4,7 @@
 #include "cost/pipeline.h"
 #include "ir/graph.h"
 #include "passes/subgraphclasses.h"
+#include "plan/plan.h"
 #include "sharding/mesh.h"
 #include "sharding/meshprofile.h"
 
@@ -50,6 +51,8 @@ struct ShapeCandidate {
     cost::PipelineCost cost;
     double tokensPerSecond = 0;
     double modelFlopsPerDevice = 0;  // per second: the model's FLOPs of a step (6 x parameters x tokens), per device
+    cost::CostOptions options;  // the stages' techniques, the pipeline's micro-batches
+    cost::Pipeline pipelineOptions;  // as costed, cuts included
     std::string shape() const;  // "pipeline 16 x data 8 x tensor 8"
 };
 
@@ -68,6 +71,10 @@ struct ShapeSearchResult {
 // micro-batches allow it, interleaved 1F1B of two chunks; recomputation
 // none or full; micro-batches of one sample per data replica where there
 // are stages, else none or as many (gradient accumulation).
+// The plan of one shape: the stages' plan on its stage mesh, costed, with
+// the pipeline and what it costs.
+plan::Plan shapePlan(const ir::Graph &graph, const std::string &modelSource, const ShapeCandidate &shape);
+
 ShapeSearchResult searchShapes(const ir::Graph &graph, const passes::SubgraphClasses &classes,
                                const std::string &modelSource, const sharding::MeshProfile &profile,
                                const ShapeOptions &options);
