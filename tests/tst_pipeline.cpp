@@ -154,6 +154,45 @@ private slots:
                                  cost::pipelineCost(c.graph, layers, c.cost, c.specs, c.mesh, o, p));
     }
 
+    // The schedules run as their orders say: with stages alike and free
+    // sends, 1F1B and GPipe take m + p - 1 slots, interleaved 1F1B
+    // m + (p - 1) / v; 1F1B's first stage keeps at most p micro-batches
+    // forwarded and not yet backwarded, GPipe's all m.
+    void timelines()
+    {
+        const int p = 4, m = 8;
+        cost::PipelineCost pc;
+        pc.stages.resize(p);
+        for (auto &s : pc.stages)
+            s.microBatch = 3.0;  // forward 1, backward 2
+        auto inFlight = [](const std::vector<cost::PipelineSlot> &work) {
+            int now = 0, most = 0;
+            for (const auto &s : work) {
+                now += s.backward ? -1 : 1;
+                most = std::max(most, now);
+            }
+            return most;
+        };
+        const auto f1b = cost::pipelineTimeline(pc, cost::Schedule::OneFOneB, 1, m, 1.0 / 3, 0);
+        QVERIFY(qFuzzyCompare(f1b.makespan, (m + p - 1) * 3.0));
+        QCOMPARE(inFlight(f1b.stages[0]), p);
+        QCOMPARE(inFlight(f1b.stages[3]), 1);
+        for (const auto &stage : f1b.stages) {
+            QCOMPARE(stage.size(), std::size_t(2 * m));
+            for (std::size_t i = 1; i < stage.size(); ++i)
+                QVERIFY(stage[i].start >= stage[i - 1].end);
+        }
+        const auto gpipe = cost::pipelineTimeline(pc, cost::Schedule::GPipe, 1, m, 1.0 / 3, 0);
+        QVERIFY(qFuzzyCompare(gpipe.makespan, (m + p - 1) * 3.0));
+        QCOMPARE(inFlight(gpipe.stages[0]), m);
+        const auto inter = cost::pipelineTimeline(pc, cost::Schedule::Interleaved, 2, m, 1.0 / 3, 0);
+        QVERIFY2(qFuzzyCompare(inter.makespan, (m + (p - 1) / 2.0) * 3.0), qPrintable(QString::number(inter.makespan)));
+        QCOMPARE(inter.stages[0].size(), std::size_t(2 * m * 2));
+        // Sends delay every hand-over.
+        const auto sent = cost::pipelineTimeline(pc, cost::Schedule::OneFOneB, 1, m, 1.0 / 3, 0.5);
+        QVERIFY(sent.makespan > f1b.makespan);
+    }
+
     // GPT-3 175B on 1,024 A100s in 128 nodes of 8 (Narayanan et al.,
     // "Efficient Large-Scale Language Model Training on GPU Clusters Using
     // Megatron-LM", SC'21, Table 1: tensor 8 x pipeline 16, batch 1536,

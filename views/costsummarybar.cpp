@@ -25,7 +25,8 @@ void CostSummaryBar::clearCost()
     update();
 }
 
-void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabel, const cost::Techniques &techniques)
+void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabel, const cost::Techniques &techniques,
+                             const plan::PlanPipeline *pipeline)
 {
     m_hasCost = true;
     m_measuredText.clear();  // a measurement belongs to the plan it ran
@@ -60,7 +61,28 @@ void CostSummaryBar::setCost(const cost::PlanCost &cost, const QString &planLabe
             .arg(size(cost.memory.parameters, 2), size(cost.memory.gradients, 2), size(cost.memory.optimizer, 2),
                  size(cost.memory.activations, 2), QString::fromStdString(cost.memory.activationModel),
                  QString::fromStdString(cost::describe(techniques)));
-    setToolTip(m_text + QLatin1Char('\n') + m_memoryText + QLatin1Char('\n') + breakdown);
+    QString stage;
+    if (pipeline) {
+        // The pipeline's step and its fullest stage lead; the plan's own
+        // figures are one stage's devices running the whole model.
+        stage = tr("\none stage's plan over the whole model: ") + m_text + QLatin1Char('\n') + m_memoryText;
+        m_text = tr("step %1 ms · pipeline of %2 stages, bubble %3 % · %4")
+                     .arg(pipeline->stepTime * 1e3, 0, 'f', 2)
+                     .arg(pipeline->stages)
+                     .arg(pipeline->bubbleFraction * 100, 0, 'f', 1)
+                     .arg(planLabel);
+        m_fits = pipeline->fitsMemory;
+        m_memoryShare = cost.memoryCapacity > 0 ? static_cast<double>(pipeline->memoryPerDevice) /
+                                                      static_cast<double>(cost.memoryCapacity)
+                                                : 0;
+        for (double &part : m_parts)
+            part = 0;
+        m_parts[0] = m_memoryShare;
+        m_memoryText = tr("memory %1 of %2 on the fullest stage%3")
+                           .arg(size(pipeline->memoryPerDevice, 1), size(cost.memoryCapacity, 0),
+                                m_fits ? QString() : tr(" — DOES NOT FIT"));
+    }
+    setToolTip(m_text + QLatin1Char('\n') + m_memoryText + QLatin1Char('\n') + breakdown + stage);
     update();
 }
 

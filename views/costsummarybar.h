@@ -3,6 +3,8 @@
 #include "cost/costoptions.h"
 #include "cost/plancost.h"
 
+#include "plan/plan.h"
+
 #include <QWidget>
 
 namespace tapestry::views {
@@ -16,7 +18,7 @@ class CostSummaryBar : public QWidget {
 public:
     explicit CostSummaryBar(QWidget *parent = nullptr);
 
-    void setCost(const cost::PlanCost &cost, const QString &planLabel, const cost::Techniques &techniques = {});
+    void setCost(const cost::PlanCost &cost, const QString &planLabel, const cost::Techniques &techniques = {}, const plan::PlanPipeline *pipeline = nullptr);
     void clearCost();
     // What a run of the plan measured ("measured 186 ms on 4 ranks"), shown
     // beside the prediction until the plan changes.

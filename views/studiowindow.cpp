@@ -15,6 +15,7 @@
 #include "finder.h"
 #include "lessondock.h"
 #include "meshdock.h"
+#include "pipelinedock.h"
 #include "meshview.h"
 #include "pinmenu.h"
 #include "plancolouring.h"
@@ -209,6 +210,8 @@ void StudioWindow::createDocks()
     connect(m_mesh, &MeshDock::failed, this, &StudioWindow::showError);
     connect(m_inspector, &InspectorDock::failed, this, &StudioWindow::showError);
     connect(m_inspector, &InspectorDock::tensorChosen, m_mesh, &MeshDock::showTensor);
+    m_pipeline = new PipelineDock(m_doc, this);
+    addDock(m_pipeline, Qt::BottomDockWidgetArea, true);  // View › Pipeline schedule
     m_lesson = new LessonDock(this);
     addDock(m_lesson, Qt::RightDockWidgetArea, true);  // Lessons › any
     tabifyDockWidget(m_inspector, m_lesson);
@@ -266,7 +269,7 @@ void StudioWindow::connectDocument()
         m_costBar->setCost(cost,
                            QStringLiteral("%1 on %2").arg(QString::fromStdString(p.method),
                                                             QString::fromStdString(p.mesh.toString())),
-                           p.costOptions.techniques);
+                           p.costOptions.techniques, p.pipeline ? &*p.pipeline : nullptr);
     });
     connect(m_doc, &PlanDocument::planChanged, this, &StudioWindow::onPlanChanged);
     connect(m_doc, &PlanDocument::planFailed, this, &StudioWindow::onPlanFailed);

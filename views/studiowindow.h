@@ -31,6 +31,7 @@ class GraphPanel;
 class InspectorDock;
 class InspectorView;
 class LessonDock;
+class PipelineDock;
 class MeshDock;
 class MeshView;
 struct LessonStep;
@@ -102,6 +103,7 @@ public:
     // where lesson 3 has no plan to narrate.
     bool openLesson(int lesson);
     LessonDock *lessonDock() const { return m_lesson; }
+    PipelineDock *pipelineDock() const { return m_pipeline; }
 
     // Pins `spec` on a tensor (marked override in the plan) and re-costs; with
     // `wholeClass` the same tensor of every instance of its class is pinned
@@ -184,6 +186,7 @@ private:
     InspectorDock *m_inspector = nullptr;
     MeshDock *m_mesh = nullptr;
     LessonDock *m_lesson = nullptr;
+    PipelineDock *m_pipeline = nullptr;
     int m_pendingLesson = 0;  // the lesson to show once its plan and layout are in
     CandidatesDock *m_candidates = nullptr;
     CompareView *m_compare;

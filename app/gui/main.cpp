@@ -53,8 +53,8 @@ int main(int argc, char **argv)
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("model"),
-                                 QStringLiteral("model to open: zoo:NAME[?knobs], .onnx, .json, config.json "
-                                                "(default zoo:gpt2)"),
+                                 QStringLiteral("model to open: zoo:NAME[?knobs], .onnx, .json, config.json, "
+                                                "or a tapestry.plan file with its model (default zoo:gpt2)"),
                                  QStringLiteral("[MODEL]"));
     const QCommandLineOption screenshot(QStringLiteral("screenshot"),
                                         QStringLiteral("render the window to FILE.png once the model is shown, then exit"),
@@ -162,6 +162,7 @@ int main(int argc, char **argv)
     if (parser.isSet(lesson) && !ownLesson)
         window.openLesson(parser.value(lesson).toInt());
     else
-        window.openModel(model);
+        if (!window.openDroppedFile(model))  // a plan file opens with its model
+            window.openModel(model);
     return app.exec();
 }

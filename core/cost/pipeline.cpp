@@ -266,4 +266,87 @@ PipelineCost pipelineCost(const ir::Graph &graph, const ModelLayers &layers, con
     return out;
 }
 
+PipelineTimeline pipelineTimeline(const PipelineCost &cost, Schedule schedule, int virtualStages, int microBatches,
+                                  double forwardShare, double send)
+{
+    const int p = static_cast<int>(cost.stages.size());
+    const int v = schedule == Schedule::Interleaved ? std::max(1, virtualStages) : 1;
+    const int m = std::max(1, microBatches);
+    PipelineTimeline out;
+    out.stages.resize(static_cast<std::size_t>(p));
+    if (p == 0)
+        return out;
+    // Each stage's order of (backward, micro-batch, chunk).
+    struct Step {
+        bool backward;
+        int microBatch, chunk;
+    };
+    std::vector<std::vector<Step>> order(static_cast<std::size_t>(p));
+    for (int s = 0; s < p; ++s) {
+        auto &o = order[static_cast<std::size_t>(s)];
+        if (schedule == Schedule::GPipe) {
+            for (int j = 0; j < m; ++j)
+                o.push_back({false, j, 0});
+            for (int j = 0; j < m; ++j)
+                o.push_back({true, j, 0});
+            continue;
+        }
+        // Megatron-LM's order of the k-th forward and backward of a
+        // device: chunks in groups of p micro-batches.
+        const int total = m * v;
+        auto forward = [&](int k) { return Step{false, (k / (p * v)) * p + k % p, (k / p) % v}; };
+        auto backward = [&](int k) { return Step{true, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
+        const int warmup = std::min(total, v == 1 ? p - s - 1 : (p - s - 1) * 2 + (v - 1) * p);
+        int f = 0, b = 0;
+        for (; f < warmup; ++f)
+            o.push_back(forward(f));
+        while (f < total) {
+            o.push_back(forward(f++));
+            o.push_back(backward(b++));
+        }
+        while (b < total)
+            o.push_back(backward(b++));
+    }
+    // Each slot's end, by (backward, micro-batch, virtual stage), once known.
+    const int virtuals = p * v;
+    auto index = [&](bool backward, int microBatch, int vs) {
+        return (static_cast<std::size_t>(backward) * static_cast<std::size_t>(m) + static_cast<std::size_t>(microBatch)) *
+                   static_cast<std::size_t>(virtuals) +
+               static_cast<std::size_t>(vs);
+    };
+    std::vector<double> done(2 * static_cast<std::size_t>(m) * static_cast<std::size_t>(virtuals), -1);
+    std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
+    std::vector<double> free(static_cast<std::size_t>(p), 0);
+    for (bool progressed = true; progressed;) {
+        progressed = false;
+        for (int s = 0; s < p; ++s) {
+            auto &at = next[static_cast<std::size_t>(s)];
+            while (at < order[static_cast<std::size_t>(s)].size()) {
+                const Step step = order[static_cast<std::size_t>(s)][at];
+                const int vs = step.chunk * p + s;
+                double ready = 0;
+                if (!step.backward && vs > 0)
+                    ready = done[index(false, step.microBatch, vs - 1)];
+                else if (step.backward && vs + 1 < virtuals)
+                    ready = done[index(true, step.microBatch, vs + 1)];
+                else if (step.backward)
+                    ready = done[index(false, step.microBatch, vs)];
+                if (ready < 0)
+                    break;  // its input has not come yet
+                const bool sent = (!step.backward && vs > 0) || (step.backward && vs + 1 < virtuals);
+                const double start = std::max(free[static_cast<std::size_t>(s)], ready + (sent ? send : 0));
+                const double t = cost.stages[static_cast<std::size_t>(s)].microBatch / v;
+                const double end = start + (step.backward ? (1 - forwardShare) * t : forwardShare * t);
+                done[index(step.backward, step.microBatch, vs)] = end;
+                free[static_cast<std::size_t>(s)] = end;
+                out.stages[static_cast<std::size_t>(s)].push_back({step.backward, step.microBatch, step.chunk, start, end});
+                out.makespan = std::max(out.makespan, end);
+                ++at;
+                progressed = true;
+            }
+        }
+    }
+    return out;
+}
+
 } // namespace tapestry::cost

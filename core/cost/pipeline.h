@@ -89,6 +89,29 @@ PipelineCost pipelineCost(const ir::Graph &graph, const ModelLayers &layers, con
                           const std::vector<sharding::ShardingSpec> &specs, const sharding::Mesh &stageMesh,
                           const CostOptions &options, const Pipeline &pipeline);
 
+// One stage's work in a step, in time order: the forward or the backward
+// of a micro-batch on one of its chunks.
+struct PipelineSlot {
+    bool backward = false;
+    int microBatch = 0;
+    int chunk = 0;  // of the stage's chunks (interleaved), 0 otherwise
+    double start = 0, end = 0;
+};
+struct PipelineTimeline {
+    std::vector<std::vector<PipelineSlot>> stages;  // per stage, in time order
+    double makespan = 0;  // the last slot's end
+};
+// The step as the schedule runs it: each stage takes its slots in the
+// schedule's order (GPipe: every forward, then every backward; 1F1B: p - i
+// - 1 forwards, then one forward and one backward in turn, then the
+// backwards left; interleaved as Megatron-LM orders its chunks), each as
+// soon as the stage is free and its input has come: the forward from the
+// chunk before (after `send` seconds), the backward from the chunk after.
+// Per stage, `microBatch` (StageCost) split `forwardShare` to forward, the
+// rest to backward, and by the stage's chunks alike.
+PipelineTimeline pipelineTimeline(const PipelineCost &cost, Schedule schedule, int virtualStages, int microBatches,
+                                  double forwardShare, double send);
+
 // The cuts that minimise the slowest stage's time per micro-batch, each
 // stage at least one layer; `layerTime[j]` a layer's time, `before` and
 // `after` the ops before the first layer and after the last.

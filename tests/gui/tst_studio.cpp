@@ -7,6 +7,7 @@
 #include "lessondock.h"
 #include "meshview.h"
 #include "pinmenu.h"
+#include "pipelinedock.h"
 #include "candidatesview.h"
 #include "canvasedge.h"
 #include "graphscene.h"
@@ -1340,6 +1341,57 @@ private slots:
         QVERIFY(torch->text().contains(QStringLiteral("cannot express")));
         QVERIFY(!megatron->isEnabled());
         QVERIFY(jax->isEnabled());
+    }
+
+    // A plan with pipeline stages (plan --devices -o): the cost bar leads
+    // with the pipeline's step and its fullest stage, View › Pipeline
+    // schedule draws a row per stage of the schedule, the exports that do
+    // not split stages say so; a plan of one stage says how to get stages.
+    void pipelinedPlanShowsItsSchedule()
+    {
+        QTemporaryDir dir;
+        const QString planFile = dir.filePath(QStringLiteral("pipelined.json"));
+        const QString model = QStringLiteral("zoo:gpt2?layers=8&hidden=256&heads=4&ffn=1024&vocab=1024&seq=128&batch=16");
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("plan"), model, QStringLiteral("--devices"), QStringLiteral("16"),
+                                                 QStringLiteral("--topology"), QStringLiteral("2x8"),
+                                                 QStringLiteral("--pipeline-stages"), QStringLiteral("4"),
+                                                 QStringLiteral("-o"), planFile});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        StudioWindow w;
+        w.setQuietErrors(true);
+        QVERIFY(openAndPlan(w, model));
+        auto *dock = w.pipelineDock();
+        QVERIFY(dock);
+        QVERIFY2(dock->caption().contains(QStringLiteral("one stage")), qPrintable(dock->caption()));
+        QVERIFY(dock->view()->timeline().stages.empty());
+        QVERIFY(w.openPlanFile(planFile));
+        QVERIFY2(dock->caption().startsWith(QStringLiteral("4 stages")), qPrintable(dock->caption()));
+        const auto &timeline = dock->view()->timeline();
+        QCOMPARE(timeline.stages.size(), std::size_t(4));
+        QVERIFY(timeline.makespan > 0);
+        // Every micro-batch forward and back on every stage.
+        const auto &pp = *w.planDocument()->planned().plan->pipeline;
+        const int micro = w.planDocument()->planned().plan->costOptions.techniques.microBatches;
+        for (const auto &stage : timeline.stages)
+            QCOMPARE(stage.size(), std::size_t(2 * micro * pp.virtualStages));
+        QVERIFY2(w.costBar()->text().startsWith(QStringLiteral("step %1 ms · pipeline of 4 stages").arg(pp.stepTime * 1e3, 0, 'f', 2)),
+                 qPrintable(w.costBar()->text()));
+        QVERIFY(w.planDocument()->exportProblem(QStringLiteral("torch")).contains(QStringLiteral("pipeline stages")));
+        QVERIFY(w.planDocument()->exportProblem(QStringLiteral("megatron")).isEmpty());
+        // Drawn at both sizes.
+        for (const QSize size : {QSize(1400, 900), QSize(1920, 1080)}) {
+            w.resize(size);
+            w.showPanel(QStringLiteral("pipeline"));
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            QVERIFY(dock->view()->width() > 300 && dock->view()->height() >= 100);
+            QDir().mkpath(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots"));
+            w.grab().save(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots/pipeline-%1x%2.png")
+                              .arg(size.width())
+                              .arg(size.height()));
+        }
     }
 
     void recentFilesPersist()

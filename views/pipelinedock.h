@@ -1,0 +1,53 @@
+#pragma once
+
+#include "cost/pipeline.h"
+#include "plan/plan.h"
+
+#include <QDockWidget>
+#include <QWidget>
+
+class QLabel;
+
+namespace tapestry::views {
+
+class PlanDocument;
+
+// The schedule of a pipelined plan as it runs one step: a row per stage,
+// each micro-batch's forward and backward where the stage computes them,
+// the bubble where it waits (cost::pipelineTimeline).
+class PipelineView : public QWidget {
+    Q_OBJECT
+public:
+    explicit PipelineView(QWidget *parent = nullptr);
+    void setTimeline(const cost::PipelineTimeline &timeline, const std::vector<QString> &stageNames);
+    void clear();
+    const cost::PipelineTimeline &timeline() const { return m_timeline; }
+    QSize minimumSizeHint() const override { return {320, 120}; }
+
+protected:
+    void paintEvent(QPaintEvent *event) override;
+
+private:
+    cost::PipelineTimeline m_timeline;
+    std::vector<QString> m_names;
+};
+
+// View › Pipeline schedule: the open plan's pipeline, costed again from its
+// cuts whenever the plan changes; a line saying how to get one where the
+// plan runs on one stage.
+class PipelineDock : public QDockWidget {
+    Q_OBJECT
+public:
+    explicit PipelineDock(PlanDocument *document, QWidget *parent = nullptr);
+    PipelineView *view() const { return m_view; }
+    QString caption() const;
+
+private:
+    void refresh();
+
+    PlanDocument *m_document;
+    PipelineView *m_view;
+    QLabel *m_caption;
+};
+
+} // namespace tapestry::views
