@@ -4,7 +4,10 @@
 
 #include "ir/error.h"
 
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QPainter>
 #include <QPaintEvent>
 #include <QVBoxLayout>
@@ -103,8 +106,28 @@ PipelineDock::PipelineDock(PlanDocument *document, QWidget *parent)
     m_caption->setObjectName(QStringLiteral("pipelineCaption"));
     m_caption->setWordWrap(true);
     layout->addWidget(m_caption);
+    // The stage boundaries, editable: the step, the bubble and the memory
+    // follow at once (undoable like any edit).
+    m_editor = new QWidget(panel);
+    auto *row = new QHBoxLayout(m_editor);
+    row->setContentsMargins(0, 0, 0, 0);
+    row->addWidget(new QLabel(tr("Cuts before layers:"), m_editor));
+    m_cuts = new QLineEdit(m_editor);
+    m_cuts->setObjectName(QStringLiteral("pipelineCuts"));
+    m_cuts->setToolTip(tr("The first layer of each stage after the first (of each chunk, interleaved), "
+                          "rising; Enter re-costs the pipeline"));
+    row->addWidget(m_cuts, 1);
+    auto *balanceButton = new QPushButton(tr("Balance"), m_editor);
+    balanceButton->setToolTip(tr("Cut where the slowest stage is least loaded"));
+    row->addWidget(balanceButton);
+    m_problem = new QLabel(m_editor);
+    m_problem->setObjectName(QStringLiteral("pipelineProblem"));
+    row->addWidget(m_problem);
+    layout->addWidget(m_editor);
     layout->addWidget(m_view, 1);
     setWidget(panel);
+    connect(m_cuts, &QLineEdit::returnPressed, this, &PipelineDock::applyCuts);
+    connect(balanceButton, &QPushButton::clicked, this, &PipelineDock::balance);
     connect(document, &PlanDocument::planChanged, this, &PipelineDock::refresh);
     connect(document, &PlanDocument::modelLoaded, this, &PipelineDock::refresh);
     refresh();
@@ -115,10 +138,45 @@ QString PipelineDock::caption() const
     return m_caption->text();
 }
 
+bool PipelineDock::applyCuts()
+{
+    std::vector<int> cuts;
+    for (const QString &part : m_cuts->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+        bool ok = false;
+        const int layer = part.trimmed().toInt(&ok);
+        if (!ok) {
+            m_problem->setText(tr("'%1' is not a layer number").arg(part.trimmed()));
+            return false;
+        }
+        cuts.push_back(layer);
+    }
+    if (cuts.empty()) {
+        m_problem->setText(tr("no cuts given: Balance chooses them"));
+        return false;
+    }
+    m_problem->clear();
+    QString error;
+    auto conn = connect(m_document, &PlanDocument::failed, this, [&error](const QString &m) { error = m; });
+    const bool ok = m_document->setPipelineCuts(cuts);
+    disconnect(conn);
+    if (!ok)
+        m_problem->setText(error);
+    return ok;
+}
+
+bool PipelineDock::balance()
+{
+    m_problem->clear();
+    const bool ok = m_document->setPipelineCuts({});
+    refresh();  // the editor shows the cuts, balanced already or not
+    return ok;
+}
+
 void PipelineDock::refresh()
 {
     const auto &planned = m_document->planned();
     const auto &model = m_document->model();
+    m_editor->setVisible(planned.plan && planned.plan->pipeline);
     if (!planned.plan || !model.graph || !model.classes) {
         m_view->clear();
         m_caption->setText(tr("No plan open."));
@@ -132,6 +190,11 @@ void PipelineDock::refresh()
         return;
     }
     const auto &pp = *p.pipeline;
+    QStringList cutText;
+    for (int cut : pp.cuts)
+        cutText << QString::number(cut);
+    if (!m_cuts->hasFocus())
+        m_cuts->setText(cutText.join(QStringLiteral(", ")));
     try {
         const auto layers = cost::modelLayers(*model.graph, *model.classes);
         cost::Pipeline pipeline;

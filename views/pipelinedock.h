@@ -7,6 +7,7 @@
 #include <QWidget>
 
 class QLabel;
+class QLineEdit;
 
 namespace tapestry::views {
 
@@ -41,6 +42,14 @@ public:
     explicit PipelineDock(PlanDocument *document, QWidget *parent = nullptr);
     PipelineView *view() const { return m_view; }
     QString caption() const;
+    // The stage boundaries as the editor shows them ("6, 12, 18"); set and
+    // applied as a user types them and presses Enter (PlanDocument::setPipelineCuts).
+    QLineEdit *cutsEdit() const { return m_cuts; }
+    // Applies the editor's cuts; false (and a line saying why) where they
+    // do not read as layer numbers or do not fit the pipeline.
+    bool applyCuts();
+    // Cuts balanced by the stages' costs again.
+    bool balance();
 
 private:
     void refresh();
@@ -48,6 +57,9 @@ private:
     PlanDocument *m_document;
     PipelineView *m_view;
     QLabel *m_caption;
+    QWidget *m_editor;
+    QLineEdit *m_cuts;
+    QLabel *m_problem;
 };
 
 } // namespace tapestry::views

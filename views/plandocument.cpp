@@ -1,5 +1,7 @@
 #include "plandocument.h"
 
+#include "cost/pipeline.h"
+
 #include "planeditcommand.h"
 
 #include "analysis/explain.h"
@@ -339,6 +341,43 @@ bool PlanDocument::setTechniques(const search::TechniqueChoices &choices)
         recoster().recost(*edited, m_model.source.toStdString());
         pushPlanEdit(tr("Memory techniques: %1").arg(QString::fromStdString(cost::describe(edited->costOptions.techniques))),
                      edited);
+        return true;
+    } catch (const std::exception &e) {
+        emit failed(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+bool PlanDocument::setPipelineCuts(const std::vector<int> &cuts)
+{
+    if (!m_planned.plan || !m_planned.plan->pipeline) {
+        emit failed(tr("The plan has no pipeline stages to cut."));
+        return false;
+    }
+    try {
+        auto edited = std::make_shared<plan::Plan>(*m_planned.plan);
+        auto &pp = *edited->pipeline;
+        std::vector<int> chosen = cuts;
+        if (chosen.empty()) {
+            // Balanced: the cuts the pipeline's cost chooses for the stages' costs.
+            const auto layers = cost::modelLayers(*m_model.graph, *m_model.classes);
+            cost::Pipeline p;
+            p.stages = pp.stages;
+            p.schedule = pp.schedule;
+            p.virtualStages = pp.virtualStages;
+            p.link = pp.link;
+            chosen = cost::pipelineCost(*m_model.graph, layers, m_planned.plan->cost, m_planned.specs,
+                                        m_planned.plan->mesh, m_planned.plan->costOptions, p)
+                         .cuts;
+        }
+        if (chosen == pp.cuts)
+            return true;
+        pp.cuts = chosen;
+        recoster().recost(*edited, m_model.source.toStdString());
+        QStringList list;
+        for (int c : chosen)
+            list << QString::number(c);
+        pushPlanEdit(tr("Pipeline cuts before layers %1").arg(list.join(QStringLiteral(", "))), edited);
         return true;
     } catch (const std::exception &e) {
         emit failed(QString::fromUtf8(e.what()));

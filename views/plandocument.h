@@ -86,6 +86,11 @@ public:
     // say, the others chosen anew for the plan's specs; re-costs, undoable.
     // The request keeps `choices` for the next derivation.
     bool setTechniques(const search::TechniqueChoices &choices);
+    // Moves the pipeline's stage boundaries (plan::PlanPipeline::cuts; empty:
+    // balanced by the stages' costs) and costs the pipeline again; undoable.
+    // False, with `failed`, without a pipelined plan or for cuts that do
+    // not fit its stages and layers.
+    bool setPipelineCuts(const std::vector<int> &cuts);
     void setPinWholeClass(bool whole) { m_pinWholeClass = whole; }
     bool pinWholeClass() const { return m_pinWholeClass; }
     QUndoStack *undoStack() const { return m_undo; }

@@ -13,6 +13,8 @@
 #include "graphscene.h"
 #include "graphview.h"
 #include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
 #include <QElapsedTimer>
 #include <QUrl>
 #include <QDropEvent>
@@ -1351,7 +1353,7 @@ private slots:
     {
         QTemporaryDir dir;
         const QString planFile = dir.filePath(QStringLiteral("pipelined.json"));
-        const QString model = QStringLiteral("zoo:gpt2?layers=8&hidden=256&heads=4&ffn=1024&vocab=1024&seq=128&batch=16");
+        const QString model = QStringLiteral("zoo:gpt2?layers=16&hidden=256&heads=4&ffn=1024&vocab=1024&seq=128&batch=16");
         QProcess cli;
         cli.start(QStringLiteral(TAPESTRY_CLI), {QStringLiteral("plan"), model, QStringLiteral("--devices"), QStringLiteral("16"),
                                                  QStringLiteral("--topology"), QStringLiteral("2x8"),
@@ -1372,13 +1374,37 @@ private slots:
         QCOMPARE(timeline.stages.size(), std::size_t(4));
         QVERIFY(timeline.makespan > 0);
         // Every micro-batch forward and back on every stage.
-        const auto &pp = *w.planDocument()->planned().plan->pipeline;
+        const auto pp = *w.planDocument()->planned().plan->pipeline;
         const int micro = w.planDocument()->planned().plan->costOptions.techniques.microBatches;
         for (const auto &stage : timeline.stages)
             QCOMPARE(stage.size(), std::size_t(2 * micro * pp.virtualStages));
         QVERIFY2(w.costBar()->text().startsWith(QStringLiteral("step %1 ms · pipeline of 4 stages").arg(pp.stepTime * 1e3, 0, 'f', 2)),
                  qPrintable(w.costBar()->text()));
         QVERIFY(w.planDocument()->exportProblem(QStringLiteral("torch")).contains(QStringLiteral("pipeline stages")));
+        // Moving a boundary re-costs the pipeline (undoably); cuts that do
+        // not fit are refused in a line and change nothing.
+        const auto before = pp;
+        const int chunks = 4 * before.virtualStages;
+        QStringList skewed;
+        for (int c = 1; c < chunks; ++c)
+            skewed << QString::number(c);  // every chunk one layer but the last
+        dock->cutsEdit()->setText(skewed.join(QStringLiteral(", ")));
+        QVERIFY(dock->applyCuts());
+        const auto &after = *w.planDocument()->planned().plan->pipeline;
+        QCOMPARE(after.cuts.size(), before.cuts.size());
+        QCOMPARE(after.cuts.front(), 1);
+        QVERIFY2(after.stepTime > before.stepTime, qPrintable(QStringLiteral("%1 against %2").arg(after.stepTime).arg(before.stepTime)));
+        QVERIFY(dock->caption().contains(QStringLiteral("%1 ms").arg(after.stepTime * 1e3, 0, 'f', 3)));
+        w.planDocument()->undoStack()->undo();
+        QCOMPARE(w.planDocument()->planned().plan->pipeline->cuts, before.cuts);
+        dock->cutsEdit()->setText(QStringLiteral("3, 2"));
+        QVERIFY(!dock->applyCuts());
+        QCOMPARE(w.planDocument()->planned().plan->pipeline->cuts, before.cuts);
+        QVERIFY(dock->findChild<QLabel *>(QStringLiteral("pipelineProblem"))->text().contains(QStringLiteral("cuts")));
+        dock->cutsEdit()->setText(QStringLiteral("a, b"));
+        QVERIFY(!dock->applyCuts());
+        QVERIFY(dock->balance());
+        QCOMPARE(w.planDocument()->planned().plan->pipeline->cuts, before.cuts);
         QVERIFY(w.planDocument()->exportProblem(QStringLiteral("megatron")).isEmpty());
         // Drawn at both sizes.
         for (const QSize size : {QSize(1400, 900), QSize(1920, 1080)}) {
