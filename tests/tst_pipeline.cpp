@@ -262,6 +262,16 @@ private slots:
         QCOMPARE(bad.exitCode(), 2);
         QVERIFY(bad.readAllStandardError().contains("3 nodes of 8 are 24 devices, not the 16 of --devices"));
 
+        // A model without repeated layers runs on one stage.
+        QProcess flat;
+        flat.start(TAPESTRY_CLI, {"plan", "zoo:mlp", "--devices", "4", "--json"});
+        QVERIFY(flat.waitForFinished(60000));
+        QCOMPARE(flat.exitCode(), 0);
+        const auto f = nlohmann::json::parse(flat.readAllStandardOutput().toStdString());
+        QVERIFY(!f["shapes"].empty());
+        for (const auto &s : f["shapes"])
+            QCOMPARE(s["pipeline"].get<int>(), 1);
+
         QProcess both;
         both.start(TAPESTRY_CLI, {"plan", QString::fromStdString(kGpt), "--devices", "16", "--mesh", "16"});
         QVERIFY(both.waitForFinished(60000));

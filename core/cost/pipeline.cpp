@@ -127,7 +127,7 @@ PipelineCost pipelineCost(const ir::Graph &graph, const ModelLayers &layers, con
     const int m = std::max(1, options.techniques.microBatches);
     const int n = layers.count;
     const int chunks = p * v;
-    if (n < chunks)
+    if (chunks > 1 && n < chunks)
         throw TapestryError(Error{graph.name, {}, std::to_string(chunks) + " pipeline chunks (" + std::to_string(p) +
                                                         " stages x " + std::to_string(v) +
                                                         " virtual) for a model of " + std::to_string(n) + " layers"});

@@ -367,9 +367,14 @@ private:
                                  w->capacitySkipped});
         m_workers.clear();
     }
-    // The threads a search of groups runs on (SearchOptions::threads).
+    // The threads a search of groups runs on (SearchOptions::threads). The
+    // enumeration of decompose = false costs whole classes on the coster's
+    // working specs, which each evaluation leaves as it set them: one
+    // thread, so that it stays the yardstick it is.
     std::size_t threadCount() const
     {
+        if (!m_options.decompose)
+            return 1;
         return m_options.threads > 0 ? m_options.threads : std::max(1u, std::thread::hardware_concurrency());
     }
     std::vector<ActivationLayout> m_layouts;
