@@ -310,6 +310,14 @@ private slots:
         const auto costed = nlohmann::json::parse(out.toStdString());
         QVERIFY(qFuzzyCompare(costed["pipeline"]["step_time_s"].get<double>(), saved));
 
+        // The text report: the pipeline's memory decides the fit, not the
+        // whole model's on one stage's devices.
+        std::tie(code, out, err) = run({"cost", model, file});
+        QVERIFY2(code == 0, err.constData());
+        QVERIFY(out.contains("pipeline      4 stages"));
+        QVERIFY(out.contains("for the whole model; a stage holds its share"));
+        QVERIFY(!out.contains("DOES NOT FIT"));
+
         std::tie(code, out, err) = run({"export", file, "--model", model, "--to", "megatron"});
         QVERIFY2(code == 0, err.constData());
         QVERIFY(out.contains("--pipeline-model-parallel-size 4"));

@@ -245,7 +245,11 @@ void printPlanReport(const plan::Plan &p, std::ostream &out, const std::vector<s
     out << "  comm        " << seconds(c.comm) << " (" << percent(c.comm, c.compute + c.comm) << "), "
         << bytes(static_cast<double>(c.commBytes)) << " sent per device\n";
     out << "memory        " << bytes(static_cast<double>(c.memory.total())) << " per device of "
-        << bytes(static_cast<double>(c.memoryCapacity)) << (c.fitsMemory ? " (fits)" : " -- DOES NOT FIT") << "\n";
+        << bytes(static_cast<double>(c.memoryCapacity))
+        << (p.pipeline ? " for the whole model; a stage holds its share (pipeline, above)"
+            : c.fitsMemory ? " (fits)"
+                           : " -- DOES NOT FIT")
+        << "\n";
     out << "  parameters  " << bytes(static_cast<double>(c.memory.parameters)) << ", gradients "
         << bytes(static_cast<double>(c.memory.gradients)) << ", optimizer "
         << bytes(static_cast<double>(c.memory.optimizer)) << ", activations "
