@@ -197,13 +197,8 @@ void PipelineDock::refresh()
         m_cuts->setText(cutText.join(QStringLiteral(", ")));
     try {
         const auto layers = cost::modelLayers(*model.graph, *model.classes);
-        cost::Pipeline pipeline;
-        pipeline.stages = pp.stages;
-        pipeline.schedule = pp.schedule;
-        pipeline.virtualStages = pp.virtualStages;
-        pipeline.link = pp.link;
-        pipeline.cuts = pp.cuts;
-        const auto c = cost::pipelineCost(*model.graph, layers, p.cost, planned.specs, p.mesh, p.costOptions, pipeline);
+        const auto c =
+            cost::pipelineCost(*model.graph, layers, p.cost, planned.specs, p.mesh, p.costOptions, pp.costed());
         // The forward's share of a micro-batch, from the plan's phases.
         double forward = 0, backward = 0;
         if (auto it = p.cost.byPhase.find("forward"); it != p.cost.byPhase.end())

@@ -361,11 +361,8 @@ bool PlanDocument::setPipelineCuts(const std::vector<int> &cuts)
         if (chosen.empty()) {
             // Balanced: the cuts the pipeline's cost chooses for the stages' costs.
             const auto layers = cost::modelLayers(*m_model.graph, *m_model.classes);
-            cost::Pipeline p;
-            p.stages = pp.stages;
-            p.schedule = pp.schedule;
-            p.virtualStages = pp.virtualStages;
-            p.link = pp.link;
+            cost::Pipeline p = pp.costed();
+            p.cuts.clear();  // balanced
             chosen = cost::pipelineCost(*m_model.graph, layers, m_planned.plan->cost, m_planned.specs,
                                         m_planned.plan->mesh, m_planned.plan->costOptions, p)
                          .cuts;

@@ -94,19 +94,26 @@ sharding::Mesh meshFromArgs(const Args &args)
     const auto profile =
         sharding::findMeshProfile(args.value("--mesh-profile").value_or(sharding::kDefaultMeshProfile));
     sharding::Mesh mesh = profile.mesh(sizes, names);
-    if (auto gib = args.value("--memory-gib")) {
-        double g = 0;
-        std::size_t used = 0;
-        try {
-            g = std::stod(*gib, &used);
-        } catch (const std::exception &) {
-            used = 0;
-        }
-        if (used != gib->size() || !std::isfinite(g) || g <= 0)
-            throw TapestryError(Error{"--memory-gib", {}, "expects a positive number of GiB, got '" + *gib + "'"});
-        mesh.device.memoryBytes = std::llround(g * 1024.0 * 1024.0 * 1024.0);
-    }
+    if (auto bytes = memoryFromArgs(args))
+        mesh.device.memoryBytes = *bytes;
     return mesh;
+}
+
+std::optional<std::int64_t> memoryFromArgs(const Args &args)
+{
+    const auto gib = args.value("--memory-gib");
+    if (!gib)
+        return std::nullopt;
+    double g = 0;
+    std::size_t used = 0;
+    try {
+        g = std::stod(*gib, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    if (used != gib->size() || !std::isfinite(g) || g <= 0)
+        throw TapestryError(Error{"--memory-gib", {}, "expects a positive number of GiB, got '" + *gib + "'"});
+    return std::llround(g * 1024.0 * 1024.0 * 1024.0);
 }
 
 bool axisNamesGiven(const Args &args)

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -16,6 +18,9 @@ namespace tapestry::cli {
 
 // --mesh SHAPE [--axes a,b] [--mesh-profile NAME|FILE] [--memory-gib G] as a mesh.
 sharding::Mesh meshFromArgs(const Args &args);
+// --memory-gib G in bytes, where given; throws TapestryError naming the
+// option on anything but a positive number.
+std::optional<std::int64_t> memoryFromArgs(const Args &args);
 // Whether the user named the mesh's axes (--axes, or names in --mesh's
 // parentheses) rather than taking the defaults: only given names constrain
 // the search to the roles they ask for.

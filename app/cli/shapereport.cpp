@@ -76,18 +76,8 @@ int runShapes(const Args &args)
                                                                     options.devices)});
         options.devicesPerNode = perNode;
     }
-    if (auto gibText = args.value("--memory-gib")) {
-        double g = 0;
-        std::size_t used = 0;
-        try {
-            g = std::stod(*gibText, &used);
-        } catch (const std::exception &) {
-            used = 0;
-        }
-        if (used != gibText->size() || !std::isfinite(g) || g <= 0)
-            throw TapestryError(Error{"--memory-gib", {}, "expects a positive number of GiB, got '" + *gibText + "'"});
-        profile.device.memoryBytes = std::llround(g * 1024.0 * 1024.0 * 1024.0);
-    }
+    if (auto bytes = memoryFromArgs(args))
+        profile.device.memoryBytes = *bytes;
     if (auto n = args.value("--pipeline-stages"))
         options.pipeline = wholeOption("--pipeline-stages", *n);
     if (auto n = args.value("--tensor-parallel"))

@@ -161,15 +161,9 @@ void costPipeline(Plan &plan, const ir::Graph &graph, const std::vector<sharding
         throw TapestryError(Error{planInput, "$.pipeline.layers",
                                   "the pipeline cuts " + std::to_string(pp.layers) + " layers; the model has " +
                                       std::to_string(layers.count)});
-    cost::Pipeline p;
-    p.stages = pp.stages;
-    p.schedule = pp.schedule;
-    p.virtualStages = pp.virtualStages;
-    p.link = pp.link;
-    p.cuts = pp.cuts;
     cost::PipelineCost c;
     try {
-        c = cost::pipelineCost(graph, layers, plan.cost, specs, plan.mesh, plan.costOptions, p);
+        c = cost::pipelineCost(graph, layers, plan.cost, specs, plan.mesh, plan.costOptions, pp.costed());
     } catch (const TapestryError &e) {
         throw TapestryError(Error{planInput, "$.pipeline", e.error().problem});
     }

@@ -60,6 +60,8 @@ struct PlanPipeline {
     double bubbleFraction = 0;
     std::int64_t memoryPerDevice = 0;  // the fullest stage's
     bool fitsMemory = true;
+    // As the cost model takes it: the stages, schedule, chunks, link and cuts.
+    cost::Pipeline costed() const { return {stages, schedule, virtualStages, link, cuts}; }
     friend bool operator==(const PlanPipeline &, const PlanPipeline &) = default;
 };
 
