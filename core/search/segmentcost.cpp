@@ -1537,6 +1537,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
     // weights read here first. `linkSpec`: the interned stored spec of
     // `link` where this op writes it.
     auto advance = [&](const Front &front, std::size_t k, std::int32_t linkSpec) {
+        if (m_cancelled && m_cancelled())
+            throw TapestryError(Error{segment.name, {}, "tap: cancelled"});
         const ir::OpId id = ops[k];
         const ir::Op &op = opOf(id);
         const double copies = copiesOfOp(id);
@@ -1598,6 +1600,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
         std::vector<int> newWeights;  // indices into segment.weights
         State st;
         for (std::size_t si = 0; si < front.size(); ++si) {
+            // Fronts of a 4D mesh take seconds per op: polled here too.
+            if (si % 256 == 255 && m_cancelled && m_cancelled())
+                throw TapestryError(Error{segment.name, {}, "tap: cancelled"});
             const State &state = front.states[si];
             const Partial *const partialsBegin = front.begin(si), *const partialsEnd = front.end(si);
             // The inputs read here first: weights to choose, small

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -154,6 +155,10 @@ public:
     // Whether searchWeights runs a mixture's experts as the first one,
     // counted once per expert (default; SearchOptions::repeatsOnce).
     void setRepeatsOnce(bool once) { m_repeatsOnce = once; }
+    // Polled before each op searchWeights extends (from whichever thread
+    // the coster runs on, so it must be safe to call from any): when it
+    // answers true the search stops with a TapestryError saying so.
+    void setCancelled(std::function<bool()> cancelled) { m_cancelled = std::move(cancelled); }
     // How the partial sums ops produce inside a segment are stored (all-
     // reduced, or reduce-scattered over the sequence as Megatron's sequence
     // parallelism does); outputs the boundary fixes are stored as fixed.
@@ -219,6 +224,7 @@ private:
         return charge.seconds() - (1 - m_backwardComm) * charge.zeroBackward;
     }
     bool m_memoryBinds = true;
+    std::function<bool()> m_cancelled;
     bool m_dropDominatedCharges = true;
     bool m_repeatsOnce = true;
     sharding::PartialResolution m_partial = sharding::PartialResolution::Replicate;

@@ -1822,6 +1822,7 @@ SearchResult TapSearch::run(const std::string &modelSource)
     m_coster.setMemoryBinds(!shardingNothingFits());
     m_coster.setDropDominatedCharges(m_options.dropDominatedCharges);
     m_coster.setRepeatsOnce(m_options.repeatsOnce);
+    m_coster.setCancelled(m_options.cancelled);
     m_copiesApart = m_options.copiesApart && m_coster.memoryBinds();
     explore();
     if (!leastMemory.found && m_bound != std::numeric_limits<std::int64_t>::max()) {
