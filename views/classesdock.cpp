@@ -82,8 +82,8 @@ std::map<int, QString> ClassesDock::classNames() const
     std::map<int, QString> names;
     for (int row = 0; row < m_model->rowCount(); ++row) {
         const auto index = m_model->index(row, ClassListModel::Name);
-        // The name as written, without the list's wrap points.
-        names[index.data(ClassListModel::ClassIdRole).toInt()] = index.data().toString().remove(QChar(0x200B));
+        // The name in full, as the graph writes it.
+        names[index.data(ClassListModel::ClassIdRole).toInt()] = index.data(ClassListModel::SortRole).toString();
     }
     return names;
 }

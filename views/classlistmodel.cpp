@@ -19,6 +19,17 @@ void ClassListModel::setModel(const LoadedModel &model)
         for (const auto &c : model.classes->classes)
             if (static_cast<int>(c.instances.size()) >= model.classes->minDuplicate)
                 m_rows.push_back(c.id.value);
+    m_commonScope.clear();
+    for (int i = 0; i < m_rows.size(); ++i) {
+        const QString pattern = patternOf(m_rows[i]);
+        const auto slash = pattern.indexOf(QLatin1Char('/'));
+        const QString scope = slash > 0 && slash + 1 < pattern.size() ? pattern.left(slash + 1) : QString();
+        if (scope.isEmpty() || (i > 0 && scope != m_commonScope)) {
+            m_commonScope.clear();
+            break;
+        }
+        m_commonScope = scope;
+    }
     endResetModel();
 }
 
@@ -27,6 +38,14 @@ void ClassListModel::setCostShares(const QVector<double> &shares)
     m_costShares = shares;
     if (!m_rows.isEmpty())
         emit dataChanged(index(0, Share), index(static_cast<int>(m_rows.size()) - 1, Share));
+}
+
+QString ClassListModel::patternOf(int classId) const
+{
+    std::vector<std::string> scopes;
+    for (const auto &i : m_model.classes->classes[static_cast<std::size_t>(classId)].instances)
+        scopes.push_back(i.scope);
+    return QString::fromStdString(layout::scopePattern(scopes));
 }
 
 int ClassListModel::rowCount(const QModelIndex &parent) const
@@ -63,10 +82,7 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
     case Qt::TextAlignmentRole:
         return index.column() == Name ? QVariant() : QVariant(Qt::AlignRight | Qt::AlignVCenter);
     case Qt::ToolTipRole: {
-        std::vector<std::string> scopes;
-        for (const auto &i : cls.instances)
-            scopes.push_back(i.scope);
-        const QString pattern = QString::fromStdString(layout::scopePattern(scopes));
+        const QString pattern = patternOf(id);
         switch (index.column()) {
         case Instances:
             return tr("%1: %n instance(s) in the model", nullptr, static_cast<int>(cls.instances.size())).arg(pattern);
@@ -82,16 +98,13 @@ QVariant ClassListModel::data(const QModelIndex &index, int role) const
         const bool sort = role == SortRole;
         switch (index.column()) {
         case Name: {
-            std::vector<std::string> scopes;
-            for (const auto &i : cls.instances)
-                scopes.push_back(i.scope);
-            const QString pattern = QString::fromStdString(layout::scopePattern(scopes));
+            const QString pattern = patternOf(id);
             if (sort)
                 return pattern;
             // A zero-width space after each scope separator, where the
             // list's word wrap may break a name too long for the column
-            // ("model/" over "layers.*"), rather than eliding it.
-            QString shown = pattern;
+            // ("encoder/" over "block.*"), rather than eliding it.
+            QString shown = pattern.mid(m_commonScope.size());
             return shown.replace(QLatin1Char('/'), QStringLiteral("/\u200B"));
         }
         case Instances:
@@ -120,6 +133,8 @@ QVariant ClassListModel::headerData(int section, Qt::Orientation orientation, in
     const bool tip = role == Qt::ToolTipRole;
     switch (section) {
     case Name:
+        if (tip && !m_commonScope.isEmpty())
+            return tr("The class: its instances' scopes inside %1, * where they differ").arg(m_commonScope);
         return tip ? tr("The class: its instances' scopes, * where they differ") : tr("Class");
     case Instances:
         return tip ? tr("Instances of the class in the model") : tr("×");

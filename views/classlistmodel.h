@@ -27,9 +27,14 @@ public:
     int rowOfClass(int classId) const;
 
 private:
+    QString patternOf(int classId) const;  // the scopes of its instances, as "model/layers.*"
     LoadedModel m_model;
     QVector<int> m_rows;  // class ids with at least minDuplicate instances
     QVector<double> m_costShares;
+    // The scope every listed class starts with ("transformer/", "model/"):
+    // left out of the names shown, which it only lengthens, and kept in
+    // their tooltips and order.
+    QString m_commonScope;
 };
 
 } // namespace tapestry::views

@@ -9,6 +9,7 @@
 #include <QBuffer>
 #include <QGridLayout>
 #include <QImage>
+#include <QLabel>
 #include <QPainter>
 #include <QSvgGenerator>
 #include <QtConcurrent/QtConcurrentRun>
@@ -17,7 +18,7 @@ namespace tapestry::views {
 
 GraphPanel::GraphPanel(QWidget *parent)
     : QWidget(parent), m_scene(new GraphScene(this)), m_graphView(new GraphView(this)),
-      m_minimap(nullptr)
+      m_minimap(nullptr), m_legend(new QLabel(this))
 {
     m_graphView->setScene(m_scene);
     m_minimap = new Minimap(m_graphView, this);
@@ -27,6 +28,14 @@ GraphPanel::GraphPanel(QWidget *parent)
     grid->setContentsMargins(0, 0, 0, 0);
     grid->addWidget(m_graphView, 0, 0);
     grid->addWidget(m_minimap, 0, 0, Qt::AlignRight | Qt::AlignBottom);
+    m_legend->setObjectName(QStringLiteral("graphLegend"));
+    m_legend->setTextFormat(Qt::RichText);
+    m_legend->setWordWrap(true);
+    m_legend->setContentsMargins(6, 2, 6, 2);
+    QFont small = m_legend->font();
+    small.setPointSizeF(small.pointSizeF() * 0.9);
+    m_legend->setFont(small);
+    grid->addWidget(m_legend, 1, 0);
 
     m_minimap->setToolTip(tr("Click or drag to move the view; View › Minimap (Ctrl+M) hides it"));
     connect(m_scene, &GraphScene::nodeSelected, this, &GraphPanel::viewNodeSelected);
@@ -361,6 +370,11 @@ void GraphPanel::setMinimapVisible(bool visible)
 {
     m_minimap->setVisible(visible);
     m_graphView->setReservedCorner(visible ? m_minimap->size() + QSize(4, 4) : QSize());
+}
+
+void GraphPanel::setLegend(const QString &richText)
+{
+    m_legend->setText(richText);
 }
 
 QWidget *GraphPanel::minimap() const

@@ -11,6 +11,8 @@
 
 #include <functional>
 
+class QLabel;
+
 namespace tapestry::views {
 
 // A layout or the one-line reason there is none; errors travel as values so
@@ -40,6 +42,10 @@ public:
     void setMinimapVisible(bool visible);
     bool minimapVisible() const;
     QWidget *minimap() const;
+    // The line under the graph that says what its colours and edge labels
+    // mean (colouringLegend), so that they never cover the graph.
+    void setLegend(const QString &richText);
+    QLabel *legend() const { return m_legend; }
 
     // Colour per view node; an empty function colours by class.
     using Colouring = std::function<QColor(const layout::ViewNode &)>;
@@ -98,6 +104,7 @@ private:
     GraphScene *m_scene;
     GraphView *m_graphView;
     Minimap *m_minimap;
+    QLabel *m_legend;
     QFutureWatcher<LayoutOutcome> m_watcher;
     QVector<NodeStyle> m_pendingStyles;
     QVector<EdgeSpec> m_pendingEdges;

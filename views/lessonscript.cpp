@@ -209,7 +209,8 @@ Lesson columnThenRowLesson(const LessonSource &source)
                                "multiply:")) +
                   paragraph(weightLine(source, "second.weight")) +
                   paragraph(tr("Each device multiplies without communication, but what it gets is only a "
-                               "<i>partial sum</i> of Y: Y = Y₀ + Y₁ + … + Y%1, one term per device.")
+                               "<i>partial sum</i> of Y: Y = Y<sub>0</sub> + Y<sub>1</sub> + … + Y<sub>%1</sub>, one term per "
+                               "device.")
                                 .arg(n - 1));
     lesson.steps.push_back(second);
     const auto steps = addCollectives(lesson, source, second.node, tr("Y"), source.stepsOf(second.node));

@@ -3,6 +3,9 @@
 #include "palette.h"
 #include "plandocument.h"
 
+#include <QObject>
+#include <QStringList>
+
 #include <algorithm>
 
 namespace tapestry::views {
@@ -85,6 +88,47 @@ QColor differenceColour(const PlanDocument &document, const layout::ViewNode &no
                     return QColor(0xffb74d);
     }
     return QColor(0xeceff1);
+}
+
+QString colouringLegend(int colouring, bool planShown)
+{
+    auto swatch = [](QColor c, const QString &what) {
+        return QStringLiteral("<span style=\"color:%1\">&#9632;</span>&nbsp;%2").arg(c.name(), what);
+    };
+    const QString sep = QStringLiteral(" &nbsp; ");
+    QString nodes;
+    switch (colouring) {
+    case 1:
+        nodes = QObject::tr("Nodes by their largest weight:") + QLatin1Char(' ') +
+                QStringList{swatch(QColor(0xe0e0e0), QObject::tr("replicated")),
+                            swatch(QColor(0x90caf9), QObject::tr("split by columns")),
+                            swatch(QColor(0xa5d6a7), QObject::tr("by rows")),
+                            swatch(QColor(0xffe082), QObject::tr("another dim")),
+                            swatch(QColor(0xce93d8), QObject::tr("on several axes"))}
+                    .join(sep);
+        break;
+    case 2:
+        nodes = QObject::tr("Nodes by time:") + QLatin1Char(' ') +
+                QStringList{swatch(heatColor(0), QObject::tr("least")), swatch(heatColor(0.5), QObject::tr("half")),
+                            swatch(heatColor(1), QObject::tr("the costliest node (a class: one layer)"))}
+                    .join(sep);
+        break;
+    case 3:
+        nodes = QObject::tr("Nodes:") + QLatin1Char(' ') +
+                QStringList{swatch(QColor(0xffb74d), QObject::tr("a weight or output differs from the compared plan")),
+                            swatch(QColor(0xeceff1), QObject::tr("the same"))}
+                    .join(sep);
+        break;
+    default:
+        nodes = QObject::tr("Nodes: the colour of their class in Unique subgraphs, ×N its copies");
+        break;
+    }
+    if (!planShown)
+        return nodes;
+    return nodes + QStringLiteral(" &nbsp;|&nbsp; ") +
+           QObject::tr("Edges: shape, <span style=\"color:#bf360c\">each device's block</span> where split, "
+                       "&Sigma; a partial sum; <span style=\"color:#e65100\"><b>orange</b></span> where "
+                       "collectives move it, heavier the costlier");
 }
 
 } // namespace tapestry::views

@@ -627,6 +627,7 @@ void StudioWindow::setColouring(Colouring colouring)
         m_graph->setColouring([&doc](const layout::ViewNode &n) { return differenceColour(doc, n); });
         break;
     }
+    m_graph->setLegend(colouringLegend(static_cast<int>(colouring), planned().plan != nullptr));
 }
 
 void StudioWindow::showCandidates(int classId)

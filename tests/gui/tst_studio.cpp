@@ -1468,7 +1468,10 @@ private slots:
         // The class name whole: each of the lines it wraps into at its scope
         // separators fits the name column beside the class's colour.
         const QModelIndex name = table->model()->index(0, ClassListModel::Name);
-        QVERIFY(name.data().toString().contains(QStringLiteral("layers.*")));
+        // The scope every class shares ("model/") is left out of the names
+        // shown, and kept in their tooltips.
+        QCOMPARE(name.data().toString(), QStringLiteral("layers.*"));
+        QVERIFY(name.data(Qt::ToolTipRole).toString().contains(QStringLiteral("model/layers.*")));
         const int decoration = table->style()->pixelMetric(QStyle::PM_SmallIconSize, nullptr, table);
         for (const QString &line : name.data().toString().split(QChar(0x200B))) {
             const int needed = table->fontMetrics().horizontalAdvance(line) + decoration + 4 * margin;
@@ -1499,7 +1502,37 @@ private slots:
         QVERIFY(memory && memory->isVisible());
         QVERIFY2(memory->width() >= memory->sizeHint().width(),
                  qPrintable(QStringLiteral("\"%1\" in %2 px of %3").arg(memory->text()).arg(memory->width()).arg(memory->sizeHint().width())));
+        // The legend under the graph says what colours and edges mean, in
+        // full (wrapped, never cut) and beside the graph, not over it.
+        const QLabel *legend = w.graphPanel()->legend();
+        QVERIFY(legend->isVisible());
+        QVERIFY2(legend->text().contains(QStringLiteral("Edges:")), qPrintable(legend->text()));
+        QVERIFY2(legend->height() >= legend->heightForWidth(legend->width()),
+                 qPrintable(QStringLiteral("legend %1 px high of %2").arg(legend->height()).arg(legend->heightForWidth(legend->width()))));
+        const QRect graphArea(w.graphPanel()->view()->mapTo(&w, QPoint(0, 0)), w.graphPanel()->view()->size());
+        const QRect legendArea(legend->mapTo(&w, QPoint(0, 0)), legend->size());
+        QVERIFY(!graphArea.intersects(legendArea));
         QVERIFY(w.grab().save(shotDir() + QStringLiteral("/readable-%1x%2.png").arg(size.width()).arg(size.height())));
+    }
+
+    // The legend follows the colouring chosen: each names what its
+    // colours mean.
+    void legendFollowsTheColouring()
+    {
+        StudioWindow w;
+        w.setQuietErrors(true);
+        w.setPlanRequest({QStringLiteral("megatron"), QStringLiteral("4"), QStringLiteral("dgx-h100"), {}, {}, {}});
+        QVERIFY(openAndPlan(w, QStringLiteral("zoo:gpt2?layers=2")));
+        const QLabel *legend = w.graphPanel()->legend();
+        QVERIFY(legend->text().contains(QStringLiteral("class")));
+        w.setColouring(StudioWindow::Colouring::BySharding);
+        QVERIFY(legend->text().contains(QStringLiteral("split by columns")));
+        QVERIFY(legend->text().contains(QStringLiteral("by rows")));
+        w.setColouring(StudioWindow::Colouring::ByCost);
+        QVERIFY(legend->text().contains(QStringLiteral("costliest")));
+        w.setColouring(StudioWindow::Colouring::ByDifference);
+        QVERIFY(legend->text().contains(QStringLiteral("differs")));
+        QVERIFY(legend->text().contains(QStringLiteral("each device's block")));
     }
 
     // The minimap never covers the graph as fitted: at both sizes, a
