@@ -1,3 +1,4 @@
+#include "cost/pipeline.h"
 #include "io/modelloader.h"
 #include "io/zoo/graphbuilder.h"
 #include "layout/viewgraph.h"
@@ -5,6 +6,8 @@
 #include "passes/prune.h"
 
 #include <QTest>
+
+#include <algorithm>
 
 using namespace tapestry;
 using layout::ViewNode;
@@ -109,6 +112,35 @@ private slots:
         for (const auto &e : open.edges)
             feeds = feeds || open.nodes[static_cast<std::size_t>(e.to)].kind == ViewNode::Kind::Block;
         QVERIFY(feeds);
+    }
+
+    // A pipeline's chunks fold apart: 12 layers cut before layers 3 and 8
+    // are three blocks of 3, 5 and 4, each saying its chunk, and the head
+    // after the last layer is in the last chunk.
+    void pipelineChunksFoldApart()
+    {
+        const auto p = run(stack(12));
+        const auto layers = cost::modelLayers(p.graph, p.classes);
+        QCOMPARE(layers.count, 12);
+        const std::vector<int> cuts{3, 8};
+        std::vector<int> chunkOfOp(layers.layerOf.size());
+        for (std::size_t k = 0; k < chunkOfOp.size(); ++k)
+            chunkOfOp[k] = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), layers.layerOf[k]) - cuts.begin());
+        const auto view = layout::buildViewGraph(p.graph, p.coarse, p.classes, {}, chunkOfOp);
+        std::vector<std::pair<int, int>> folded;  // (chunk, repeat)
+        for (const auto &n : view.nodes) {
+            if (n.kind == ViewNode::Kind::Block)
+                folded.emplace_back(n.chunk, n.repeat);
+            else
+                QCOMPARE(n.chunk, 2);  // the head reads the last layer
+        }
+        std::sort(folded.begin(), folded.end());
+        QCOMPARE(folded, (std::vector<std::pair<int, int>>{{0, 3}, {1, 5}, {2, 4}}));
+        // Without a pipeline: one block, no chunk.
+        const auto whole = layout::buildViewGraph(p.graph, p.coarse, p.classes);
+        QCOMPARE(blocks(whole), 1);
+        for (const auto &n : whole.nodes)
+            QCOMPARE(n.chunk, -1);
     }
 
     void everyCoarseNodeIsShownOnce()

@@ -2,6 +2,8 @@
 
 #include "canvasedge.h"
 
+#include "cost/pipeline.h"
+
 #include "ir/error.h"
 #include "imagefile.h"
 #include "palette.h"
@@ -13,6 +15,9 @@
 #include <QPainter>
 #include <QSvgGenerator>
 #include <QtConcurrent/QtConcurrentRun>
+
+#include <algorithm>
+#include <limits>
 
 namespace tapestry::views {
 
@@ -52,6 +57,7 @@ GraphPanel::GraphPanel(QWidget *parent)
         {
             m_scene->setContent(m_pendingStyles, m_pendingEdges, outcome.result);
             applySharding();
+            applyBands();
             m_minimap->refit();
             m_graphView->fitAll();
             if (m_pendingSelection >= 0) {
@@ -150,6 +156,83 @@ void GraphPanel::applySharding()
             tip += tr("\ncollectives moving it: %1 ms a step").arg(seconds * 1e3, 0, 'f', 3);
         edges[i]->setSharding(note, tip, busiest > 0 ? seconds / busiest : 0);
     }
+}
+
+void GraphPanel::showPipeline(const std::optional<plan::PlanPipeline> &pipeline)
+{
+    std::vector<int> chunkOfOp;
+    if (pipeline && m_model.graph && m_model.classes) {
+        const auto layers = cost::modelLayers(*m_model.graph, *m_model.classes);
+        const auto &cuts = pipeline->cuts;
+        if (layers.count > 0 && static_cast<int>(cuts.size()) == pipeline->stages * pipeline->virtualStages - 1) {
+            m_pipelineLayers = layers.count;
+            chunkOfOp.resize(layers.layerOf.size());
+            for (std::size_t k = 0; k < layers.layerOf.size(); ++k)
+                chunkOfOp[k] = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), layers.layerOf[k]) -
+                                                cuts.begin());
+        }
+    }
+    m_pipeline = chunkOfOp.empty() ? std::nullopt : pipeline;
+    if (chunkOfOp == m_chunkOfOp) {
+        applyBands();
+        return;
+    }
+    m_chunkOfOp = std::move(chunkOfOp);
+    m_expanded.clear();  // the runs it named are cut otherwise now
+    rebuild();
+}
+
+void GraphPanel::applyBands()
+{
+    QVector<GraphScene::Band> bands;
+    const auto &nodes = m_scene->canvasNodes();
+    if (!m_pipeline || m_chunkOfOp.empty() || nodes.size() != static_cast<int>(m_view.nodes.size())) {
+        m_scene->setBands(bands);
+        return;
+    }
+    const auto &p = *m_pipeline;
+    const int chunks = p.stages * p.virtualStages;
+    std::vector<double> top(static_cast<std::size_t>(chunks), std::numeric_limits<double>::max()),
+        bottom(static_cast<std::size_t>(chunks), std::numeric_limits<double>::lowest());
+    for (int i = 0; i < nodes.size(); ++i) {
+        const int c = m_view.nodes[static_cast<std::size_t>(i)].chunk;
+        if (c < 0 || c >= chunks)
+            continue;
+        const QRectF r = nodes[i]->sceneBoundingRect();
+        top[static_cast<std::size_t>(c)] = std::min(top[static_cast<std::size_t>(c)], r.top());
+        bottom[static_cast<std::size_t>(c)] = std::max(bottom[static_cast<std::size_t>(c)], r.bottom());
+    }
+    const QRectF area = m_scene->sceneRect();
+    double start = area.top();
+    for (int c = 0; c < chunks; ++c) {
+        const auto k = static_cast<std::size_t>(c);
+        if (top[k] > bottom[k])
+            continue;  // a chunk with no node drawn on its own
+        double end = area.bottom();
+        for (int d = c + 1; d < chunks; ++d)
+            if (top[static_cast<std::size_t>(d)] <= bottom[static_cast<std::size_t>(d)]) {
+                end = (bottom[k] + top[static_cast<std::size_t>(d)]) / 2;
+                break;
+            }
+        const int first = c == 0 ? 0 : p.cuts[k - 1];
+        const int last = (c + 1 < chunks ? p.cuts[k] : m_pipelineLayers) - 1;
+        const int stage = c % p.stages;
+        GraphScene::Band band;
+        band.top = start;
+        band.bottom = end;
+        band.label = p.virtualStages > 1 ? tr("stage %1 · chunk %2").arg(stage).arg(c / p.stages)
+                                         : tr("stage %1").arg(stage);
+        band.tooltip = tr("Pipeline stage %1 of %2: layers %3–%4%5 (View › Pipeline schedule moves the cut)")
+                           .arg(stage)
+                           .arg(p.stages)
+                           .arg(first)
+                           .arg(last)
+                           .arg(p.virtualStages > 1 ? tr(", its chunk %1 of %2").arg(c / p.stages + 1).arg(p.virtualStages)
+                                                    : QString());
+        bands.push_back(band);
+        start = end;
+    }
+    m_scene->setBands(bands);
 }
 
 void GraphPanel::showPins(const plan::Plan &plan)
@@ -314,7 +397,7 @@ void GraphPanel::rebuild()
         m_scene->setContent({}, {}, {});
         return;
     }
-    m_view = layout::buildViewGraph(*m_model.graph, *m_model.coarse, *m_model.classes, m_expanded);
+    m_view = layout::buildViewGraph(*m_model.graph, *m_model.coarse, *m_model.classes, m_expanded, m_chunkOfOp);
     m_pendingStyles = styles();
     m_pendingEdges.clear();
     for (const auto &e : m_view.edges)

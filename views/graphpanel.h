@@ -58,6 +58,12 @@ public:
     // edge drawn by the time of the collectives that move it. Kept across
     // layouts (an expanded class).
     void showSharding(std::shared_ptr<const plan::Plan> plan, std::vector<sharding::ShardingSpec> specs);
+    // A pipelined plan's stages as bands across the graph, one per chunk
+    // of consecutive layers, the folded copies of a class split where a
+    // stage ends; none for a plan of one stage (laid out again when the
+    // cut moves).
+    void showPipeline(const std::optional<plan::PlanPipeline> &pipeline);
+    int stageBands() const { return m_scene->bandCount() / 2; }
 
     // Expanding a folded block lays out its first instance node by node.
     void toggleExpanded(int viewNode);
@@ -93,6 +99,10 @@ private:
     LoadedModel m_model;
     layout::ViewGraph m_view;
     void applySharding();
+    void applyBands();
+    std::optional<plan::PlanPipeline> m_pipeline;
+    std::vector<int> m_chunkOfOp;  // by op id, for buildViewGraph; empty without a pipeline
+    int m_pipelineLayers = 0;      // the layers it cuts between
     std::shared_ptr<const plan::Plan> m_shardingPlan;
     std::vector<sharding::ShardingSpec> m_shardingSpecs;
     layout::ExpandedRuns m_expanded;

@@ -2,7 +2,13 @@
 
 #include "canvasedge.h"
 
+#include <QFontMetricsF>
+#include <QGraphicsRectItem>
 #include <QGraphicsSceneMouseEvent>
+#include <QGraphicsSimpleTextItem>
+#include <QPen>
+
+#include <algorithm>
 
 namespace tapestry::views {
 
@@ -36,6 +42,8 @@ void GraphScene::setContent(const QVector<NodeStyle> &nodes, const QVector<EdgeS
     m_nodes.clear();
     m_edges.clear();
     m_byKey.clear();
+    m_bands.clear();  // deleted with the rest
+    m_labelRoom = false;
     for (int i = 0; i < nodes.size(); ++i) {
         auto *item = new CanvasNode(nodes[i], CanvasNode::sizeFor(nodes[i]));
         const auto c = layout.centers.at(static_cast<std::size_t>(i));
@@ -99,6 +107,46 @@ void GraphScene::mouseDoubleClickEvent(QGraphicsSceneMouseEvent *event)
             return;
         }
     QGraphicsScene::mouseDoubleClickEvent(event);
+}
+
+void GraphScene::setBands(const QVector<Band> &bands)
+{
+    for (QGraphicsItem *item : std::as_const(m_bands)) {
+        removeItem(item);
+        delete item;
+    }
+    m_bands.clear();
+    QFont font;
+    font.setPointSizeF(font.pointSizeF() * 1.1);
+    font.setBold(true);
+    // Room at the left for the labels, beside the nodes rather than under them.
+    const QFontMetricsF metrics(font);
+    double labelWidth = 0;
+    for (const Band &b : bands)
+        labelWidth = std::max(labelWidth, metrics.horizontalAdvance(b.label) + 16);
+    if (!bands.isEmpty() && !m_labelRoom) {
+        setSceneRect(sceneRect().adjusted(-labelWidth, 0, 0, 0));
+        m_labelRoom = true;
+    }
+    const QRectF area = sceneRect();
+    for (int i = 0; i < bands.size(); ++i) {
+        const Band &b = bands[i];
+        auto *rect = new QGraphicsRectItem(area.left(), b.top, area.width(), b.bottom - b.top);
+        rect->setBrush(i % 2 ? QColor(0xe3, 0xf2, 0xfd, 150) : QColor(0xff, 0xf3, 0xe0, 150));
+        rect->setPen(QPen(QColor(0x90a4ae), 1, Qt::DashLine));
+        rect->setZValue(-10);
+        rect->setToolTip(b.tooltip);
+        addItem(rect);
+        m_bands.push_back(rect);
+        auto *text = new QGraphicsSimpleTextItem(b.label);
+        text->setFont(font);
+        text->setBrush(QColor(0x455a64));
+        text->setPos(area.left() + 6, b.top + 4);
+        text->setZValue(-9);
+        text->setToolTip(b.tooltip);
+        addItem(text);
+        m_bands.push_back(text);
+    }
 }
 
 } // namespace tapestry::views

@@ -35,6 +35,15 @@ public:
     const QVector<CanvasEdge *> &canvasEdges() const { return m_edges; }
     void selectKey(int key);
     int selectedKey() const;
+    // Bands across the whole drawing behind the nodes, top to bottom (a
+    // pipeline's stages), each with its label at the left; replaced by the
+    // next call, gone with the next content.
+    struct Band {
+        double top = 0, bottom = 0;
+        QString label, tooltip;
+    };
+    void setBands(const QVector<Band> &bands);
+    int bandCount() const { return static_cast<int>(m_bands.size()); }
 
 signals:
     void nodeSelected(int key);   // -1 when the selection is cleared
@@ -49,6 +58,8 @@ private:
     QVector<CanvasNode *> m_nodes;
     QVector<CanvasEdge *> m_edges;
     QHash<int, CanvasNode *> m_byKey;
+    QVector<QGraphicsItem *> m_bands;
+    bool m_labelRoom = false;  // the scene widened at the left for the bands' labels
 };
 
 } // namespace tapestry::views

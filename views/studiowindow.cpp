@@ -382,6 +382,7 @@ void StudioWindow::onPlanChanged(PlanDocument::PlanChange change)
     const plan::Plan &p = *current.plan;
     m_graph->showPins(p);
     m_graph->showSharding(current.plan, current.specs);
+    m_graph->showPipeline(p.pipeline);
     m_classes->showCosts(document(), current);
     m_charts->setPlanned(current, m_classes->classNames());
     m_status->setText(tr("%1 plan on %2 in %3 ms: step %4 ms%5")

@@ -108,8 +108,16 @@ std::string countLabel(std::int64_t n)
 }
 
 ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coarse,
-                         const passes::SubgraphClasses &classes, const ExpandedRuns &expanded)
+                         const passes::SubgraphClasses &classes, const ExpandedRuns &expanded,
+                         const std::vector<int> &chunkOfOp)
 {
+    auto chunkOfOps = [&](auto ops) {
+        int chunk = -1;
+        for (ir::OpId op : ops)
+            if (op.index() < chunkOfOp.size())
+                chunk = std::max(chunk, chunkOfOp[op.index()]);
+        return chunk;
+    };
     ViewGraph view;
     const std::size_t nodeCount = coarse.nodeCount();
     // Which (class, instance) each coarse node belongs to.
@@ -146,9 +154,11 @@ ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coar
                         return true;
             return false;
         };
+        auto chunkOfInstance = [&](std::size_t i) { return chunkOfOps(cls.instances[i].ops); };
         std::vector<std::vector<std::size_t>> runs;
         for (std::size_t k = 0; k < order.size(); ++k) {
-            if (!runs.empty() && feeds(runs.back().back(), order[k]))
+            if (!runs.empty() && feeds(runs.back().back(), order[k]) &&
+                chunkOfInstance(runs.back().back()) == chunkOfInstance(order[k]))
                 runs.back().push_back(order[k]);
             else
                 runs.push_back({order[k]});
@@ -164,6 +174,7 @@ ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coar
                     v.cls = cls.id;
                     v.instances = {run.front()};
                     const auto &cn = coarse.node(n);
+                    v.chunk = chunkOfOps(cn.ops);
                     v.title = shortName(cn.name);
                     v.subtitle = std::string(passes::toString(cn.kind));
                     if (!cn.outputs.empty())
@@ -180,6 +191,7 @@ ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coar
             block.cls = cls.id;
             block.instances = folded;
             block.repeat = static_cast<int>(folded.size());
+            block.chunk = chunkOfInstance(folded.front());
             std::vector<std::string> scopes;
             for (auto i : folded)
                 scopes.push_back(cls.instances[i].scope);
@@ -202,6 +214,7 @@ ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coar
             continue;
         ViewNode v;
         v.node = cn.id;
+        v.chunk = chunkOfOps(cn.ops);
         v.title = shortName(cn.name);
         v.subtitle = std::string(passes::toString(cn.kind));
         if (!cn.outputs.empty())

@@ -23,6 +23,7 @@ struct ViewNode {
     std::string title;
     std::string subtitle;
     int repeat = 1;                     // instances folded (Kind::Block)
+    int chunk = -1;                     // the pipeline chunk its ops run in (-1: no pipeline)
 };
 
 struct ViewEdge {
@@ -42,8 +43,13 @@ struct ViewGraph {
 // instance.
 using ExpandedRuns = std::set<std::pair<int, std::size_t>>;
 
+// `chunkOfOp` (by op id; empty: no pipeline): the pipeline chunk each op
+// runs in, consecutive layers from 0 (a stage, or with virtual stages one
+// of a stage's chunks). A run of copies is folded per chunk, so that each
+// block lies in one, and every view node says its chunk.
 ViewGraph buildViewGraph(const ir::Graph &graph, const passes::CoarseGraph &coarse,
-                         const passes::SubgraphClasses &classes, const ExpandedRuns &expanded = {});
+                         const passes::SubgraphClasses &classes, const ExpandedRuns &expanded = {},
+                         const std::vector<int> &chunkOfOp = {});
 
 // "8×1024×768"
 std::string shapeLabel(const ir::Shape &shape);

@@ -1381,6 +1381,28 @@ private slots:
         const int micro = w.planDocument()->planned().plan->costOptions.techniques.microBatches;
         for (const auto &stage : timeline.stages)
             QCOMPARE(stage.size(), std::size_t(2 * micro * pp.virtualStages));
+        // The graph shows a band per chunk of layers, the 16 layers folded
+        // per chunk: each block lies in one, and they hold every layer.
+        GraphPanel *graph = w.graphPanel();
+        const int chunksDrawn = pp.stages * pp.virtualStages;
+        QTRY_VERIFY_WITH_TIMEOUT(!graph->isLayoutRunning() && graph->stageBands() == chunksDrawn, 30000);
+        auto foldedPerChunk = [&] {
+            std::map<int, int> layers;
+            for (const auto &v : graph->viewGraph().nodes)
+                if (v.kind == tapestry::layout::ViewNode::Kind::Block)
+                    layers[v.chunk] += v.repeat;
+            return layers;
+        };
+        {
+            const auto folded = foldedPerChunk();
+            QCOMPARE(int(folded.size()), chunksDrawn);
+            int all = 0;
+            for (const auto &[chunk, layers] : folded) {
+                QVERIFY(chunk >= 0 && chunk < chunksDrawn);
+                all += layers;
+            }
+            QCOMPARE(all, 16);
+        }
         QVERIFY2(w.costBar()->text().startsWith(QStringLiteral("step %1 ms · pipeline of 4 stages").arg(pp.stepTime * 1e3, 0, 'f', 2)),
                  qPrintable(w.costBar()->text()));
         QVERIFY(w.planDocument()->exportProblem(QStringLiteral("torch")).contains(QStringLiteral("pipeline stages")));
@@ -1397,6 +1419,9 @@ private slots:
         QCOMPARE(after.cuts.size(), before.cuts.size());
         QCOMPARE(after.cuts.front(), 1);
         QVERIFY2(after.stepTime > before.stepTime, qPrintable(QStringLiteral("%1 against %2").arg(after.stepTime).arg(before.stepTime)));
+        // The bands follow the cut: the first chunk now holds one layer.
+        QTRY_VERIFY_WITH_TIMEOUT(!graph->isLayoutRunning() && foldedPerChunk()[0] == 1, 30000);
+        QCOMPARE(graph->stageBands(), chunksDrawn);
         QVERIFY(dock->caption().contains(QStringLiteral("%1 ms").arg(after.stepTime * 1e3, 0, 'f', 3)));
         w.planDocument()->undoStack()->undo();
         QCOMPARE(w.planDocument()->planned().plan->pipeline->cuts, before.cuts);
