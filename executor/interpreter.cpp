@@ -60,13 +60,22 @@ void Interpreter::layOut(const std::string &input)
         if (m_graph.tensor(id).shape.empty())
             m_objectiveTensors.push_back(id);
     m_objective = m_objectiveTensors.empty() ? Objective::SumOfSquares : Objective::Loss;
-    if (m_objectiveTensors.empty())
+    if (m_objectiveTensors.empty() || m_options.stagePart)
         m_objectiveTensors = outputs;
+    m_seeds.resize(m_objectiveTensors.size());
 
-    // A tensor needs a gradient when it is a parameter or computed from one.
+    // A tensor needs a gradient when it is a parameter or computed from one
+    // (or received from the stage before, whose gradient goes back to it).
+    m_received.assign(nt, false);
+    for (const std::string &name : m_options.receivedInputs) {
+        const auto id = m_graph.findTensor(name);
+        if (!id || m_graph.tensor(*id).role != ir::Role::Input || !isFloat(m_graph.tensor(*id).dtype))
+            throw TapestryError(Error{input, "tensor '" + name + "'", "not a float input of the stage"});
+        m_received[id->index()] = true;
+    }
     std::vector<bool> needsGrad(nt, false);
     for (std::size_t i = 0; i < nt; ++i)
-        needsGrad[i] = m_graph.tensors()[i].role == ir::Role::Parameter &&
+        needsGrad[i] = (m_graph.tensors()[i].role == ir::Role::Parameter || m_received[i]) &&
                        isFloat(m_graph.tensors()[i].dtype);
     std::vector<bool> opBackward(m_graph.opCount(), false);
     for (ir::OpId o : *order) {
@@ -94,7 +103,8 @@ void Interpreter::layOut(const std::string &input)
     std::int64_t indexCount = 0;
     for (std::size_t i = 0; i < nt; ++i) {
         const ir::Tensor &t = m_graph.tensors()[i];
-        if (isFloat(t.dtype))
+        const bool borrowed = m_options.parametersOf && t.role == ir::Role::Parameter;
+        if (isFloat(t.dtype) && !borrowed)
             valueOff[i] = m_arena.reserve(t.elementCount());
         else if (m_indexRange[i] > 0) {
             indexOff[i] = indexCount;
@@ -103,7 +113,7 @@ void Interpreter::layOut(const std::string &input)
     }
     m_gradBegin = m_arena.size();
     for (std::size_t i = 0; i < nt; ++i)
-        if (needsGrad[i])
+        if (needsGrad[i] && !m_options.parametersOf)
             gradOff[i] = m_arena.reserve(m_graph.tensors()[i].elementCount());
     m_gradEnd = m_arena.size();
     std::vector<std::vector<std::pair<std::int64_t, ir::Shape>>> savedOff(m_graph.opCount());
@@ -122,7 +132,7 @@ void Interpreter::layOut(const std::string &input)
     for (std::size_t i = 0; i < nt; ++i)
         if (m_graph.tensors()[i].role == ir::Role::Parameter && needsGrad[i]) {
             const std::int64_t n = m_graph.tensors()[i].elementCount();
-            if (m_options.optimizer == Optimizer::Adam)
+            if (m_options.optimizer == Optimizer::Adam && !m_options.parametersOf)
                 momentOff.emplace_back(m_arena.reserve(n), m_arena.reserve(n));
             else
                 momentOff.emplace_back(-1, -1);
@@ -137,6 +147,17 @@ void Interpreter::layOut(const std::string &input)
         const ir::Shape &s = m_graph.tensors()[i].shape;
         m_values[i] = valueOff[i] >= 0 ? m_arena.view(valueOff[i], s) : TensorView{nullptr, s};
         m_grads[i] = gradOff[i] >= 0 ? m_arena.view(gradOff[i], s) : TensorView{nullptr, s};
+        if (m_options.parametersOf) {
+            // The owner's gradients, every one: a copy runs its backward
+            // pass when no other copy does, and each pass starts them
+            // afresh (stagePart), but for the parameters' it accumulates.
+            const Interpreter &owner = *m_options.parametersOf;
+            if (owner.m_graph.tensorCount() != nt)
+                throw TapestryError(Error{input, {}, "a copy of another graph than its parameters' owner"});
+            m_grads[i] = owner.m_grads[i];
+            if (m_graph.tensors()[i].role == ir::Role::Parameter && isFloat(m_graph.tensors()[i].dtype))
+                m_values[i] = owner.m_values[i];
+        }
         if (indexOff[i] >= 0)
             m_indexValues[i] = IndexView{m_indices.data() + indexOff[i], s};
     }
@@ -197,8 +218,8 @@ void Interpreter::initialise()
         const ir::TensorId id(static_cast<std::int32_t>(i));
         const ir::Tensor &t = m_graph.tensor(id);
         const bool source = t.role == ir::Role::Parameter || t.role == ir::Role::Input;
-        if (!source)
-            continue;
+        if (!source || m_received[i] || (m_options.parametersOf && t.role == ir::Role::Parameter))
+            continue;  // set by the caller, or the owner's
         const std::uint64_t key = streamKey(m_options.seed, t.name);
         if (m_values[i]) {
             const std::vector<std::int64_t> origin(t.shape.size(), 0);
@@ -216,6 +237,8 @@ float Interpreter::forward()
         run(ins.def->host.forward, ins);
     double objective = 0.0;
     for (ir::TensorId t : m_objectiveTensors) {
+        if (m_options.stagePart && !m_graph.tensor(t).shape.empty())
+            continue;  // sent on, not trained on here
         const TensorView &y = m_values[t.index()];
         const std::int64_t n = y.size();
         for (std::int64_t i = 0; i < n; ++i)
@@ -228,6 +251,27 @@ float Interpreter::forward()
 
 void Interpreter::backward()
 {
+    if (m_options.stagePart) {
+        // The parameters' gradients accumulate over the micro-batches.
+        for (std::size_t i = 0; i < m_graph.tensorCount(); ++i)
+            if (m_grads[i] && m_graph.tensors()[i].role != ir::Role::Parameter)
+                std::memset(m_grads[i].data, 0, static_cast<std::size_t>(m_grads[i].size()) * sizeof(float));
+        for (std::size_t k = 0; k < m_objectiveTensors.size(); ++k) {
+            const TensorView &g = m_grads[m_objectiveTensors[k].index()];
+            if (!g)
+                continue;
+            if (m_graph.tensor(m_objectiveTensors[k]).shape.empty())
+                g.data[0] = m_options.lossScale;
+            else if (!m_seeds[k].empty())
+                std::copy(m_seeds[k].begin(), m_seeds[k].end(), g.data);
+        }
+        for (auto it = m_program.rbegin(); it != m_program.rend(); ++it)
+            if (it->backward)
+                run(it->def->host.backward, *it);
+        for (auto &seed : m_seeds)
+            seed.clear();
+        return;
+    }
     std::memset(m_arena.at(m_gradBegin), 0,
                 static_cast<std::size_t>(m_gradEnd - m_gradBegin) * sizeof(float));
     for (ir::TensorId t : m_objectiveTensors) {
@@ -246,6 +290,8 @@ void Interpreter::backward()
 
 void Interpreter::update()
 {
+    if (m_options.parametersOf)
+        return;  // the owner updates them
     ++m_updates;
     kernels::AdamConfig adam = m_options.adam;
     adam.learningRate = m_options.learningRate;
@@ -255,6 +301,59 @@ void Interpreter::update()
         else
             kernels::sgdUpdate(p.value, p.grad, m_options.learningRate);
     }
+}
+
+void Interpreter::seedGradient(std::string_view output, const float *gradient)
+{
+    for (std::size_t k = 0; k < m_objectiveTensors.size(); ++k)
+        if (m_graph.tensor(m_objectiveTensors[k]).name == output) {
+            const auto n = static_cast<std::size_t>(m_graph.tensor(m_objectiveTensors[k]).elementCount());
+            m_seeds[k].assign(gradient, gradient + n);
+            return;
+        }
+    throw TapestryError(Error{m_graph.name, "tensor '" + std::string(output) + "'", "not an output of the stage"});
+}
+
+void Interpreter::zeroParameterGradients()
+{
+    for (const Parameter &p : m_parameters)
+        std::memset(p.grad.data, 0, static_cast<std::size_t>(p.grad.size()) * sizeof(float));
+}
+
+void Interpreter::loadInputRows(std::int64_t firstRow, std::int64_t batchRows,
+                                const std::vector<std::string> &batched)
+{
+    for (const std::string &name : batched) {
+        const auto found = m_graph.findTensor(name);
+        if (!found)
+            continue;  // read by another stage
+        const ir::TensorId id = *found;
+        const auto i = id.index();
+        const ir::Tensor &t = m_graph.tensor(id);
+        if (t.role != ir::Role::Input || m_received[i] || t.shape.empty())
+            continue;
+        ir::Shape whole = t.shape;
+        whole[0] = batchRows;
+        const std::uint64_t key = streamKey(m_options.seed, t.name);
+        if (m_values[i]) {
+            std::vector<std::int64_t> origin(t.shape.size(), 0);
+            origin[0] = firstRow;
+            initializeBlock(m_values[i], origin, whole, key, initRuleFor(m_graph, id));
+        } else if (m_indexRange[i] > 0) {
+            const std::int64_t perRow = t.elementCount() / t.shape[0];
+            initializeIndices(m_indices.data() + m_indexOffset[i], t.elementCount(), firstRow * perRow, key,
+                              indexRuleFor(m_graph, id));
+        }
+    }
+}
+
+std::vector<std::string> Interpreter::parameterNames() const
+{
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < m_graph.tensorCount(); ++i)
+        if (m_graph.tensors()[i].role == ir::Role::Parameter && m_grads[i])
+            names.push_back(m_graph.tensors()[i].name);
+    return names;
 }
 
 float Interpreter::step()

@@ -23,11 +23,29 @@ enum class Optimizer { Sgd, Adam };
 // float32 moments (SGD keeps none).
 cost::CostOptions heldCostOptions(cost::CostOptions options, Optimizer optimizer);
 
+class Interpreter;
+
 struct InterpreterOptions {
     std::uint64_t seed = 1;
     Optimizer optimizer = Optimizer::Sgd;
     float learningRate = 0.01f;
     kernels::AdamConfig adam;  // its learningRate is replaced by the one above
+    // For one pipeline stage's part of the graph (pipelinerun.h): float
+    // inputs whose values the caller sets (received from the stage before)
+    // and whose gradients it reads after backward(); with them the graph's
+    // non-scalar outputs are seeded only by seedGradient() (zero
+    // otherwise), scalar losses by `lossScale` (1 / the micro-batches), and
+    // backward() leaves the parameters' gradients to accumulate until
+    // zeroParameterGradients().
+    std::vector<std::string> receivedInputs;
+    bool stagePart = false;
+    float lossScale = 1.0f;
+    // Another copy of the same graph whose parameters and gradients this
+    // one uses rather than holding its own (stagePart): the micro-batches
+    // a pipeline stage has in flight at once each need their activations,
+    // not the parameters again, and their backward passes run one at a
+    // time. Only the owner updates the parameters. Must outlive this one.
+    const Interpreter *parametersOf = nullptr;
 };
 
 // What a step minimises. A graph with a loss (scalar outputs, e.g. the zoo's
@@ -54,6 +72,16 @@ public:
     void backward() override;   // gradients of the objective for the last forward
     void update() override;     // one optimizer step on every parameter
     float step();               // all three; returns the objective before the update
+    // InterpreterOptions::stagePart: the gradient backward() starts `output`
+    // from (its size), and the parameters' gradients set to zero.
+    void seedGradient(std::string_view output, const float *gradient);
+    void zeroParameterGradients();
+    // The inputs named in `batched` (dim 0 a micro-batch of the whole
+    // batch of `batchRows` rows) as rows [firstRow, ...) of the whole batch's
+    // seeded data: the micro-batch's own rows; other inputs as they are.
+    void loadInputRows(std::int64_t firstRow, std::int64_t batchRows, const std::vector<std::string> &batched);
+    // Trained parameters by name, value and gradient.
+    std::vector<std::string> parameterNames() const;
     void synchronize() override { }  // the host kernels are done when they return
     // Seconds inside the op kernels since the last reset, the GEMMs apart.
     KernelTimes kernelTimes() override { return m_kernelTimes; }
@@ -107,6 +135,8 @@ private:
     std::vector<Instr> m_program;               // topological order
     std::vector<Parameter> m_parameters;
     std::vector<ir::TensorId> m_objectiveTensors;
+    std::vector<bool> m_received;               // per tensor id: InterpreterOptions::receivedInputs
+    std::vector<std::vector<float>> m_seeds;    // per objective tensor (stagePart)
     std::int64_t m_gradBegin = 0, m_gradEnd = 0;  // arena range zeroed before backward
     std::int64_t m_updates = 0;
     double m_flops = 0.0;

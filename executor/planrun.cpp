@@ -2,6 +2,7 @@
 
 #include "interpreter.h"
 #include "opregistry.h"
+#include "pipelinerun.h"
 #include "rankmesh.h"
 #include "shardedprogram.h"
 #include "steploop.h"
@@ -31,11 +32,8 @@ std::string reportKind(std::string kind)
     return kind;
 }
 
-// One micro-batch's graph: the model bound to batch / m, checked to be the
-// plan's graph with dim 0 of its batch tensors cut m ways (every tensor
-// keeps its name, and its shape or dim 0 over m); `microBatched` marks
-// those tensors. Throws TapestryError naming the plan when the model has no
-// batch to bind or the specs do not divide the micro-batch.
+} // namespace
+
 ir::Graph microBatchGraph(const PlanRunOptions &o, const ir::Graph &graph,
                           const std::vector<sharding::ShardingSpec> &specs, const sharding::Mesh &mesh, int m,
                           std::vector<bool> &microBatched)
@@ -80,6 +78,8 @@ ir::Graph microBatchGraph(const PlanRunOptions &o, const ir::Graph &graph,
     return micro;
 }
 
+namespace {
+
 // The memory of the rank whose peak is highest, on rank 0 (a collective).
 plan::ReportMemory largestPeak(const MemoryHeld &held, Communicator &world)
 {
@@ -103,10 +103,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     ir::Graph graph = io::loadModel(o.model, o.load);
     const plan::Plan plan = plan::readPlanFile(o.plan);
     if (plan.pipeline)
-        throw TapestryError(Error{o.plan, "$.pipeline",
-                                  "the plan runs " + std::to_string(plan.pipeline->stages) +
-                                      " pipeline stages, which tapestry-exec does not run yet; run the plan of one "
-                                      "stage (plan --mesh with the stage's shape)"});
+        return runPipeline(o, std::move(graph), plan, world, out, progress);
     const auto specs = plan::planSpecs(plan, graph, o.plan);
     if (plan.mesh.deviceCount() != world.size())
         throw TapestryError(Error{o.plan, "mesh", "the plan's mesh " + plan.mesh.toString() + " has " +

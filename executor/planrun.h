@@ -6,10 +6,13 @@
 #include "interpreter.h"
 
 #include "io/modelloader.h"
+#include "sharding/mesh.h"
+#include "sharding/shardingspec.h"
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace tapestry::exec {
 
@@ -44,5 +47,14 @@ struct PlanRunOptions {
 // reference) and every training step.
 int runPlan(const PlanRunOptions &options, Communicator &world, Backend &backend, std::ostream &out,
             std::ostream &progress);
+
+// One micro-batch's graph: the model bound to batch / m, checked to be the
+// plan's graph with dim 0 of its batch tensors cut m ways (every tensor
+// keeps its name, and its shape or dim 0 over m); `microBatched` marks
+// those tensors. Throws TapestryError naming the plan when the model has no
+// batch to bind or the specs do not divide the micro-batch.
+ir::Graph microBatchGraph(const PlanRunOptions &o, const ir::Graph &graph,
+                          const std::vector<sharding::ShardingSpec> &specs, const sharding::Mesh &mesh, int m,
+                          std::vector<bool> &microBatched);
 
 } // namespace tapestry::exec

@@ -58,6 +58,9 @@ private slots:
     void verifiedRun_data();
     void verifiedRun();
     void droppedAllReduceFailsVerification();
+    void pipelinedRunVerifies_data();
+    void pipelinedRunVerifies();
+    void pipelineOfWideStagesRefused();
     void meshMustMatchRanks();
     void cliRunReportsPassAndThroughput();
     void stalledRankEndsTheJob_data();
@@ -176,6 +179,103 @@ void TestPlanRun::droppedAllReduceFailsVerification()
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains("verification FAILED"), r.err.constData());
     }
+}
+
+namespace {
+
+const QString kPipelined = QStringLiteral("zoo:gpt2?layers=4&hidden=64&heads=2&seq=16&batch=8&vocab=128");
+
+// A pipelined plan of kPipelined: the shape search's plan with `stages`
+// stages of `perStage` devices, then its pipeline set to `schedule`,
+// `chunks` chunks a stage and `cuts`, costed again by the CLI.
+QString pipelinedPlan(const QTemporaryDir &dir, int stages, int perStage, const QString &schedule, int chunks,
+                      const QJsonArray &cuts)
+{
+    const QString shaped = dir.filePath(QStringLiteral("shaped.json")),
+                  edited = dir.filePath(QStringLiteral("edited.json")), costed = dir.filePath(QStringLiteral("plan.json"));
+    const Run made = run(QStringLiteral(TAPESTRY_CLI),
+                         {QStringLiteral("plan"), kPipelined, QStringLiteral("--devices"), QString::number(stages * perStage),
+                          QStringLiteral("--pipeline-stages"), QString::number(stages), QStringLiteral("--tensor-parallel"),
+                          QString::number(perStage), QStringLiteral("-o"), shaped});
+    if (made.exitCode != 0)
+        return {};
+    QJsonObject plan = readJson(shaped);
+    QJsonObject pipeline = plan.value(QStringLiteral("pipeline")).toObject();
+    pipeline.insert(QStringLiteral("stages"), stages);
+    pipeline.insert(QStringLiteral("schedule"), schedule);
+    pipeline.insert(QStringLiteral("virtual_stages"), chunks);
+    pipeline.insert(QStringLiteral("cuts"), cuts);
+    plan.insert(QStringLiteral("pipeline"), pipeline);
+    QFile out(edited);
+    out.open(QIODevice::WriteOnly);
+    out.write(QJsonDocument(plan).toJson());
+    out.close();
+    const Run recosted = run(QStringLiteral(TAPESTRY_CLI),
+                             {QStringLiteral("cost"), kPipelined, edited, QStringLiteral("-o"), costed});
+    return recosted.exitCode == 0 ? costed : QString();
+}
+
+} // namespace
+
+// Pipelines on CPU ranks, one rank a stage: the loss and every parameter's
+// gradient (the tied embedding's summed over the first and last stage)
+// equal one process's on the whole batch, for 1F1B on 4 stages, 2 stages
+// interleaved (two chunks each, chunk 2 on the rank of chunk 0), and GPipe;
+// the run reports the bubble it measured beside the prediction.
+void TestPlanRun::pipelinedRunVerifies_data()
+{
+    QTest::addColumn<int>("stages");
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<int>("chunks");
+    QTest::addColumn<QJsonArray>("cuts");
+    QTest::newRow("4 stages 1f1b") << 4 << "1f1b" << 1 << QJsonArray{1, 2, 3};
+    QTest::newRow("2 stages interleaved") << 2 << "interleaved" << 2 << QJsonArray{1, 2, 3};
+    QTest::newRow("2 stages gpipe") << 2 << "gpipe" << 1 << QJsonArray{3};
+}
+
+void TestPlanRun::pipelinedRunVerifies()
+{
+    QFETCH(int, stages);
+    QFETCH(QString, schedule);
+    QFETCH(int, chunks);
+    QFETCH(QJsonArray, cuts);
+    QTemporaryDir dir;
+    const QString plan = pipelinedPlan(dir, stages, 1, schedule, chunks, cuts);
+    QVERIFY(!plan.isEmpty());
+    const QJsonObject written = readJson(plan).value(QStringLiteral("pipeline")).toObject();
+    QCOMPARE(written.value(QStringLiteral("schedule")).toString(), schedule);
+    QVERIFY(written.value(QStringLiteral("step_time_s")).toDouble() > 0);
+    const Run r = mpirun(stages, {QStringLiteral("--model"), kPipelined, QStringLiteral("--plan"), plan,
+                                  QStringLiteral("--verify"), QStringLiteral("--steps"), QStringLiteral("2"),
+                                  QStringLiteral("--report"), QStringLiteral("-")});
+    QVERIFY2(r.exitCode == 0, r.err.constData());
+    const QJsonObject summary = lastJsonLine(r.out, QStringLiteral("summary"));
+    const QJsonObject verdict = summary.value(QStringLiteral("verification")).toObject();
+    QVERIFY2(verdict.value(QStringLiteral("passed")).toBool(), r.err.constData());
+    QVERIFY(verdict.value(QStringLiteral("max_relative_error")).toDouble() <= 1e-4);
+    // The loss and the 4 layers' 12 parameters each, the embeddings' 2
+    // and the final norm's 2.
+    QCOMPARE(verdict.value(QStringLiteral("tensors_compared")).toInt(), 1 + 4 * 12 + 2 + 2);
+    QCOMPARE(summary.value(QStringLiteral("ranks")).toInt(), stages);
+    QVERIFY(summary.value(QStringLiteral("last_loss")).toDouble() < summary.value(QStringLiteral("first_loss")).toDouble());
+    QVERIFY(summary.value(QStringLiteral("predicted_step_time_s")).toDouble() > 0);
+    QVERIFY2(r.err.contains("pipeline bubble"), r.err.constData());
+}
+
+// A pipeline whose stages span several devices is refused in one line.
+void TestPlanRun::pipelineOfWideStagesRefused()
+{
+    QTemporaryDir dir;
+    const QString plan = pipelinedPlan(dir, 2, 2, QStringLiteral("1f1b"), 1, QJsonArray{2});
+    QVERIFY(!plan.isEmpty());
+    const Run r = mpirun(4, {QStringLiteral("--model"), kPipelined, QStringLiteral("--plan"), plan});
+    QCOMPARE(r.exitCode, 2);
+    QStringList ours;
+    for (const QByteArray &line : r.err.split('\n'))
+        if (line.startsWith("tapestry-exec:"))
+            ours << QString::fromUtf8(line);
+    QCOMPARE(ours.size(), 1);
+    QVERIFY2(ours[0].contains(QStringLiteral("stages on one rank each")), qPrintable(ours[0]));
 }
 
 void TestPlanRun::meshMustMatchRanks()

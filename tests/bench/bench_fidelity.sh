@@ -2,7 +2,8 @@
 # Fidelity of the cost model (not a CTest test): calibrate this machine with
 # tapestry-exec --calibrate on N ranks, then run a fixed set of plans (1D
 # and 2D meshes; tap, megatron with and without sequence parallelism, dp,
-# replicate; recomputation, ZeRO and micro-batches) on N ranks, each
+# replicate; recomputation, ZeRO and micro-batches; a pipeline of one rank
+# a stage) on N ranks, each
 # predicted with the calibrated profile, and print per plan the predicted
 # and measured step times and their ratio, the measured and predicted peak
 # memory per rank, and over all plans the mean absolute percentage error,
@@ -39,6 +40,7 @@ PLANS=(
   "$GPT_M|--search dp --micro-batches 2"
   "$LLAMA|--search tap"
   "$LLAMA|--search megatron"
+  "$GPT_M|PIPELINE"
 )
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -55,9 +57,17 @@ for np in $RANKS; do
     for entry in "${PLANS[@]}"; do
       model=${entry%%|*}
       options=${entry#*|}
+      shape=(--mesh "$mesh")
+      if [ "$options" = PIPELINE ]; then
+        # A pipeline of one rank a stage, its shape searched (schedule,
+        # micro-batches, cuts): on the 1D round only.
+        [ "$mesh" = "$np" ] || continue
+        options="--pipeline-stages $np --tensor-parallel 1"
+        shape=(--devices "$np")
+      fi
       label="$(echo "$model" | sed -E 's/^zoo:([^?]*)\?.*hidden=([0-9]+).*/\1 h\2/') $options on $mesh"
       # shellcheck disable=SC2086
-      if ! "$CLI" plan "$model" --mesh "$mesh" $options --mesh-profile "$profile" \
+      if ! "$CLI" plan "$model" "${shape[@]}" $options --mesh-profile "$profile" \
            -o "$work/plan.json" >/dev/null 2>"$work/plan.err"; then
         echo "skipped: $label: $(tail -1 "$work/plan.err")" >&2
         continue
