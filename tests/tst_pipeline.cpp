@@ -345,6 +345,53 @@ private slots:
         QVERIFY2(err.contains("$.pipeline.cuts"), err.constData());
         QCOMPARE(err.count('\n'), 1);
     }
+
+    // The torch export of a pipeline of one device a stage: the model's
+    // chunks at the plan's cuts and the plan's schedule
+    // (torch.distributed.pipelining; tests/interop runs it). A GPT-2, whose
+    // head is its embedding on another stage, is refused in one line.
+    void torchExportOfOneDeviceStages()
+    {
+        QTemporaryDir dir;
+        auto run = [](const QStringList &args) {
+            QProcess p;
+            p.start(TAPESTRY_CLI, args);
+            p.waitForFinished(120000);
+            return std::make_tuple(p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError());
+        };
+        const QString llama = "zoo:llama3-8b?layers=4&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=256&seq=16&batch=4";
+        const QString file = dir.filePath("llama.json");
+        auto [code, out, err] = run({"plan", llama, "--devices", "2", "--pipeline-stages", "2", "--tensor-parallel", "1",
+                                     "-o", file});
+        QVERIFY2(code == 0, err.constData());
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto doc = nlohmann::json::parse(f.readAll().toStdString());
+        std::tie(code, out, err) = run({"export", file, "--to", "torch"});
+        QVERIFY2(code == 0, err.constData());
+        const std::string schedule = doc["pipeline"]["schedule"].get<std::string>();
+        const QByteArray torchSchedule = schedule == "gpipe" ? "ScheduleGPipe"
+                                         : schedule == "1f1b" ? "Schedule1F1B"
+                                                              : "ScheduleInterleaved1F1B";
+        QVERIFY2(out.contains("from torch.distributed.pipelining import PipelineStage, " + torchSchedule), out.constData());
+        std::string cuts;
+        for (const auto &c : doc["pipeline"]["cuts"])
+            cuts += (cuts.empty() ? "" : ", ") + std::to_string(c.get<int>());
+        QVERIFY2(out.contains(QByteArray::fromStdString("cuts = [" + cuts + "]")), out.constData());
+        QVERIFY(out.contains(QByteArray::fromStdString(
+            "micro_batches = " + std::to_string(doc["techniques"]["micro_batches"].get<int>()))));
+        QVERIFY(out.contains("def pipeline_chunks(model, rank):"));
+        QVERIFY(out.contains("def pipeline_schedule(chunks, rank, loss_fn, device):"));
+
+        const QString gpt = dir.filePath("gpt.json");
+        std::tie(code, out, err) = run({"plan", QString::fromStdString(kGpt), "--devices", "2", "--pipeline-stages", "2",
+                                        "--tensor-parallel", "1", "-o", gpt});
+        QVERIFY2(code == 0, err.constData());
+        std::tie(code, out, err) = run({"export", gpt, "--to", "torch"});
+        QCOMPARE(code, 2);
+        QVERIFY2(err.contains("$.pipeline") && err.contains("model.embed_tokens"), err.constData());
+        QCOMPARE(err.count('\n'), 1);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestPipeline)

@@ -1063,4 +1063,127 @@ def parallelize(model, mesh):
     return s;
 }
 
+std::string torchPipelinePython(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput)
+{
+    const plan::PlanPipeline &pp = *plan.pipeline;
+    auto refuse = [&](const std::string &why) {
+        return TapestryError(Error{planInput, "$.pipeline", "torch: " + why});
+    };
+    if (plan.mesh.deviceCount() != 1)
+        throw refuse("the plan runs " + std::to_string(pp.stages) + " pipeline stages of " + plan.mesh.toString() +
+                     " each; the torch export runs pipelines of one device a stage (plan with --tensor-parallel 1 and "
+                     "no data parallelism), or export the plan for megatron");
+    for (const char *name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"})
+        if (!graph.findTensor(name))
+            throw refuse(std::string("the pipeline export cuts LLaMA-shaped models (model.embed_tokens, model.layers.N, "
+                                     "model.norm, lm_head: a head apart from the embedding); this model has no '") +
+                         name + "'");
+    const int chunks = pp.stages * pp.virtualStages;
+    if (static_cast<int>(pp.cuts.size()) != chunks - 1)
+        throw refuse("the pipeline has no cuts for its " + std::to_string(chunks) + " chunks (cost the plan again)");
+    const int m = std::max(1, plan.costOptions.techniques.microBatches);
+    if (pp.schedule == cost::Schedule::Interleaved && m % pp.stages != 0)
+        throw refuse("torch's interleaved schedule needs the micro-batches (" + std::to_string(m) +
+                     ") a multiple of the stages (" + std::to_string(pp.stages) + ")");
+    std::string cuts;
+    for (int c : pp.cuts)
+        cuts += (cuts.empty() ? "" : ", ") + std::to_string(c);
+    const std::string schedule = pp.schedule == cost::Schedule::GPipe       ? "ScheduleGPipe"
+                                 : pp.schedule == cost::Schedule::OneFOneB ? "Schedule1F1B"
+                                                                           : "ScheduleInterleaved1F1B";
+    std::string s;
+    s += "\"\"\"A Tapestry plan's pipeline as PyTorch runs it (torch 2.6 or later: torch.distributed.pipelining).\n\n";
+    s += exportProvenance(plan, "torch", {});
+    s += "\n" + std::to_string(pp.stages) + " stages of one device each, " + std::string(cost::toString(pp.schedule)) +
+         (pp.virtualStages > 1 ? " with " + std::to_string(pp.virtualStages) + " chunks a stage" : std::string()) +
+         ", " + std::to_string(m) + " micro-batches; the model's " + std::to_string(pp.layers) +
+         " layers cut before layers " + cuts + ".\n";
+    s += "\nIn the training script, on every rank (one a stage, after init_process_group):\n"
+         "    chunks = pipeline_chunks(model, rank)\n"
+         "    schedule = pipeline_schedule(chunks, rank, loss_fn, device)   # loss_fn(logits, labels), a mean\n"
+         "    optimizer = torch.optim.SGD([p for c in chunks for p in c.parameters()], lr=...)\n"
+         "    if rank == 0: schedule.step(input_ids)             # the whole batch; cut into micro-batches\n"
+         "    elif is_last(rank): schedule.step(target=labels, losses=losses)\n"
+         "    else: schedule.step()\n"
+         "    optimizer.step()\n"
+         "The losses are the micro-batches', each over the micro-batches; the step's is their sum\n"
+         "(pipeline_loss), the whole batch's mean, whose gradients the step's are.\n"
+         "\"\"\"\n";
+    s += "import inspect\n\n"
+         "import torch\n"
+         "from torch import nn\n"
+         "from torch.distributed.pipelining import PipelineStage, " + schedule + "\n\n";
+    s += "stages = " + std::to_string(pp.stages) + "\n";
+    s += "virtual_stages = " + std::to_string(pp.virtualStages) + "\n";
+    s += "micro_batches = " + std::to_string(m) + "\n";
+    s += "layers = " + std::to_string(pp.layers) + "\n";
+    s += "cuts = [" + cuts + "]  # the first layer of each chunk after the first\n";
+    s += R"PY(
+
+def _chunks_of(rank):
+    """The chunks a stage runs: rank, rank + stages, ... (chunk c on stage c mod stages)."""
+    return list(range(rank, stages * virtual_stages, stages))
+
+
+def is_last(rank):
+    return (stages * virtual_stages - 1) % stages == rank
+
+
+class Chunk(nn.Module):
+    """Layers [first, end) of a LLaMA-shaped model, with the embedding on the first chunk
+    and the final norm and head on the last: the same modules, not copies."""
+
+    def __init__(self, model, first, end, is_first, is_last):
+        super().__init__()
+        inner = model.model
+        self.embed_tokens = inner.embed_tokens if is_first else None
+        self.rotary_emb = inner.rotary_emb
+        self.layers = nn.ModuleDict({str(i): inner.layers[i] for i in range(first, end)})
+        self.norm = inner.norm if is_last else None
+        self.lm_head = model.lm_head if is_last else None
+
+    def forward(self, x):
+        h = self.embed_tokens(x) if self.embed_tokens is not None else x
+        positions = torch.arange(h.shape[1], device=h.device)[None, :]
+        position_embeddings = self.rotary_emb(h, positions)
+        for layer in self.layers.values():
+            out = layer(h, position_embeddings=position_embeddings)
+            h = out[0] if isinstance(out, tuple) else out
+        if self.lm_head is not None:
+            h = self.lm_head(self.norm(h))
+        return h
+
+
+def pipeline_chunks(model, rank):
+    """This stage's chunks of `model`, in the order the schedule runs them."""
+    bounds = [0] + cuts + [layers]
+    last = stages * virtual_stages - 1
+    return [Chunk(model, bounds[c], bounds[c + 1], c == 0, c == last) for c in _chunks_of(rank)]
+
+
+def pipeline_schedule(chunks, rank, loss_fn, device):
+    """The plan's schedule over this stage's chunks (PipelineStage each)."""
+    made = [PipelineStage(chunk, c, stages * virtual_stages, device) for chunk, c in zip(chunks, _chunks_of(rank))]
+
+    def scaled(output, target):
+        # Each micro-batch's mean over its rows, over the micro-batches: the
+        # whole batch's mean, whose gradients the micro-batches' sum to.
+        return loss_fn(output, target) / micro_batches
+
+    # Later torch scales the gradients itself unless told not to.
+    options = {"scale_grads": False} if "scale_grads" in inspect.signature()PY" + schedule + R"PY(.__init__).parameters else {}
+)PY";
+    if (pp.schedule == cost::Schedule::Interleaved)
+        s += "    return " + schedule + "(made, n_microbatches=micro_batches, loss_fn=scaled, **options)\n";
+    else
+        s += "    return " + schedule + "(made[0], n_microbatches=micro_batches, loss_fn=scaled, **options)\n";
+    s += R"PY(
+
+def pipeline_loss(losses):
+    """The step's loss from the micro-batches' (on the last stage): the whole batch's mean."""
+    return torch.stack([l.detach() for l in losses]).sum()
+)PY";
+    return s;
+}
+
 } // namespace tapestry::exports

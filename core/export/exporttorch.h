@@ -103,5 +103,13 @@ TorchPlan torchPlan(const ExportInput &in, const std::string &planInput);
 // where the vocabulary is split), `batch_slice(mesh)` (this rank's part of
 // the global batch) and `plan_collectives`.
 std::string torchPlanPython(const TorchPlan &plan, const plan::Plan &source);
+// A pipelined plan (plan.pipeline) as torch.distributed.pipelining runs it:
+// one rank a stage, each holding its chunks of a LLaMA-shaped model
+// (model.embed_tokens, model.layers.N, model.norm, lm_head: Hugging Face's
+// LlamaForCausalLM) cut where the plan's cuts say, and the plan's schedule
+// (ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B) over its
+// micro-batches. Refused (TapestryError naming `planInput`) where a stage
+// is more than one device or the model is not so shaped.
+std::string torchPipelinePython(const ir::Graph &graph, const plan::Plan &plan, const std::string &planInput);
 
 } // namespace tapestry::exports

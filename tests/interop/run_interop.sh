@@ -61,5 +61,34 @@ run tap-2d "$wide" --mesh 2x2 --axes data,model "${fixed[@]}"
 run gpt2-megatron "$gpt2" --mesh 2 --search megatron "${fixed[@]}"
 run gpt2-tap "$gpt2" --mesh 4 --memory-gib 0.001 "${fixed[@]}"
 
+# Pipelines, one rank a stage (torch.distributed.pipelining): the shape search's
+# plan of 2 stages, its schedule and cuts set, costed again and exported.
+pipelined() {  # NAME MODEL SCHEDULE CHUNKS-PER-STAGE CUTS
+  local name=$1 model=$2 schedule=$3 chunks=$4 cuts=$5
+  local plan="$work/$name.json" export="$work/$name.py" log="$work/$name.log"
+  if ! "$cli" plan "$model" --devices 2 --pipeline-stages 2 --tensor-parallel 1 --flash-attention on --recompute none \
+         -o "$work/$name-shaped.json" >"$log" 2>&1 ||
+     ! python3 - "$work/$name-shaped.json" "$work/$name-edited.json" "$schedule" "$chunks" "$cuts" <<'PY' ||
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["pipeline"].update(schedule=sys.argv[3], virtual_stages=int(sys.argv[4]), cuts=json.loads(sys.argv[5]))
+plan["techniques"]["micro_batches"] = 4
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+     ! "$cli" cost "$model" "$work/$name-edited.json" -o "$plan" >>"$log" 2>&1 ||
+     ! "$cli" export "$plan" --to torch -o "$export" >>"$log" 2>&1; then
+    echo "interop: $name: FAILED to plan or export:"; tail -3 "$log"; failed+=("$name"); return
+  fi
+  if tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$plan" "$export" >>"$log" 2>&1; then
+    passed+=("$name")
+  else
+    failed+=("$name")
+  fi
+  grep -E "^rank 0:|passed|FAILED|Error" "$log" | sed "s/^/interop: $name: /"
+}
+llama4layers="zoo:llama3-8b?layers=4&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=256&seq=16&batch=4"
+pipelined pipeline-1f1b "$llama" 1f1b 1 '[1]'
+pipelined pipeline-interleaved "$llama4layers" interleaved 2 '[1, 2, 3]'
+
 echo "interop: ${#passed[@]} passed (${passed[*]:-none}), ${#failed[@]} failed (${failed[*]:-none}); PyTorch from $root"
 [ ${#failed[@]} -eq 0 ]

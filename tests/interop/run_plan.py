@@ -148,6 +148,80 @@ def rank_main(rank, world, port, plan_file, export_file, results):
         results[rank] = {"failure": traceback.format_exc()}
 
 
+def _wait_for_every_p2p():
+    """torch 2.6's schedules fuse a step's sends and receives in one batch_isend_irecv
+    and wait on its last work only; NCCL's batch is one work, gloo's one per op, so on
+    gloo ranks 1F1B and the interleaved schedule hang. Here every work of a batch is
+    waited on (the schedules' own order, on the CPU ranks this test has)."""
+    from torch.distributed.pipelining import schedules
+
+    def batch_p2p(ops, desc=None):
+        if not ops:
+            return None
+        works = dist.batch_isend_irecv(ops)
+
+        class Every:
+            def wait(self):
+                for work in works:
+                    work.wait()
+
+        return Every()
+
+    schedules._batch_p2p = batch_p2p
+
+
+def rank_pipeline(rank, world, port, plan_file, export_file, results):
+    """A pipelined plan's step: this rank's chunks (pipeline_chunks) under the plan's
+    schedule (pipeline_schedule) on the whole batch, checked against the unsharded
+    model: the loss on the last stage, each chunk's parameters' gradients where they are."""
+    try:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        plan = json.load(open(plan_file))
+        family, c = model_of(plan["model"]["source"], "run_plan")
+        spec = importlib.util.spec_from_file_location("tapestry_export", export_file)
+        export = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(export)
+
+        torch.manual_seed(0)
+        reference = hf_models.build(family, c, os.environ.get("TAPESTRY_INTEROP_MODELS", "twin"))
+        model = copy.deepcopy(reference)
+        ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+        labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+
+        def loss_fn(output, target):
+            return F.cross_entropy(hf_models.logits_of(output).flatten(0, 1), target.flatten())
+
+        _wait_for_every_p2p()
+        chunks = export.pipeline_chunks(model, rank)
+        schedule = export.pipeline_schedule(chunks, rank, loss_fn, torch.device("cpu"))
+        losses = []
+        last = export.is_last(rank)
+        if rank == 0:
+            schedule.step(ids, target=labels, losses=losses) if last else schedule.step(ids)
+        elif last:
+            schedule.step(target=labels, losses=losses)
+        else:
+            schedule.step()
+
+        ref_loss = F.cross_entropy(hf_models.logits_of(reference(ids)).flatten(0, 1), labels.flatten())
+        ref_loss.backward()
+        errors = {}
+        if last:
+            errors["loss"] = abs(export.pipeline_loss(losses).item() - ref_loss.item()) / max(abs(ref_loss.item()), 1e-12)
+        expected = dict(reference.named_parameters())
+        own = {id(p) for chunk in chunks for p in chunk.parameters()}
+        for name, param in model.named_parameters():
+            if id(param) not in own:
+                continue
+            want = expected[name].grad
+            errors[name] = ((param.grad - want).abs().max() / want.abs().max().clamp_min(1e-12)).item()
+        results[rank] = {"errors": errors, "forward": {}, "backward": {}}
+        dist.destroy_process_group()
+    except Exception:
+        results[rank] = {"failure": traceback.format_exc()}
+
+
 def plan_counts(plan):
     phases = {"forward": {}, "backward": {}}
     for c in plan["collectives"]:
@@ -164,13 +238,18 @@ def main():
     world = 1
     for axis in plan["mesh"]["axes"]:
         world *= axis["size"]
+    # A pipeline: one rank a stage, sending activations point to point (no
+    # collective to count).
+    pipelined = bool(plan.get("pipeline"))
+    if pipelined:
+        world *= plan["pipeline"]["stages"]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     results = mp.Manager().dict()
-    mp.start_processes(rank_main, args=(world, port, plan_file, export_file, results), nprocs=world,
-                       start_method="spawn")
-    want = plan_counts(plan)
+    mp.start_processes(rank_pipeline if pipelined else rank_main, args=(world, port, plan_file, export_file, results),
+                       nprocs=world, start_method="spawn")
+    want = {"forward": {}, "backward": {}} if pipelined else plan_counts(plan)
     ok = True
     for rank in range(world):
         r = results.get(rank)
@@ -182,7 +261,8 @@ def main():
         good = r["errors"][worst] <= TOLERANCE
         ok &= good
         if rank == 0 or not good:
-            print(f"rank {rank}: numerics {'ok' if good else 'WRONG'}: loss and {len(r['errors']) - 1} gradients, "
+            checked = f"loss and {len(r['errors']) - 1}" if "loss" in r["errors"] else f"{len(r['errors'])}"
+            print(f"rank {rank}: numerics {'ok' if good else 'WRONG'}: {checked} gradients, "
                   f"worst {worst} {r['errors'][worst]:.2e} (tolerance {TOLERANCE:g})")
             wrong = sorted(name for name, error in r["errors"].items() if error > TOLERANCE)
             if wrong:
