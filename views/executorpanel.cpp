@@ -473,9 +473,13 @@ void ExecutorPanel::setPlan(const LoadedModel &model, const PlannedModel &planne
     m_model = model;
     m_planned = planned;
     if (planned.plan) {
-        m_ranks->setValue(planned.plan->mesh.deviceCount());
+        // A pipeline's stages each on their copy of the mesh: a rank per device of every stage.
+        const int stages = planned.plan->pipeline ? planned.plan->pipeline->stages : 1;
+        m_ranks->setValue(stages * planned.plan->mesh.deviceCount());
+        const QString mesh = QString::fromStdString(planned.plan->mesh.toString());
         m_planLabel->setText(tr("%1 plan on %2").arg(QString::fromStdString(planned.plan->method),
-                                                     QString::fromStdString(planned.plan->mesh.toString())));
+                                                     stages > 1 ? tr("%1 pipeline stages of %2").arg(stages).arg(mesh)
+                                                                : mesh));
         m_source->setText(m_source->fontMetrics().elidedText(model.source, Qt::ElideMiddle, 380));
         m_source->setToolTip(model.source);
     } else {

@@ -13,11 +13,14 @@
 #include "reportserver.h"
 #include "studiowindow.h"
 
+#include "plan/planjson.h"
+
 #include <QApplication>
 #include <QDir>
 #include <QDockWidget>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTcpSocket>
@@ -174,6 +177,18 @@ private slots:
         QVERIFY2(p.planned.plan, qPrintable(p.planned.error));
         panel.setPlan(p.model, p.planned);
         QCOMPARE(panel.ranks(), 2);  // the plan's mesh size
+        {
+            // A pipeline of 3 stages of that mesh runs on a rank per device of each.
+            PlannedModel piped = p.planned;
+            auto plan = std::make_shared<tapestry::plan::Plan>(*p.planned.plan);
+            plan->pipeline = tapestry::plan::PlanPipeline{};
+            plan->pipeline->stages = 3;
+            piped.plan = plan;
+            panel.setPlan(p.model, piped);
+            QCOMPARE(panel.ranks(), 6);
+            panel.setPlan(p.model, p.planned);
+            QCOMPARE(panel.ranks(), 2);
+        }
         panel.setExecutable(QStringLiteral("/nonexistent/tapestry-exec"));
         QVERIFY(!panel.run());
         QVERIFY(panel.statusText().contains(QStringLiteral("not an executable")));
@@ -185,6 +200,42 @@ private slots:
     }
 
     // issue 11: a real mpirun -np 2 job on the MLP sample, from the panel.
+    // A pipelined plan (2 stages of one device, from plan --devices) runs
+    // from the panel on a rank a stage, verified, with its prediction.
+    void runsAPipelinedPlan()
+    {
+        QTemporaryDir dir;
+        const QString source = QStringLiteral("zoo:gpt2?layers=2&hidden=64&heads=2&seq=16&batch=4&vocab=128");
+        const QString file = dir.filePath(QStringLiteral("pipelined.json"));
+        QProcess cli;
+        cli.start(QStringLiteral(TAPESTRY_CLI),
+                  {QStringLiteral("plan"), source, QStringLiteral("--devices"), QStringLiteral("2"),
+                   QStringLiteral("--pipeline-stages"), QStringLiteral("2"), QStringLiteral("--tensor-parallel"),
+                   QStringLiteral("1"), QStringLiteral("--mesh-profile"), QStringLiteral("cpu-loopback"),
+                   QStringLiteral("-o"), file});
+        QVERIFY(cli.waitForFinished(60000));
+        QCOMPARE(cli.exitCode(), 0);
+        Planned p;
+        p.model = loadModelForView(source);
+        p.planned.plan = std::make_shared<tapestry::plan::Plan>(tapestry::plan::readPlanFile(file.toStdString()));
+        QVERIFY(p.planned.plan->pipeline);
+        ExecutorPanel panel;
+        panel.setExecutable(QStringLiteral(TAPESTRY_EXEC));
+        panel.setPlan(p.model, p.planned);
+        QCOMPARE(panel.ranks(), 2);
+        panel.setSteps(2);
+        QSignalSpy verdict(&panel, &ExecutorPanel::verificationReceived);
+        QSignalSpy finished(&panel, &ExecutorPanel::runFinished);
+        QVERIFY(panel.run());
+        QVERIFY(waitFinished(finished));
+        const ExecutorRun run = finished.first().first().value<ExecutorRun>();
+        QVERIFY2(run.state == ExecutorRun::State::Finished, qPrintable(run.message + run.errorLines.join(u'\n')));
+        QCOMPARE(run.steps.size(), 2);
+        QCOMPARE(verdict.count(), 1);
+        QVERIFY(verdict.first().first().toBool());
+        QVERIFY(run.predicted.stepTime > 0);
+    }
+
     void runsTheMlpSampleOnTwoRanks()
     {
         const Planned p = plan(QStringLiteral(TAPESTRY_SOURCE_DIR "/samples/models/mlp.json"), QStringLiteral("2"),
