@@ -134,6 +134,9 @@ public:
 
     float forward() override
     {
+        // The stages start the step together, so that their slots' times
+        // share an origin (each rank's clock from there).
+        MPI_Barrier(m_world.handle());
         const auto stepStart = std::chrono::steady_clock::now();
         m_waited = 0;
         for (auto &[c, chunk] : m_chunks)
@@ -141,10 +144,13 @@ public:
         double loss = 0;
         const int m = m_layout.microBatches;
         const std::int64_t rows = m_layout.batchRows / m;
+        m_times.clear();
         for (const auto &slot : m_slots) {
             const int c = slot.chunk * m_layout.stages + m_world.rank();
             const int k = slot.microBatch;
             Chunk &chunk = m_chunks.at(c);
+            double began = 0;  // once its inputs came: waiting for them is the bubble
+            auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count(); };
             if (!slot.backward) {
                 Interpreter &p = acquire(chunk, k);
                 p.loadInputRows(k * rows, m_layout.batchRows, m_layout.batched);
@@ -153,6 +159,7 @@ public:
                     if (std::find(bd.to.begin(), bd.to.end(), c) != bd.to.end())
                         receive(p.value(bd.name).data, bd.elements, bd.from, tag(b, k, c, false));
                 }
+                began = now();
                 loss += p.forward() / m;  // the micro-batch's mean: the whole batch's is their mean
                 for (std::size_t b = 0; b < m_layout.boundaries.size(); ++b) {
                     const Boundary &bd = m_layout.boundaries[b];
@@ -176,6 +183,7 @@ public:
                     }
                     p.seedGradient(bd.name, sum.data());
                 }
+                began = now();
                 p.backward();
                 for (std::size_t b = 0; b < m_layout.boundaries.size(); ++b) {
                     const Boundary &bd = m_layout.boundaries[b];
@@ -189,6 +197,8 @@ public:
                 }
                 release(chunk, k);
             }
+            // From its inputs received to its outputs sent.
+            m_times.push_back({slot.backward, k, slot.chunk, began, now()});
         }
         finishSends();
         // The loss is on the last chunk's rank; every rank returns it.
@@ -258,6 +268,8 @@ public:
     }
     // Seconds of the last step this rank waited for another stage.
     double waited() const { return m_waited; }
+    // The last step's slots on this rank, as they ran.
+    const std::vector<plan::ReportPipelineSlot> &times() const { return m_times; }
     double stepSeconds() const { return m_stepSeconds; }
     std::int64_t arenaBytes() const
     {
@@ -356,6 +368,7 @@ private:
     std::vector<MPI_Request> m_requests;
     std::map<int, std::vector<float>> m_local;
     double m_waited = 0, m_stepSeconds = 0;
+    std::vector<plan::ReportPipelineSlot> m_times;
 };
 
 // Relative error of `got` against `want`, as verification.h measures it.
@@ -615,6 +628,32 @@ int runPipeline(const PlanRunOptions &o, ir::Graph graph, const plan::Plan &plan
         bubble /= world.size();
         std::int64_t held = program.arenaBytes();
         MPI_Allreduce(MPI_IN_PLACE, &held, 1, MPI_INT64_T, MPI_MAX, world.handle());
+        // Every stage's slots of the last step, on rank 0: 5 numbers a slot.
+        std::vector<double> mine;
+        for (const auto &t : program.times())
+            mine.insert(mine.end(), {t.backward ? 1.0 : 0.0, double(t.microBatch), double(t.chunk), t.start, t.end});
+        int count = static_cast<int>(mine.size());
+        std::vector<int> counts(static_cast<std::size_t>(world.size())), offsets(counts.size());
+        MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world.handle());
+        int total = 0;
+        for (std::size_t r = 0; r < counts.size(); ++r) {
+            offsets[r] = total;
+            total += counts[r];
+        }
+        std::vector<double> all(static_cast<std::size_t>(root ? total : 0));
+        MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0,
+                    world.handle());
+        plan::ReportPipeline ran;
+        ran.bubbleFraction = bubble;
+        ran.predictedBubbleFraction = predicted.pipeline->bubbleFraction;
+        if (root)
+            for (std::size_t r = 0; r < counts.size(); ++r) {
+                ran.stages.emplace_back();
+                for (int at = offsets[r]; at + 5 <= offsets[r] + counts[r]; at += 5) {
+                    const double *v = all.data() + at;
+                    ran.stages.back().push_back({v[0] != 0, static_cast<int>(v[1]), static_cast<int>(v[2]), v[3], v[4]});
+                }
+            }
         if (root && o.report) {
             const double measured = summary.mean.stepTime;
             summary.model = o.model;
@@ -631,6 +670,7 @@ int runPipeline(const PlanRunOptions &o, ir::Graph graph, const plan::Plan &plan
             summary.predictedMemoryBytes = predicted.pipeline->memoryPerDevice;
             summary.memoryPredictedOverMeasured =
                 held > 0 ? static_cast<double>(predicted.pipeline->memoryPerDevice) / held : 0.0;
+            summary.pipeline = std::move(ran);
             out << plan::reportLine(summary) << '\n' << std::flush;
         }
         if (root && o.progress)

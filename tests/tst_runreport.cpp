@@ -97,6 +97,7 @@ private slots:
         QTest::newRow("summary with verification") << 5;
         QTest::newRow("calibration") << 6;
         QTest::newRow("error") << 7;
+        QTest::newRow("summary of a pipeline") << 8;
     }
 
     void roundTrip()
@@ -111,6 +112,17 @@ private slots:
         case 4: event = sampleSummary(false); break;
         case 5: event = sampleSummary(true); break;
         case 6: event = ReportCalibration{"-", nlohmann::json{{"format", "tapestry.mesh-profile"}}}; break;
+        case 8: {
+            ReportSummary s = sampleSummary(true);
+            ReportPipeline p;
+            p.stages = {{{false, 0, 0, 0.0, 0.001}, {true, 0, 0, 0.002, 0.004}},
+                        {{false, 0, 1, 0.001, 0.002}, {true, 0, 1, 0.0015, 0.0025}}};
+            p.bubbleFraction = 0.25;
+            p.predictedBubbleFraction = 0.2;
+            s.pipeline = p;
+            event = s;
+            break;
+        }
         default: event = ReportError{"plan.json: mesh: 4 devices but the job has 2 ranks"}; break;
         }
         const std::string line = reportLine(event);

@@ -97,7 +97,7 @@ void PipelineView::paintEvent(QPaintEvent *)
 
 PipelineDock::PipelineDock(PlanDocument *document, QWidget *parent)
     : QDockWidget(tr("Pipeline schedule"), parent), m_document(document), m_view(new PipelineView(this)),
-      m_caption(new QLabel(this))
+      m_caption(new QLabel(this)), m_measuredCaption(new QLabel(this)), m_measured(new PipelineView(this))
 {
     setObjectName(QStringLiteral("pipeline"));
     auto *panel = new QWidget(this);
@@ -125,6 +125,12 @@ PipelineDock::PipelineDock(PlanDocument *document, QWidget *parent)
     row->addWidget(m_problem);
     layout->addWidget(m_editor);
     layout->addWidget(m_view, 1);
+    m_measuredCaption->setObjectName(QStringLiteral("pipelineMeasuredCaption"));
+    m_measuredCaption->setWordWrap(true);
+    layout->addWidget(m_measuredCaption);
+    layout->addWidget(m_measured, 1);
+    m_measuredCaption->hide();
+    m_measured->hide();
     setWidget(panel);
     connect(m_cuts, &QLineEdit::returnPressed, this, &PipelineDock::applyCuts);
     connect(balanceButton, &QPushButton::clicked, this, &PipelineDock::balance);
@@ -172,8 +178,42 @@ bool PipelineDock::balance()
     return ok;
 }
 
+void PipelineDock::showMeasured(const plan::ReportPipeline &run, double predictedStep)
+{
+    cost::PipelineTimeline timeline;
+    std::vector<QString> names;
+    for (std::size_t s = 0; s < run.stages.size(); ++s) {
+        timeline.stages.emplace_back();
+        for (const auto &slot : run.stages[s]) {
+            timeline.stages.back().push_back({slot.backward, slot.microBatch, slot.chunk, slot.start, slot.end});
+            timeline.makespan = std::max(timeline.makespan, slot.end);
+        }
+        names.push_back(tr("stage %1").arg(s));
+    }
+    if (timeline.stages.empty())
+        return;
+    m_measured->setTimeline(timeline, names);
+    m_measuredCaption->setText(tr("Measured, the run's last step: %1 ms (predicted %2 ms); the stages waited %3% "
+                                  "of it for each other (bubble and sends; predicted %4%)")
+                                   .arg(timeline.makespan * 1e3, 0, 'f', 3)
+                                   .arg(predictedStep * 1e3, 0, 'f', 3)
+                                   .arg(run.bubbleFraction * 100, 0, 'f', 1)
+                                   .arg(run.predictedBubbleFraction * 100, 0, 'f', 1));
+    m_measuredCaption->show();
+    m_measured->show();
+}
+
+QString PipelineDock::measuredCaption() const
+{
+    return m_measuredCaption->isHidden() ? QString() : m_measuredCaption->text();
+}
+
 void PipelineDock::refresh()
 {
+    // A run measured another plan (or none).
+    m_measured->clear();
+    m_measured->hide();
+    m_measuredCaption->hide();
     const auto &planned = m_document->planned();
     const auto &model = m_document->model();
     m_editor->setVisible(planned.plan && planned.plan->pipeline);

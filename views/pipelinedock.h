@@ -2,6 +2,7 @@
 
 #include "cost/pipeline.h"
 #include "plan/plan.h"
+#include "plan/runreport.h"
 
 #include <QDockWidget>
 #include <QWidget>
@@ -50,6 +51,11 @@ public:
     bool applyCuts();
     // Cuts balanced by the stages' costs again.
     bool balance();
+    // The schedule as a run of the plan measured it (its last step, the
+    // executor's report), under the predicted one; until the plan changes.
+    void showMeasured(const plan::ReportPipeline &run, double predictedStep);
+    PipelineView *measuredView() const { return m_measured; }
+    QString measuredCaption() const;
 
 private:
     void refresh();
@@ -60,6 +66,8 @@ private:
     QWidget *m_editor;
     QLineEdit *m_cuts;
     QLabel *m_problem;
+    QLabel *m_measuredCaption;
+    PipelineView *m_measured;
 };
 
 } // namespace tapestry::views

@@ -228,6 +228,8 @@ void StudioWindow::createDocks()
                                        .arg(run.ranks)
                                        .arg(run.predicted.profile)
                                        .arg(run.predicted.stepTime * 1e3, 0, 'f', 1));
+        if (run.state == ExecutorRun::State::Finished && run.summary && run.summary->pipeline)
+            m_pipeline->showMeasured(*run.summary->pipeline, run.predicted.stepTime);
     });
     connect(executor, &ExecutorPanel::profileCalibrated, this, [this](const QString &name) {
         m_actions->selectProfile(name);  // plan again with what this machine measured

@@ -173,6 +173,22 @@ json toJsonOf(const ReportSummary &s)
     j["peak_memory_bytes_per_rank"] = s.peakMemoryBytes;
     j["predicted_memory_bytes_per_rank"] = s.predictedMemoryBytes;
     j["memory_predicted_over_measured"] = s.memoryPredictedOverMeasured;
+    if (const auto &p = s.pipeline) {
+        json stages = json::array();
+        for (const auto &stage : p->stages) {
+            json slots = json::array();
+            for (const auto &slot : stage)
+                slots.push_back({{"backward", slot.backward},
+                                 {"micro_batch", slot.microBatch},
+                                 {"chunk", slot.chunk},
+                                 {"start_s", slot.start},
+                                 {"end_s", slot.end}});
+            stages.push_back(std::move(slots));
+        }
+        j["pipeline"] = {{"stages", std::move(stages)},
+                         {"bubble_fraction", p->bubbleFraction},
+                         {"predicted_bubble_fraction", p->predictedBubbleFraction}};
+    }
     return j;
 }
 
@@ -308,6 +324,29 @@ ReportSummary summaryFrom(const json &j)
     get(j, "peak_memory_bytes_per_rank", s.peakMemoryBytes);
     get(j, "predicted_memory_bytes_per_rank", s.predictedMemoryBytes);
     get(j, "memory_predicted_over_measured", s.memoryPredictedOverMeasured);
+    if (const auto it = j.find("pipeline"); it != j.end() && it->is_object()) {
+        ReportPipeline p;
+        get(*it, "bubble_fraction", p.bubbleFraction);
+        get(*it, "predicted_bubble_fraction", p.predictedBubbleFraction);
+        if (const auto stages = it->find("stages"); stages != it->end() && stages->is_array())
+            for (const auto &stage : *stages) {
+                p.stages.emplace_back();
+                if (!stage.is_array())
+                    continue;
+                for (const auto &slot : stage) {
+                    if (!slot.is_object())
+                        continue;
+                    ReportPipelineSlot r;
+                    get(slot, "backward", r.backward);
+                    get(slot, "micro_batch", r.microBatch);
+                    get(slot, "chunk", r.chunk);
+                    get(slot, "start_s", r.start);
+                    get(slot, "end_s", r.end);
+                    p.stages.back().push_back(r);
+                }
+            }
+        s.pipeline = std::move(p);
+    }
     return s;
 }
 

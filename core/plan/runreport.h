@@ -109,6 +109,22 @@ struct ReportVerification {
     bool operator==(const ReportVerification &) const = default;
 };
 
+// A pipeline's last measured step as its stages ran it: per stage (rank),
+// its forwards and backwards in order, seconds from the step's start on
+// that rank; and the share of the step the stages waited for each other.
+struct ReportPipelineSlot {
+    bool backward = false;
+    int microBatch = 0;
+    int chunk = 0;  // of the stage's chunks (interleaved)
+    double start = 0, end = 0;
+    bool operator==(const ReportPipelineSlot &) const = default;
+};
+struct ReportPipeline {
+    std::vector<std::vector<ReportPipelineSlot>> stages;
+    double bubbleFraction = 0, predictedBubbleFraction = 0;
+    bool operator==(const ReportPipeline &) const = default;
+};
+
 // Last line of a run: means over the measured steps.
 struct ReportSummary {
     std::string model, plan, mesh;
@@ -126,6 +142,7 @@ struct ReportSummary {
     ReportMemory memory;
     std::int64_t peakMemoryBytes = 0, predictedMemoryBytes = 0;
     double memoryPredictedOverMeasured = 0;
+    std::optional<ReportPipeline> pipeline;  // a pipelined plan's run
     bool operator==(const ReportSummary &) const = default;
 };
 
