@@ -33,12 +33,15 @@ run() {  # NAME PLAN-ARGS...
   if ! "$cli" plan "$@" -o "$plan" >"$log" 2>&1 || ! "$cli" export "$plan" --to torch -o "$export" >>"$log" 2>&1; then
     echo "interop: $name: FAILED to plan or export:"; tail -3 "$log"; failed+=("$name"); return
   fi
-  if tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$plan" "$export" >>"$log" 2>&1; then
-    passed+=("$name")
+  in_torch "$name" "$plan" "$export" "$log"
+}
+in_torch() {  # NAME PLAN EXPORT LOG: run_plan.py in the torch root
+  if tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$2" "$3" >>"$4" 2>&1; then
+    passed+=("$1")
   else
-    failed+=("$name")
+    failed+=("$1")
   fi
-  grep -E "^rank 0:|passed|FAILED|Error" "$log" | sed "s/^/interop: $name: /"
+  grep -E "^rank 0:|passed|FAILED|Error" "$4" | sed "s/^/interop: $1: /"
 }
 
 run megatron "$llama" --mesh 2 --search megatron "${fixed[@]}"
@@ -79,12 +82,7 @@ PY
      ! "$cli" export "$plan" --to torch -o "$export" >>"$log" 2>&1; then
     echo "interop: $name: FAILED to plan or export:"; tail -3 "$log"; failed+=("$name"); return
   fi
-  if tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$plan" "$export" >>"$log" 2>&1; then
-    passed+=("$name")
-  else
-    failed+=("$name")
-  fi
-  grep -E "^rank 0:|passed|FAILED|Error" "$log" | sed "s/^/interop: $name: /"
+  in_torch "$name" "$plan" "$export" "$log"
 }
 llama4layers="zoo:llama3-8b?layers=4&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=256&seq=16&batch=4"
 pipelined pipeline-1f1b "$llama" 1f1b 1 '[1]'

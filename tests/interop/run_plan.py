@@ -88,23 +88,30 @@ def collective_counter():
     return Counter()
 
 
+def _set_up(rank, world, port, plan_file, export_file):
+    """This rank in the gloo group; the plan's model (its knobs), the export as a module,
+    the unsharded reference, this rank's copy to apply the export to, and the batch."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    plan = json.load(open(plan_file))
+    family, c = model_of(plan["model"]["source"], "run_plan")
+    spec = importlib.util.spec_from_file_location("tapestry_export", export_file)
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+
+    torch.manual_seed(0)
+    reference = hf_models.build(family, c, os.environ.get("TAPESTRY_INTEROP_MODELS", "twin"))
+    model = copy.deepcopy(reference)
+    ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    return c, export, reference, model, ids, labels
+
+
 def rank_main(rank, world, port, plan_file, export_file, results):
     try:
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
         from torch.distributed.tensor import DTensor
 
-        plan = json.load(open(plan_file))
-        family, c = model_of(plan["model"]["source"], "run_plan")
-        spec = importlib.util.spec_from_file_location("tapestry_export", export_file)
-        export = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(export)
-
-        torch.manual_seed(0)
-        reference = hf_models.build(family, c, os.environ.get("TAPESTRY_INTEROP_MODELS", "twin"))
-        model = copy.deepcopy(reference)
-        ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
-        labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+        c, export, reference, model, ids, labels = _set_up(rank, world, port, plan_file, export_file)
 
         mesh = export.build_mesh("cpu")
         export.parallelize(model, mesh)
@@ -175,19 +182,7 @@ def rank_pipeline(rank, world, port, plan_file, export_file, results):
     schedule (pipeline_schedule) on the whole batch, checked against the unsharded
     model: the loss on the last stage, each chunk's parameters' gradients where they are."""
     try:
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        plan = json.load(open(plan_file))
-        family, c = model_of(plan["model"]["source"], "run_plan")
-        spec = importlib.util.spec_from_file_location("tapestry_export", export_file)
-        export = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(export)
-
-        torch.manual_seed(0)
-        reference = hf_models.build(family, c, os.environ.get("TAPESTRY_INTEROP_MODELS", "twin"))
-        model = copy.deepcopy(reference)
-        ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
-        labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+        c, export, reference, model, ids, labels = _set_up(rank, world, port, plan_file, export_file)
 
         def loss_fn(output, target):
             return F.cross_entropy(hf_models.logits_of(output).flatten(0, 1), target.flatten())
