@@ -112,8 +112,13 @@ void CostSummaryBar::paintEvent(QPaintEvent *)
     const QRect commBar(memoryTextBox.left() - barWidth - 16, 8, barWidth, height() - 16);
     int textRight = commBar.left() - 16;
     if (!m_measuredText.isEmpty()) {
-        // The last run of the plan, before the bar; the summary gives way.
-        const int measuredWidth = std::min(fontMetrics().horizontalAdvance(m_measuredText), textRight / 2);
+        // The last run of the plan, before the bar; the summary gives way,
+        // but for its first part (the step time), which stays whole.
+        const int stepWidth = fontMetrics().horizontalAdvance(m_text.section(QStringLiteral(" · "), 0, 0) +
+                                                              QStringLiteral(" …"));
+        const int measuredWidth =
+            std::max(0, std::min({fontMetrics().horizontalAdvance(m_measuredText), textRight / 2,
+                                  textRight - 8 - stepWidth - 12}));
         const QRect measuredBox(textRight - measuredWidth, 0, measuredWidth, height());
         p.setPen(QColor(0x1565c0));
         p.drawText(measuredBox, Qt::AlignVCenter,

@@ -257,10 +257,11 @@ void PipelineDock::refresh()
         QString schedule = QString::fromUtf8(std::string(cost::toString(pp.schedule)).c_str());
         if (pp.virtualStages > 1)
             schedule += tr(" (%1 chunks a stage)").arg(pp.virtualStages);
-        m_caption->setText(tr("%1 stages of %2 devices, %3, %4 micro-batches over %5: step %6, bubble %7%, "
+        const int devices = p.mesh.deviceCount();
+        m_caption->setText(tr("%1 stages of %2, %3, %4 micro-batches over %5: step %6, bubble %7%, "
                               "%8 GiB on the fullest stage%9")
                                .arg(pp.stages)
-                               .arg(p.mesh.deviceCount())
+                               .arg(devices == 1 ? tr("one device") : tr("%1 devices").arg(devices))
                                .arg(schedule)
                                .arg(p.costOptions.techniques.microBatches)
                                .arg(QString::fromStdString(pp.link.name))

@@ -496,6 +496,10 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         QDir().mkpath(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots"));
         w.grab().save(QStringLiteral(TAPESTRY_BINARY_DIR "/screenshots/pipeline-measured-1400x900.png"));
+        // The run's line beside the cost bar's summary leaves the step time whole.
+        const QString step = w.costBar()->text().section(QStringLiteral(" · "), 0, 0);
+        QVERIFY2(step.startsWith(QStringLiteral("step ")) && w.costBar()->shownText().startsWith(step),
+                 qPrintable(w.costBar()->shownText()));
         // Another plan: the measurement goes with the plan it was of.
         w.derivePlan();
         QTRY_VERIFY_WITH_TIMEOUT(dock->measuredCaption().isEmpty(), 60000);
