@@ -72,6 +72,20 @@ bool BufferTable::liveAtPeak(Slot slot) const
 
 void BufferTable::allocate(Device &device, const std::vector<SlotAccess> &accesses)
 {
+    m_arena.reserve(place(accesses));
+    m_arena.allocate(device);
+    makeViews();
+}
+
+void BufferTable::allocate(const std::vector<SlotAccess> &accesses)
+{
+    m_arena.reserve(place(accesses));
+    m_arena.allocate();
+    makeViews();
+}
+
+std::int64_t BufferTable::place(const std::vector<SlotAccess> &accesses)
+{
     // Lifetimes: each write opens one, reads and updates extend it; a read
     // or update with none open means the value comes from outside the
     // steps (initialised, or carried from one step to the next): held.
@@ -159,9 +173,11 @@ void BufferTable::allocate(Device &device, const std::vector<SlotAccess> &access
     }
     m_peakPosition = at;
     m_liveBytes = (held + most) * static_cast<std::int64_t>(sizeof(float));
+    return top;
+}
 
-    m_arena.reserve(top);
-    m_arena.allocate(device);
+void BufferTable::makeViews()
+{
     m_views.clear();
     for (const Entry &e : m_slots)
         m_views.push_back(m_arena.view(m_slots[static_cast<std::size_t>(e.base)].offset, e.shape));

@@ -41,14 +41,18 @@ public:
     // shard padded to a multiple of its ZeRO degree, seen without the padding).
     Slot alias(Slot base, ir::Shape shape);
     void keep(Slot slot);
-    // Lays out the slots from `accesses` and allocates the arena on `device`.
+    // Lays out the slots from `accesses` and allocates the arena on `device`,
+    // or in host memory, zeroed (the single-process interpreter).
     void allocate(Device &device, const std::vector<SlotAccess> &accesses);
+    void allocate(const std::vector<SlotAccess> &accesses);
     // kNoSlot gives a view without data, as kernels expect for "no gradient".
     const TensorView &view(Slot slot) const { return slot == kNoSlot ? m_none : m_views[static_cast<std::size_t>(slot)]; }
     const ir::Shape &shape(Slot slot) const { return m_slots[static_cast<std::size_t>(slot)].shape; }
     Slot base(Slot slot) const { return slot == kNoSlot ? kNoSlot : m_slots[static_cast<std::size_t>(slot)].base; }
     // Bytes of the slot's memory (its base's, for an alias).
     std::int64_t slotBytes(Slot slot) const;
+    std::size_t slotCount() const { return m_slots.size(); }
+    bool kept(Slot slot) const { return m_slots[static_cast<std::size_t>(base(slot))].kept; }
     // Whether the slot holds its memory for the whole run.
     bool held(Slot slot) const { return m_slots[static_cast<std::size_t>(base(slot))].held; }
     // The arena's size: the high-water mark of the laid-out slots.
@@ -60,6 +64,9 @@ public:
     bool liveAtPeak(Slot slot) const;
 
 private:
+    // Lays out the slots; returns the arena's size in floats.
+    std::int64_t place(const std::vector<SlotAccess> &accesses);
+    void makeViews();
     struct Entry {
         ir::Shape shape;
         Slot base;

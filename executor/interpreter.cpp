@@ -95,49 +95,149 @@ void Interpreter::layOut(const std::string &input)
         if (m_graph.tensors()[i].role == ir::Role::Input && !isFloat(m_graph.tensors()[i].dtype))
             m_indexRange[i] = indexRuleFor(m_graph, ir::TensorId(static_cast<std::int32_t>(i))).range;
 
-    // Offsets first (values, then every gradient in one range, then saved
-    // statistics and optimizer state), views once the arena is allocated.
-    std::vector<std::int64_t> valueOff(nt, -1), gradOff(nt, -1);
+    // Slots first, views once the arena is laid out. The whole-graph
+    // reference keeps every buffer for the whole step (its values and
+    // gradients are read after it); a pipeline stage's part keeps what the
+    // caller reads and what lives across steps (parameters, their
+    // gradients and optimizer state, the received inputs and the outputs),
+    // and lets the rest share memory where their lifetimes allow, as a
+    // framework frees what its backward pass no longer needs.
+    const bool compact = m_options.stagePart;
+    std::vector<Slot> valueSlot(nt, kNoSlot), gradSlot(nt, kNoSlot);
     std::vector<std::int64_t> &indexOff = m_indexOffset;
     indexOff.assign(nt, -1);
     std::int64_t indexCount = 0;
+    auto borrowed = [&](std::size_t i) {
+        return m_options.parametersOf && m_graph.tensors()[i].role == ir::Role::Parameter;
+    };
     for (std::size_t i = 0; i < nt; ++i) {
         const ir::Tensor &t = m_graph.tensors()[i];
-        const bool borrowed = m_options.parametersOf && t.role == ir::Role::Parameter;
-        if (isFloat(t.dtype) && !borrowed)
-            valueOff[i] = m_arena.reserve(t.elementCount());
+        if (isFloat(t.dtype) && !borrowed(i))
+            valueSlot[i] = m_buffers.reserve(t.shape);
         else if (m_indexRange[i] > 0) {
             indexOff[i] = indexCount;
             indexCount += t.elementCount();
         }
     }
-    m_gradBegin = m_arena.size();
     for (std::size_t i = 0; i < nt; ++i)
-        if (needsGrad[i] && !m_options.parametersOf)
-            gradOff[i] = m_arena.reserve(m_graph.tensors()[i].elementCount());
-    m_gradEnd = m_arena.size();
-    std::vector<std::vector<std::pair<std::int64_t, ir::Shape>>> savedOff(m_graph.opCount());
+        if (needsGrad[i] && !borrowed(i))
+            gradSlot[i] = m_buffers.reserve(m_graph.tensors()[i].shape);
+    std::vector<std::vector<Slot>> savedSlot(m_graph.opCount());
     for (ir::OpId o : *order) {
         const ir::Op &op = m_graph.op(o);
         const ir::Shape &x = m_graph.tensor(op.inputs[0]).shape;
         ir::Shape rows(x.begin(), x.empty() ? x.end() : x.end() - 1);
-        std::int64_t n = 1;
-        for (auto d : rows)
-            n *= d;
-        const int count = findOp(op.type)->savedRows;
-        for (int k = 0; k < count; ++k)
-            savedOff[o.index()].emplace_back(m_arena.reserve(n), rows);
+        for (int k = 0; k < findOp(op.type)->savedRows; ++k)
+            savedSlot[o.index()].push_back(m_buffers.reserve(rows));
     }
-    std::vector<std::pair<std::int64_t, std::int64_t>> momentOff;
+    std::vector<std::pair<Slot, Slot>> momentSlot;
     for (std::size_t i = 0; i < nt; ++i)
         if (m_graph.tensors()[i].role == ir::Role::Parameter && needsGrad[i]) {
-            const std::int64_t n = m_graph.tensors()[i].elementCount();
+            const ir::Shape &shape = m_graph.tensors()[i].shape;
             if (m_options.optimizer == Optimizer::Adam && !m_options.parametersOf)
-                momentOff.emplace_back(m_arena.reserve(n), m_arena.reserve(n));
+                momentSlot.emplace_back(m_buffers.reserve(shape), m_buffers.reserve(shape));
             else
-                momentOff.emplace_back(-1, -1);
+                momentSlot.emplace_back(kNoSlot, kNoSlot);
         }
-    m_arena.allocate();
+
+    // What lives across the step or is read by the caller.
+    std::vector<bool> objectiveTensor(nt, false);
+    for (ir::TensorId t : m_objectiveTensors)
+        objectiveTensor[t.index()] = true;
+    auto keepIf = [&](Slot s, bool keep) {
+        if (s != kNoSlot && (keep || !compact))
+            m_buffers.keep(s);
+    };
+    for (std::size_t i = 0; i < nt; ++i) {
+        const bool parameter = m_graph.tensors()[i].role == ir::Role::Parameter;
+        keepIf(valueSlot[i], parameter || m_received[i] || objectiveTensor[i]);
+        keepIf(gradSlot[i], parameter || m_received[i]);
+    }
+    for (const auto &slots : savedSlot)
+        for (Slot s : slots)
+            keepIf(s, false);
+    for (const auto &[ms, vs] : momentSlot) {
+        keepIf(ms, true);
+        keepIf(vs, true);
+    }
+
+    // The program, in slots: its accesses in step order lay out the arena.
+    struct Slots {
+        std::vector<Slot> in, out, din, dout, saved, zeroFirst;
+        BackwardReads reads = BackwardReads::Inputs;
+    };
+    std::vector<Slots> program;
+    for (ir::OpId o : *order) {
+        const ir::Op &op = m_graph.op(o);
+        Slots p;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            if (isShapeOperand(op.type, i))
+                continue;
+            p.in.push_back(valueSlot[op.inputs[i].index()]);
+            p.din.push_back(opBackward[o.index()] ? gradSlot[op.inputs[i].index()] : kNoSlot);
+        }
+        for (ir::TensorId t : op.outputs) {
+            p.out.push_back(valueSlot[t.index()]);
+            p.dout.push_back(gradSlot[t.index()]);
+        }
+        p.saved = savedSlot[o.index()];
+        p.reads = findOp(op.type)->backwardReads;
+        if (p.reads == BackwardReads::ProductInputs)
+            p.reads = op.type == "Mul" || op.type == "Div" ? BackwardReads::Inputs : BackwardReads::Nothing;
+        program.push_back(std::move(p));
+    }
+    std::vector<SlotAccess> accesses;
+    if (compact) {
+        std::int64_t position = 0;
+        auto touch = [&](Slot s, Access a) {
+            if (s != kNoSlot)
+                accesses.push_back({position, s, a});
+        };
+        for (const Slots &p : program) {
+            for (Slot s : p.in)
+                touch(s, Access::Read);
+            for (const auto *slots : {&p.out, &p.saved})
+                for (Slot s : *slots)
+                    touch(s, Access::Write);
+            ++position;
+        }
+        // The seeds; every other gradient is zeroed where the backward pass
+        // first touches it.
+        std::vector<bool> started(m_buffers.slotCount(), false);
+        for (ir::TensorId t : m_objectiveTensors)
+            if (gradSlot[t.index()] != kNoSlot) {
+                touch(gradSlot[t.index()], Access::Write);
+                started[static_cast<std::size_t>(gradSlot[t.index()])] = true;
+            }
+        ++position;
+        std::size_t j = program.size();
+        for (auto it = order->rbegin(); it != order->rend(); ++it) {
+            Slots &p = program[--j];
+            if (!opBackward[it->index()])
+                continue;
+            for (const auto *slots : {&p.dout, &p.din})
+                for (Slot s : *slots)
+                    if (s != kNoSlot && !m_buffers.kept(s) && !started[static_cast<std::size_t>(s)]) {
+                        started[static_cast<std::size_t>(s)] = true;
+                        p.zeroFirst.push_back(s);
+                        touch(s, Access::Write);
+                    }
+            for (Slot s : p.dout)
+                touch(s, Access::Read);
+            for (Slot s : p.saved)
+                touch(s, Access::Read);
+            if (p.reads == BackwardReads::Inputs)
+                for (Slot s : p.in)
+                    touch(s, Access::Read);
+            if (p.reads == BackwardReads::Output)
+                for (Slot s : p.out)
+                    touch(s, Access::Read);
+            for (Slot s : p.din)
+                touch(s, Access::Update);
+            ++position;
+        }
+    }
+    m_buffers.allocate(accesses);
     m_indices.assign(static_cast<std::size_t>(indexCount), 0);
 
     m_values.resize(nt);
@@ -145,34 +245,40 @@ void Interpreter::layOut(const std::string &input)
     m_indexValues.resize(nt);
     for (std::size_t i = 0; i < nt; ++i) {
         const ir::Shape &s = m_graph.tensors()[i].shape;
-        m_values[i] = valueOff[i] >= 0 ? m_arena.view(valueOff[i], s) : TensorView{nullptr, s};
-        m_grads[i] = gradOff[i] >= 0 ? m_arena.view(gradOff[i], s) : TensorView{nullptr, s};
-        if (m_options.parametersOf) {
-            // The owner's gradients, every one: a copy runs its backward
-            // pass when no other copy does, and each pass starts them
-            // afresh (stagePart), but for the parameters' it accumulates.
+        m_values[i] = valueSlot[i] != kNoSlot ? m_buffers.view(valueSlot[i]) : TensorView{nullptr, s};
+        m_grads[i] = gradSlot[i] != kNoSlot ? m_buffers.view(gradSlot[i]) : TensorView{nullptr, s};
+        if (m_options.parametersOf && m_graph.tensors()[i].role == ir::Role::Parameter) {
+            // The owner's parameters and their gradients: a copy runs its
+            // backward pass when no other copy does, and the parameters'
+            // gradients accumulate over every copy's.
             const Interpreter &owner = *m_options.parametersOf;
             if (owner.m_graph.tensorCount() != nt)
                 throw TapestryError(Error{input, {}, "a copy of another graph than its parameters' owner"});
             m_grads[i] = owner.m_grads[i];
-            if (m_graph.tensors()[i].role == ir::Role::Parameter && isFloat(m_graph.tensors()[i].dtype))
+            if (isFloat(m_graph.tensors()[i].dtype))
                 m_values[i] = owner.m_values[i];
         }
         if (indexOff[i] >= 0)
             m_indexValues[i] = IndexView{m_indices.data() + indexOff[i], s};
+        // Zeroed at the start of every backward pass: all of the reference's
+        // gradients, a stage's received inputs' (the rest where first touched).
+        if (gradSlot[i] != kNoSlot && (!compact || m_received[i]))
+            m_zeroAtBackward.push_back(m_grads[i]);
     }
     std::size_t p = 0;
     for (std::size_t i = 0; i < nt; ++i)
         if (m_graph.tensors()[i].role == ir::Role::Parameter && needsGrad[i]) {
-            const auto [mo, vo] = momentOff[p++];
+            const auto [ms, vs] = momentSlot[p++];
             const ir::Shape &s = m_graph.tensors()[i].shape;
             m_parameters.push_back({m_values[i], m_grads[i],
-                                    mo >= 0 ? m_arena.view(mo, s) : TensorView{nullptr, s},
-                                    vo >= 0 ? m_arena.view(vo, s) : TensorView{nullptr, s}});
+                                    ms != kNoSlot ? m_buffers.view(ms) : TensorView{nullptr, s},
+                                    vs != kNoSlot ? m_buffers.view(vs) : TensorView{nullptr, s}});
         }
 
+    std::size_t j = 0;
     for (ir::OpId o : *order) {
         const ir::Op &op = m_graph.op(o);
+        const Slots &slots = program[j++];
         Instr ins;
         ins.def = findOp(op.type);
         ins.backward = opBackward[o.index()];
@@ -189,8 +295,10 @@ void Interpreter::layOut(const std::string &input)
             ins.out.push_back(m_values[t.index()]);
             ins.dout.push_back(m_grads[t.index()]);
         }
-        for (const auto &[off, shape] : savedOff[o.index()])
-            ins.saved.push_back(m_arena.view(off, shape));
+        for (Slot s : slots.saved)
+            ins.saved.push_back(m_buffers.view(s));
+        for (Slot s : slots.zeroFirst)
+            ins.zeroFirst.push_back(m_buffers.view(s));
         ins.attributes = decodeAttributes(*ins.def, op, ins.in[0].shape);
         if (ins.def->gemm) {
             const double f = kernels::matmulFlops(ins.out[0], ins.in[0]);
@@ -207,7 +315,7 @@ void Interpreter::layOut(const std::string &input)
         if (m_graph.tensors()[i].role == ir::Role::Input && indexOff[i] >= 0)
             m_tokens = m_graph.tensors()[i].elementCount();
     for (std::size_t i = 0; i < nt && m_tokens == 0; ++i)
-        if (m_graph.tensors()[i].role == ir::Role::Input && valueOff[i] >= 0)
+        if (m_graph.tensors()[i].role == ir::Role::Input && m_values[i])
             m_tokens = m_values[i].rows();
 }
 
@@ -251,11 +359,10 @@ float Interpreter::forward()
 
 void Interpreter::backward()
 {
+    for (const TensorView &g : m_zeroAtBackward)
+        std::memset(g.data, 0, static_cast<std::size_t>(g.size()) * sizeof(float));
     if (m_options.stagePart) {
         // The parameters' gradients accumulate over the micro-batches.
-        for (std::size_t i = 0; i < m_graph.tensorCount(); ++i)
-            if (m_grads[i] && m_graph.tensors()[i].role != ir::Role::Parameter)
-                std::memset(m_grads[i].data, 0, static_cast<std::size_t>(m_grads[i].size()) * sizeof(float));
         for (std::size_t k = 0; k < m_objectiveTensors.size(); ++k) {
             const TensorView &g = m_grads[m_objectiveTensors[k].index()];
             if (!g)
@@ -264,16 +371,19 @@ void Interpreter::backward()
                 g.data[0] = m_options.lossScale;
             else if (!m_seeds[k].empty())
                 std::copy(m_seeds[k].begin(), m_seeds[k].end(), g.data);
+            else
+                std::memset(g.data, 0, static_cast<std::size_t>(g.size()) * sizeof(float));
         }
         for (auto it = m_program.rbegin(); it != m_program.rend(); ++it)
-            if (it->backward)
+            if (it->backward) {
+                for (const TensorView &g : it->zeroFirst)
+                    std::memset(g.data, 0, static_cast<std::size_t>(g.size()) * sizeof(float));
                 run(it->def->host.backward, *it);
+            }
         for (auto &seed : m_seeds)
             seed.clear();
         return;
     }
-    std::memset(m_arena.at(m_gradBegin), 0,
-                static_cast<std::size_t>(m_gradEnd - m_gradBegin) * sizeof(float));
     for (ir::TensorId t : m_objectiveTensors) {
         const TensorView &g = m_grads[t.index()];
         if (!g)

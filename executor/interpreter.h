@@ -1,6 +1,6 @@
 #pragma once
 
-#include "arena.h"
+#include "buffertable.h"
 #include "kernels/optimizer.h"
 #include "opregistry.h"
 #include "steploop.h"
@@ -101,7 +101,9 @@ public:
     // Tokens in one step: elements of the first integer input (token ids), or
     // rows (all dims but the last) of the first float input.
     std::int64_t tokensPerStep() const override { return m_tokens; }
-    std::int64_t arenaBytes() const { return m_arena.size() * static_cast<std::int64_t>(sizeof(float)); }
+    // Bytes of its arena: every buffer for the whole step, or for a
+    // pipeline stage's part (stagePart) the buffers laid out by lifetime.
+    std::int64_t arenaBytes() const { return m_buffers.bytes(); }
 
 private:
     // One op, resolved to views into the arena; run by its registry entry's host kernels.
@@ -111,6 +113,7 @@ private:
         std::vector<TensorView> in, out, din, dout;  // din[i] has no data when no gradient is wanted
         IndexView index;                              // Gather's ids, the loss's labels
         std::vector<TensorView> saved;                // mean/rstd, or per-token lse
+        std::vector<TensorView> zeroFirst;            // gradients zeroed before backward (stagePart)
         bool backward = false;  // some input needs a gradient
         OpArgs args() const;
     };
@@ -126,7 +129,7 @@ private:
     ir::Graph m_graph;
     InterpreterOptions m_options;
     Objective m_objective = Objective::Loss;
-    Arena m_arena;
+    BufferTable m_buffers;
     std::vector<std::int64_t> m_indices;  // integer inputs, allocated once
     std::vector<TensorView> m_values, m_grads;  // per tensor id
     std::vector<IndexView> m_indexValues;       // per tensor id (integer inputs only)
@@ -137,7 +140,7 @@ private:
     std::vector<ir::TensorId> m_objectiveTensors;
     std::vector<bool> m_received;               // per tensor id: InterpreterOptions::receivedInputs
     std::vector<std::vector<float>> m_seeds;    // per objective tensor (stagePart)
-    std::int64_t m_gradBegin = 0, m_gradEnd = 0;  // arena range zeroed before backward
+    std::vector<TensorView> m_zeroAtBackward;     // gradients zeroed as backward starts
     std::int64_t m_updates = 0;
     double m_flops = 0.0;
     std::int64_t m_tokens = 0;
