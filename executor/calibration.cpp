@@ -93,6 +93,34 @@ nlohmann::json gemmRates(const Communicator &comm)
     return rates;
 }
 
+// The share of `peak` one rank's sgemm reaches by size, all ranks of
+// `comm` multiplying at once: square products of 16 to 1,024, each timed
+// over enough calls to take a few milliseconds (the best of 3), averaged
+// over ranks. Ascending in FLOPs per call, as DeviceProfile::gemmEfficiency
+// holds them.
+std::vector<sharding::DeviceProfile::GemmPoint> gemmEfficiency(const Communicator &comm, double peak)
+{
+    std::vector<sharding::DeviceProfile::GemmPoint> points;
+    for (int n : {16, 32, 64, 128, 256, 512, 1024}) {
+        const double flops = 2.0 * n * n * n;
+        const int calls = static_cast<int>(std::max(1.0, 2e8 / flops));
+        std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size());
+        double best = 1e30;
+        for (int r = 0; r < 4; ++r) {
+            MPI_Barrier(comm.handle());
+            const auto t0 = Clock::now();
+            for (int k = 0; k < calls; ++k)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                            0.0f, c.data(), n);
+            if (r > 0)  // the first round pays for page faults and OpenBLAS's set-up
+                best = std::min(best, since(t0));
+        }
+        const double rate = averageOverRanks(flops * calls / best, comm);
+        points.push_back({flops, std::clamp(rate / peak, 1e-3, 1.0)});
+    }
+    return points;
+}
+
 // A training step whose kernels do next to no work: what it takes is the
 // interpreter's dispatch, kernel by kernel.
 constexpr const char *kLaunchWorkload = "zoo:gpt2?layers=2&hidden=8&heads=2&seq=4&batch=1&vocab=32";
@@ -326,8 +354,26 @@ sharding::LinkProfile linkOf(const std::vector<const AxisSweep *> &sweeps, const
     const LinkFits fits = fitSweeps(sweeps);
     // The profile format needs a positive latency; a fit at zero means it
     // was below what the timer resolves.
-    return {fits.idleBandwidth ? name + ", bandwidth from the idle sweep" : name, fits.inStep.bandwidth,
-            std::max(fits.inStep.latency, 1e-9)};
+    sharding::LinkProfile link{fits.idleBandwidth ? name + ", bandwidth from the idle sweep" : name,
+                               fits.inStep.bandwidth, std::max(fits.inStep.latency, 1e-9), {}};
+    // Each kind's own in-step fit: an MPI's collectives are different
+    // algorithms (Open MPI's reduce-scatter within one host moves its bytes
+    // at half its all-reduce's rate), and one fit for all would misprice
+    // a plan that mixes them. A kind whose samples fit no line keeps the
+    // link's.
+    for (const auto kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+        std::vector<cost::CollectiveSample> samples;
+        for (const auto *s : sweeps)
+            for (const auto &sample : s->samples)
+                if (sample.kind == kind)
+                    samples.push_back(sample);
+        try {
+            const cost::LinkFit fit = cost::fitLink(samples, "--calibrate");
+            link.byKind[std::string(sharding::toString(kind))] = {fit.bandwidth, std::max(fit.latency, 1e-9)};
+        } catch (const TapestryError &) {
+        }
+    }
+    return link;
 }
 
 } // namespace
@@ -357,6 +403,10 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
     for (const auto &[dtype, rate] : gemm.items())
         p.device.peakFlops[dtype] = rate.get<double>();
     p.device.memoryBandwidth = memoryBandwidth(world);
+    // Each GEMM by its size's share of peak; achievable_fraction (what the
+    // FLOPs of ops other than GEMMs run at) the largest GEMM's.
+    p.device.gemmEfficiency = gemmEfficiency(world, p.device.peakFlops.at("float32"));
+    p.device.achievableFraction = p.device.gemmEfficiency.back().fraction;
     // The kernel launch (the interpreter's dispatch per kernel) from a
     // model too small for its kernels to take any time: what its step takes
     // beyond its roofline, per kernel.
@@ -369,23 +419,28 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
         const double kernels = tiny.predicted(d) - roofline;
         p.device.kernelLaunch = kernels > 0 ? std::clamp((tiny.measured - roofline) / kernels, 0.0, 1e-3) : 0.0;
     }
-    // achievable_fraction: the GEMMs' share of peak that makes the
-    // workload's predicted compute its measured step (bisected: the
-    // prediction falls as the fraction grows).
+    // The workload, a small training step: the GEMM table and
+    // achievable_fraction scaled together (bisected: the prediction falls
+    // as the scale grows) until its predicted step is its measured one, so
+    // that what the roofline leaves out of a step (the executor's copies,
+    // dispatch, waits) is charged in proportion to the work.
     const Workload workload = runWorkload(world, o.workload, o.load);
     {
+        const sharding::DeviceProfile measured = p.device;
+        auto scaled = [&](double scale) {
+            sharding::DeviceProfile d = measured;
+            for (auto &point : d.gemmEfficiency)
+                point.fraction = std::clamp(point.fraction * scale, 1e-3, 1.0);
+            d.achievableFraction = std::clamp(measured.achievableFraction * scale, 1e-3, 1.0);
+            return d;
+        };
         double low = 1e-3, high = 1.0;
-        sharding::DeviceProfile d = p.device;
-        d.achievableFraction = high;
-        if (workload.predicted(d) >= workload.measured) {
-            low = high;
-        } else {
+        if (workload.predicted(scaled(high)) < workload.measured)
             for (int i = 0; i < 40; ++i) {
-                d.achievableFraction = std::sqrt(low * high);
-                (workload.predicted(d) > workload.measured ? low : high) = d.achievableFraction;
+                const double mid = std::sqrt(low * high);
+                (workload.predicted(scaled(mid)) > workload.measured ? low : high) = mid;
             }
-        }
-        p.device.achievableFraction = std::clamp(high, 1e-3, 1.0);
+        p.device = scaled(high);
     }
 
     // The links come from the in-step sweeps: on time-shared cores (more
@@ -432,8 +487,10 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
                     " host(s), one OpenBLAS thread each, all busy at once. peak_flops: the sgemm/sbgemm rate of "
                     "one rank; memory_bandwidth_bytes_per_s: the executor's elementwise Add over 48 MB on every "
                     "rank at once; kernel_launch_s: the measured training step of " + std::string(kLaunchWorkload) +
-                    " beyond its roofline, per kernel; achievable_fraction: the share of peak at which the cost "
-                    "model's compute time equals the measured training step of " + o.workload + "; links: alpha-beta fits of all-reduce, all-gather and "
+                    " beyond its roofline, per kernel; gemm_efficiency: the share of peak of square sgemm calls "
+                    "from 16 to 1,024, every rank at once, and achievable_fraction (ops other than GEMMs) the "
+                    "largest one's, both scaled so that the cost model's step time equals the measured training "
+                    "step of " + o.workload + "; links: alpha-beta fits of all-reduce, all-gather and "
                     "reduce-scatter sweeps per mesh axis, each collective timed after a " +
                     std::to_string(static_cast<int>(kBurstSeconds * 1e3)) + " ms GEMM burst on every rank as in "
                     "a training step (see calibration: in-step and idle fits)";

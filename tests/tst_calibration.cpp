@@ -26,7 +26,7 @@ std::vector<cost::CollectiveSample> synthetic(double latency, double bandwidth, 
 {
     std::vector<cost::CollectiveSample> samples;
     for (int n : groups) {
-        const sharding::MeshAxis axis{"model", n, {"link", bandwidth, latency}};
+        const sharding::MeshAxis axis{"model", n, {"link", bandwidth, latency, {}}};
         for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
                                     CollectiveKind::AllToAll})
             for (std::int64_t bytes : {std::int64_t{4} * n, std::int64_t{4096} * n, std::int64_t{1} << 20,
@@ -154,8 +154,9 @@ private slots:
         p.device.achievableFraction = 0.4;
         p.device.memoryBandwidth = 12e9;
         p.device.kernelLaunch = 2e-7;
-        p.intraNode = {"MPI", fit.bandwidth, fit.latency};
-        p.interNode = {"TCP", 0.1e9, 30e-6};
+        p.device.gemmEfficiency = {{8e3, 0.3}, {8e6, 0.9}};
+        p.intraNode = {"MPI", fit.bandwidth, fit.latency, {{"reduce-scatter", {fit.bandwidth / 2, 2e-6}}}};
+        p.interNode = {"TCP", 0.1e9, 30e-6, {}};
         const std::string text = sharding::writeMeshProfileJson(p);
         const sharding::MeshProfile back = sharding::readMeshProfileJson(text, "written");
         QCOMPARE(back.name, p.name);
@@ -168,6 +169,9 @@ private slots:
         QCOMPARE(back.intraNode.bandwidth, fit.bandwidth);
         QCOMPARE(back.intraNode.latency, fit.latency);
         QCOMPARE(back.interNode.latency, 30e-6);
+        QVERIFY(back.device.gemmEfficiency == p.device.gemmEfficiency);
+        QVERIFY(back.intraNode.byKind == p.intraNode.byKind);
+        QVERIFY(back.interNode.byKind.empty());
 
         // In the user's folder it is a profile like the shipped ones.
         QTemporaryDir data;
@@ -205,6 +209,15 @@ private slots:
         QVERIFY(profile.device.kernelLaunch >= 0 && profile.device.kernelLaunch <= 1e-3);
         QVERIFY(profile.device.achievableFraction > 0 && profile.device.achievableFraction <= 1);
         QVERIFY(profile.intraNode.bandwidth > 0 && profile.intraNode.latency > 0);
+        // GEMMs by size, square products of 16 to 1,024, and each kind of
+        // collective fitted apart.
+        const auto &gemms = profile.device.gemmEfficiency;
+        QCOMPARE(gemms.size(), std::size_t{7});
+        QCOMPARE(gemms.front().flops, 2.0 * 16 * 16 * 16);
+        QCOMPARE(gemms.back().flops, 2.0 * 1024 * 1024 * 1024);
+        QVERIFY(!sharding::gemmEfficiencyProblem(gemms));
+        for (const char *kind : {"all-reduce", "all-gather", "reduce-scatter"})
+            QVERIFY2(profile.intraNode.byKind.count(kind) && profile.intraNode.byKind.at(kind).bandwidth > 0, kind);
 
         QFile f(file);
         QVERIFY(f.open(QIODevice::ReadOnly));
@@ -221,6 +234,62 @@ private slots:
                                                  QStringLiteral("-o"), dir.filePath(QStringLiteral("plan.json"))});
         QVERIFY(plan.waitForFinished(60000));
         QVERIFY2(plan.exitCode() == 0, plan.readAllStandardError().constData());
+    }
+
+    // A GEMM's share of peak by its calls' size: the table interpolated in
+    // log FLOPs, flat past its ends; without one, the achievable fraction.
+    void gemmEfficiencyInterpolates()
+    {
+        sharding::DeviceProfile d;
+        d.achievableFraction = 0.7;
+        QCOMPARE(d.gemmFraction(1e9), 0.7);
+        d.gemmEfficiency = {{1e3, 0.5}, {1e6, 0.9}, {1e9, 1.0}};
+        QCOMPARE(d.gemmFraction(10), 0.5);
+        QCOMPARE(d.gemmFraction(1e3), 0.5);
+        QVERIFY(std::abs(d.gemmFraction(std::sqrt(1e3 * 1e6)) - 0.7) < 1e-12);
+        QCOMPARE(d.gemmFraction(1e6), 0.9);
+        QCOMPARE(d.gemmFraction(1e12), 1.0);
+        QCOMPARE(d.gemmFraction(0), 0.7);  // not a GEMM
+    }
+
+    // A kind's own fit prices that kind alone.
+    void collectiveTimeByKind()
+    {
+        sharding::MeshAxis axis{"model", 2, {"link", 4e9, 1e-5, {}}};
+        const double allReduce = cost::collectiveTime(CollectiveKind::AllReduce, 1 << 20, axis);
+        const double scatter = cost::collectiveTime(CollectiveKind::ReduceScatter, 1 << 20, axis);
+        axis.link.byKind["reduce-scatter"] = {1e9, 2e-5};
+        QCOMPARE(cost::collectiveTime(CollectiveKind::AllReduce, 1 << 20, axis), allReduce);
+        QCOMPARE(cost::collectiveTime(CollectiveKind::ReduceScatter, 1 << 20, axis), 2e-5 + 0.5 * (1 << 20) / 1e9);
+        QVERIFY(cost::collectiveTime(CollectiveKind::ReduceScatter, 1 << 20, axis) > scatter);
+    }
+
+    // A table that is no table is refused by its path.
+    void badGemmTableRefused_data()
+    {
+        QTest::addColumn<QString>("table");
+        QTest::addColumn<QString>("problem");
+        QTest::newRow("descending") << "[[1e6, 0.9], [1e3, 0.5]]" << "FLOPs must ascend";
+        QTest::newRow("fraction above 1") << "[[1e3, 1.5]]" << "fraction in (0, 1]";
+        QTest::newRow("not pairs") << "[1e3, 0.5]" << "[FLOPs of one GEMM call, fraction of peak]";
+    }
+    void badGemmTableRefused()
+    {
+        QFETCH(QString, table);
+        QFETCH(QString, problem);
+        sharding::MeshProfile p = sharding::findMeshProfile("cpu-loopback");
+        std::string text = sharding::writeMeshProfileJson(p);
+        const std::string key = "\"achievable_fraction\"";
+        text.insert(text.find(key), "\"gemm_efficiency\": " + table.toStdString() + ", ");
+        try {
+            sharding::readMeshProfileJson(text, "box.json");
+            QFAIL("accepted");
+        } catch (const TapestryError &e) {
+            const QString what = QString::fromUtf8(e.what());
+            QVERIFY2(what.contains(QStringLiteral("box.json")) && what.contains(QStringLiteral("gemm_efficiency")) &&
+                         what.contains(problem),
+                     e.what());
+        }
     }
 
     void calibrationRefusesAMeshOfOtherSize()

@@ -98,6 +98,59 @@ private slots:
         QVERIFY(c.byPhase.at("backward").compute > c.byPhase.at("forward").compute);
     }
 
+    // A GEMM runs at the device's efficiency for its calls' size: fc1's
+    // one call of 2 x 64 x 256 x 1,024 / 4 FLOPs on 4 devices (its columns
+    // split), the attention-like batched product per call, its batch dims
+    // apart; ops other than GEMMs keep the achievable fraction.
+    void gemmComputeBySize()
+    {
+        const auto g = io::loadModel("zoo:mlp?batch=64&hidden=256&ffn=1024");
+        auto m = mesh(4);
+        m.device.memoryBandwidth = 0;
+        m.device.kernelLaunch = 0;
+        const auto specs = megatronMlp(g, m);
+        const double fc1 = 2.0 * 64 * 256 * 1024 / 4;
+        ir::OpId matmul;
+        for (std::size_t k = 0; k < g.opCount(); ++k)
+            if (g.ops()[k].name == "mlp/fc1/MatMul")
+                matmul = ir::OpId(static_cast<std::int32_t>(k));
+        QVERIFY(matmul.valid());
+        std::vector<ShardingSpec> inputs;
+        for (ir::TensorId t : g.op(matmul).inputs)
+            inputs.push_back(specs[t.index()]);
+        QCOMPARE(sharding::resolveStrategy(g, matmul, inputs, m).gemmCallFlops, fc1);
+        // Half the peak at that size (a table from 1/64 of it to 64 times).
+        m.device.gemmEfficiency = {{fc1 / 64, 0.2}, {fc1, 0.25}, {fc1 * 64, 0.9}};
+        const auto c = cost::evaluatePlan(g, m, specs);
+        QCOMPARE(c.byOp.at("mlp/fc1/MatMul").compute, fc1 * 3 / (67e12 * 0.25));
+        auto flat = m;
+        flat.device.gemmEfficiency.clear();
+        QCOMPARE(c.byOp.at("mlp/act/Relu").compute, cost::evaluatePlan(g, flat, specs).byOp.at("mlp/act/Relu").compute);
+        QVERIFY(c.byOp.at("mlp/act/Relu").compute > 0);
+
+        // q·kᵀ of a GPT layer on 2 devices split by heads: per call (one
+        // head of one sequence) 2 x s x s x d.
+        const auto gpt = io::loadModel("zoo:gpt2?layers=1&hidden=64&heads=4&seq=32&batch=2&vocab=128");
+        const auto m2 = mesh(2);
+        const auto megatron = plan::planSpecs(search::referencePlan(gpt, "gpt", m2, search::ReferenceMethod::Megatron),
+                                              gpt, "gpt");
+        bool found = false;
+        for (std::size_t k = 0; k < gpt.opCount(); ++k) {
+            const ir::Op &op = gpt.ops()[k];
+            if (op.type != "MatMul" || gpt.tensor(op.inputs[1]).role == ir::Role::Parameter)
+                continue;
+            std::vector<ShardingSpec> in;
+            for (ir::TensorId t : op.inputs)
+                in.push_back(megatron[t.index()]);
+            const auto s = sharding::resolveStrategy(gpt, ir::OpId(static_cast<std::int32_t>(k)), in, m2);
+            QCOMPARE(s.gemmCallFlops, 2.0 * 32 * 32 * 16);
+            QCOMPARE(s.forwardFlops, 2.0 * 2 * 4 * 32 * 32 * 16 / 2);
+            found = true;
+            break;
+        }
+        QVERIFY(found);
+    }
+
     // With the profile's memory bandwidth and kernel launch, each op costs
     // the larger of its FLOPs' and its bytes' time, plus a launch per kernel
     // (one forward, two backward): the column-split matmul is bound by its

@@ -72,7 +72,11 @@ private slots:
         const bool techniques = method.endsWith(QLatin1String("+techniques"));
         if (techniques)
             o.cost.techniques = {true, cost::Recompute::Full, 3, 2};
-        const auto p = search::referencePlan(g, model.toStdString(), sharding::findMeshProfile("dgx-h100").mesh({8}, {"model"}),
+        // A calibrated device's GEMM table and per-kind link fits, too.
+        auto mesh = sharding::findMeshProfile("dgx-h100").mesh({8}, {"model"});
+        mesh.device.gemmEfficiency = {{1e6, 0.4}, {1e9, 0.8}};
+        mesh.axes[0].link.byKind["reduce-scatter"] = {200e9, 4e-6};
+        const auto p = search::referencePlan(g, model.toStdString(), mesh,
                                              *search::referenceMethodFromString(method.section(QLatin1Char('+'), 0, 0).toStdString()), o);
         QCOMPARE(p.costOptions.techniques == cost::Techniques{}, !techniques);
         const std::string text = plan::writePlanJson(p);
@@ -83,6 +87,8 @@ private slots:
         // The device's roofline figures travel with the plan.
         QCOMPARE(loaded.mesh.device.memoryBandwidth, 3.35e12);
         QCOMPARE(loaded.mesh.device.kernelLaunch, 3e-6);
+        QVERIFY(loaded.mesh.device.gemmEfficiency == mesh.device.gemmEfficiency);
+        QVERIFY(loaded.mesh.axes[0].link.byKind == mesh.axes[0].link.byKind);
         // Re-costing the loaded plan gives the same figures.
         auto again = loaded;
         plan::recostPlan(again, g, "plan.json");

@@ -8,9 +8,11 @@
 
 namespace tapestry::cost {
 
-double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh)
+double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh, double gemmCallFlops)
 {
-    const double peak = mesh.device.peak(type) * mesh.device.achievableFraction;
+    const double fraction =
+        gemmCallFlops > 0 ? mesh.device.gemmFraction(gemmCallFlops) : mesh.device.achievableFraction;
+    const double peak = mesh.device.peak(type) * fraction;
     return peak > 0 ? flops / peak : 0;
 }
 
@@ -22,10 +24,10 @@ bool gradientFlows(const ir::Op &op, const sharding::OpStrategy &s, const std::v
     return false;
 }
 
-double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh)
+double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh, double gemmCallFlops)
 {
     const double bandwidth = mesh.device.memoryBandwidth;
-    return std::max(computeSeconds(flops, type, mesh), bandwidth > 0 ? bytes / bandwidth : 0.0);
+    return std::max(computeSeconds(flops, type, mesh, gemmCallFlops), bandwidth > 0 ? bytes / bandwidth : 0.0);
 }
 
 OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::Mesh &mesh,
@@ -38,10 +40,10 @@ OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::M
     OpCompute c;
     c.flows = flows;
     c.forwardFlops = s.forwardFlops;
-    c.forward = kernelSeconds(s.forwardFlops, s.forwardBytes, s.computeType, mesh) + launch;
+    c.forward = kernelSeconds(s.forwardFlops, s.forwardBytes, s.computeType, mesh, s.gemmCallFlops) + launch;
     if (flows) {
         c.backwardFlops = s.backwardFlops + recomputed.compute * s.forwardFlops;
-        c.backward = kernelSeconds(s.backwardFlops, s.backwardBytes, s.computeType, mesh) + 2 * launch +
+        c.backward = kernelSeconds(s.backwardFlops, s.backwardBytes, s.computeType, mesh, s.gemmCallFlops) + 2 * launch +
                      recomputed.compute * c.forward;
     }
     return c;

@@ -24,7 +24,8 @@ namespace tapestry::cost {
 //
 // A step is charged as:
 // - per op: by the roofline, its local FLOPs at the device's achievable
-//   peak or the bytes it reads and writes at the device's memory
+//   peak (a GEMM's at the device's efficiency for its calls' size) or the
+//   bytes it reads and writes at the device's memory
 //   bandwidth, whichever is longer, plus a kernel launch; forward always
 //   and backward when a gradient flows through it (opCompute);
 // - per op: its internal collectives, and its outputs resharded from the
@@ -40,12 +41,15 @@ namespace tapestry::cost {
 // - memory: model states per parameter (chargeParameters); the activations
 //   in cost/activationmemory.h.
 
-// Seconds to compute `flops` of `type` on one device.
-double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh);
-// One kernel by the roofline: its FLOPs at the achievable peak or its bytes
-// at the device's memory bandwidth, whichever takes longer (FLOPs alone
-// where the profile gives no bandwidth).
-double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh);
+// Seconds to compute `flops` of `type` on one device: at the achievable
+// peak, or for a GEMM whose calls are of `gemmCallFlops` at the device's
+// GEMM efficiency for that size (DeviceProfile::gemmFraction).
+double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh, double gemmCallFlops = 0);
+// One kernel by the roofline: its FLOPs as computeSeconds() charges them or
+// its bytes at the device's memory bandwidth, whichever takes longer (FLOPs
+// alone where the profile gives no bandwidth).
+double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh,
+                     double gemmCallFlops = 0);
 
 // Whether a gradient flows through `op`: one of its data inputs carries one
 // (`flow` by tensor id, see gradientFlow()).

@@ -21,8 +21,13 @@ int ringSteps(sharding::CollectiveKind kind, int n)
 
 double collectiveTime(sharding::CollectiveKind kind, std::int64_t bytes, const sharding::MeshAxis &axis)
 {
-    return axis.link.latency * ringSteps(kind, axis.size) +
-           static_cast<double>(bytes) * busFactor(kind, axis.size) / axis.link.bandwidth;
+    double latency = axis.link.latency, bandwidth = axis.link.bandwidth;
+    if (!axis.link.byKind.empty())
+        if (const auto it = axis.link.byKind.find(std::string(sharding::toString(kind))); it != axis.link.byKind.end()) {
+            latency = it->second.latency;
+            bandwidth = it->second.bandwidth;
+        }
+    return latency * ringSteps(kind, axis.size) + static_cast<double>(bytes) * busFactor(kind, axis.size) / bandwidth;
 }
 
 std::int64_t wireBytes(sharding::CollectiveKind kind, std::int64_t bytes, int n)

@@ -14,7 +14,8 @@ namespace tapestry::cost {
 double busFactor(sharding::CollectiveKind kind, int n);
 // Latency-bound steps of the ring: 2(n-1) for all-reduce, n-1 otherwise.
 int ringSteps(sharding::CollectiveKind kind, int n);
-// α-β time: latency x steps + bytes x bus factor / bus bandwidth.
+// α-β time: latency x steps + bytes x bus factor / bus bandwidth, with the
+// link's fit for `kind` where it has one (LinkProfile::byKind).
 double collectiveTime(sharding::CollectiveKind kind, std::int64_t bytes, const sharding::MeshAxis &axis);
 // Bytes each device sends over the link: bytes x bus factor, rounded.
 std::int64_t wireBytes(sharding::CollectiveKind kind, std::int64_t bytes, int n);

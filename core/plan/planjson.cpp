@@ -25,7 +25,10 @@ constexpr double kMostFlopsPerParameter = 1e6;
 
 Json linkJson(const sharding::LinkProfile &l)
 {
-    return Json{{"name", l.name}, {"bandwidth_bytes_per_s", l.bandwidth}, {"latency_s", l.latency}};
+    Json j{{"name", l.name}, {"bandwidth_bytes_per_s", l.bandwidth}, {"latency_s", l.latency}};
+    for (const auto &[kind, fit] : l.byKind)
+        j["by_kind"][kind] = Json{{"bandwidth_bytes_per_s", fit.bandwidth}, {"latency_s", fit.latency}};
+    return j;
 }
 
 // One entry per line: long sections stay readable and diff well. The
@@ -260,7 +263,18 @@ private:
 
 sharding::LinkProfile readLink(const Reader &r, const nlohmann::json &obj, const std::string &path)
 {
-    return {r.string(obj, path, "name"), r.number(obj, path, "bandwidth_bytes_per_s"), r.number(obj, path, "latency_s")};
+    sharding::LinkProfile link{r.string(obj, path, "name"), r.number(obj, path, "bandwidth_bytes_per_s"),
+                               r.number(obj, path, "latency_s"), {}};
+    if (obj.contains("by_kind"))
+        for (const auto &[kind, fit] : r.object(obj, path, "by_kind").items()) {
+            if (!sharding::collectiveKindFromString(kind))
+                r.fail(path + ".by_kind." + kind, "unknown collective kind");
+            const std::string at = path + ".by_kind." + kind;
+            link.byKind[kind] = {r.number(fit, at, "bandwidth_bytes_per_s"), r.number(fit, at, "latency_s")};
+            if (!(link.byKind[kind].bandwidth > 0))
+                r.fail(at + ".bandwidth_bytes_per_s", "expected a positive number");
+        }
+    return link;
 }
 
 cost::CostTotals readTotals(const Reader &r, const nlohmann::json &obj, const std::string &path)
@@ -313,6 +327,12 @@ std::string writePlanJson(const Plan &plan)
         device["memory_bandwidth_bytes_per_s"] = d.memoryBandwidth;
     if (d.kernelLaunch > 0)
         device["kernel_launch_s"] = d.kernelLaunch;
+    if (!d.gemmEfficiency.empty()) {
+        Json table = Json::array();
+        for (const auto &point : d.gemmEfficiency)
+            table.push_back({point.flops, point.fraction});
+        device["gemm_efficiency"] = table;
+    }
     Json mesh{{"profile", plan.mesh.profile},
               {"axes", axes},
               {"axes_constrained", plan.axesConstrained},
@@ -499,6 +519,19 @@ Plan readPlanJson(const std::string &text, const std::string &input)
             r.amount(device, "$.mesh.device", "memory_bandwidth_bytes_per_s", std::numeric_limits<double>::max());
     if (device.contains("kernel_launch_s"))
         p.mesh.device.kernelLaunch = r.amount(device, "$.mesh.device", "kernel_launch_s", 1.0);
+    if (device.contains("gemm_efficiency")) {
+        const auto &table = device.at("gemm_efficiency");
+        const char *expected = "expected an array of [FLOPs of one GEMM call, fraction of peak]";
+        if (!table.is_array())
+            r.fail("$.mesh.device.gemm_efficiency", expected);
+        for (const auto &point : table) {
+            if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number())
+                r.fail("$.mesh.device.gemm_efficiency", expected);
+            p.mesh.device.gemmEfficiency.push_back({point[0].get<double>(), point[1].get<double>()});
+        }
+        if (auto problem = sharding::gemmEfficiencyProblem(p.mesh.device.gemmEfficiency))
+            r.fail("$.mesh.device.gemm_efficiency", *problem);
+    }
     for (const auto &[dtype, value] : r.object(device, "$.mesh.device", "peak_flops").items()) {
         if (!value.is_number() || !(value.get<double>() > 0))
             r.fail("$.mesh.device.peak_flops." + dtype, "expected a positive number");

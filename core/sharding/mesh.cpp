@@ -2,6 +2,9 @@
 
 #include "ir/error.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace tapestry::sharding {
 
 double DeviceProfile::peak(ir::DType dtype) const
@@ -10,6 +13,35 @@ double DeviceProfile::peak(ir::DType dtype) const
     if (it == peakFlops.end())
         it = peakFlops.find("float32");
     return it == peakFlops.end() ? 0.0 : it->second;
+}
+
+double DeviceProfile::gemmFraction(double callFlops) const
+{
+    if (gemmEfficiency.empty() || !(callFlops > 0))
+        return achievableFraction;
+    if (callFlops <= gemmEfficiency.front().flops)
+        return gemmEfficiency.front().fraction;
+    if (callFlops >= gemmEfficiency.back().flops)
+        return gemmEfficiency.back().fraction;
+    const auto above = std::upper_bound(gemmEfficiency.begin(), gemmEfficiency.end(), callFlops,
+                                        [](double f, const GemmPoint &p) { return f < p.flops; });
+    const GemmPoint &lo = *(above - 1), &hi = *above;
+    const double t = std::log(callFlops / lo.flops) / std::log(hi.flops / lo.flops);
+    return lo.fraction + t * (hi.fraction - lo.fraction);
+}
+
+std::optional<std::string> gemmEfficiencyProblem(const std::vector<DeviceProfile::GemmPoint> &points)
+{
+    for (std::size_t i = 0; i < points.size(); ++i) {
+        const auto &p = points[i];
+        if (!(p.flops > 0) || !std::isfinite(p.flops))
+            return "point " + std::to_string(i) + ": expected positive FLOPs";
+        if (!(p.fraction > 0) || p.fraction > 1)
+            return "point " + std::to_string(i) + ": expected a fraction in (0, 1]";
+        if (i > 0 && !(p.flops > points[i - 1].flops))
+            return "point " + std::to_string(i) + ": FLOPs must ascend";
+    }
+    return std::nullopt;
 }
 
 int Mesh::deviceCount() const

@@ -16,6 +16,15 @@ struct LinkProfile {
     std::string name;  // "NVLink 4", "InfiniBand NDR"
     double bandwidth = 0;  // bytes/s
     double latency = 0;    // s
+    // A collective kind's own fit, where it was measured apart (tapestry-exec
+    // --calibrate: an MPI's reduce-scatter within one host runs at half its
+    // all-reduce's bus bandwidth), by kind ("reduce-scatter"); the kinds not
+    // here use the two figures above.
+    struct KindFit {
+        double bandwidth = 0, latency = 0;
+        friend bool operator==(const KindFit &, const KindFit &) = default;
+    };
+    std::map<std::string, KindFit> byKind;
     friend bool operator==(const LinkProfile &, const LinkProfile &) = default;
 };
 
@@ -35,11 +44,28 @@ struct DeviceProfile {
     // Seconds each kernel costs besides its work (a GPU's launch, a CPU
     // interpreter's dispatch); 0 where the profile does not say.
     double kernelLaunch = 0;
+    // The share of peak a GEMM reaches by its size: points of (FLOPs of one
+    // GEMM call, fraction of peak), ascending in FLOPs, measured per device
+    // (tapestry-exec --calibrate). Empty where the profile does not say, and
+    // every GEMM then runs at achievableFraction.
+    struct GemmPoint {
+        double flops = 0, fraction = 0;
+        friend bool operator==(const GemmPoint &, const GemmPoint &) = default;
+    };
+    std::vector<GemmPoint> gemmEfficiency;
 
     // Peak for `dtype`; dtypes without an entry (integers) use float32's.
     double peak(ir::DType dtype) const;
+    // The share of peak of one GEMM call of `callFlops`: gemmEfficiency
+    // interpolated in log FLOPs, held flat past its ends; achievableFraction
+    // without a table.
+    double gemmFraction(double callFlops) const;
     friend bool operator==(const DeviceProfile &, const DeviceProfile &) = default;
 };
+
+// Why `points` is no GEMM efficiency table (FLOPs positive and ascending,
+// fractions in (0, 1]), or nothing.
+std::optional<std::string> gemmEfficiencyProblem(const std::vector<DeviceProfile::GemmPoint> &points);
 
 struct MeshAxis {
     std::string name;

@@ -1,4 +1,5 @@
 #include "sharding/meshprofile.h"
+#include "sharding/collective.h"
 #include "sharding/shardingspec.h"
 
 #include "io/files.h"
@@ -61,6 +62,17 @@ LinkProfile readLink(const Reader &r, const json &obj, const std::string &path)
     link.name = r.string(obj, path, "name");
     link.bandwidth = r.positive(obj, path, "bandwidth_bytes_per_s");
     link.latency = r.positive(obj, path, "latency_s");
+    if (obj.contains("by_kind")) {
+        const json &kinds = obj.at("by_kind");
+        if (!kinds.is_object())
+            r.fail(path + ".by_kind", "expected an object of collective kind: {bandwidth_bytes_per_s, latency_s}");
+        for (const auto &[kind, fit] : kinds.items()) {
+            if (!collectiveKindFromString(kind))
+                r.fail(path + ".by_kind." + kind, "unknown collective kind");
+            link.byKind[kind] = {r.positive(fit, path + ".by_kind." + kind, "bandwidth_bytes_per_s"),
+                                 r.positive(fit, path + ".by_kind." + kind, "latency_s")};
+        }
+    }
     return link;
 }
 
@@ -148,6 +160,18 @@ MeshProfile readMeshProfileJson(const std::string &text, const std::string &inpu
             r.fail("$.device.kernel_launch_s", "expected seconds from 0 to 1");
         p.device.kernelLaunch = launch.get<double>();
     }
+    if (device.contains("gemm_efficiency")) {
+        const json &table = device.at("gemm_efficiency");
+        if (!table.is_array())
+            r.fail("$.device.gemm_efficiency", "expected an array of [FLOPs of one GEMM call, fraction of peak]");
+        for (const json &point : table) {
+            if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number())
+                r.fail("$.device.gemm_efficiency", "expected an array of [FLOPs of one GEMM call, fraction of peak]");
+            p.device.gemmEfficiency.push_back({point[0].get<double>(), point[1].get<double>()});
+        }
+        if (auto problem = gemmEfficiencyProblem(p.device.gemmEfficiency))
+            r.fail("$.device.gemm_efficiency", *problem);
+    }
     const json &links = r.field(doc, "$", "links");
     p.intraNode = readLink(r, r.field(links, "$.links", "intra_node"), "$.links.intra_node");
     p.interNode = readLink(r, r.field(links, "$.links", "inter_node"), "$.links.inter_node");
@@ -191,7 +215,10 @@ std::vector<std::string> meshProfileNames()
 std::string writeMeshProfileJson(const MeshProfile &p)
 {
     auto link = [](const LinkProfile &l) {
-        return json{{"name", l.name}, {"bandwidth_bytes_per_s", l.bandwidth}, {"latency_s", l.latency}};
+        json j{{"name", l.name}, {"bandwidth_bytes_per_s", l.bandwidth}, {"latency_s", l.latency}};
+        for (const auto &[kind, fit] : l.byKind)
+            j["by_kind"][kind] = {{"bandwidth_bytes_per_s", fit.bandwidth}, {"latency_s", fit.latency}};
+        return j;
     };
     json peaks = json::object();
     for (const auto &[dtype, flops] : p.device.peakFlops)
@@ -204,6 +231,12 @@ std::string writeMeshProfileJson(const MeshProfile &p)
         device["memory_bandwidth_bytes_per_s"] = p.device.memoryBandwidth;
     if (p.device.kernelLaunch > 0)
         device["kernel_launch_s"] = p.device.kernelLaunch;
+    if (!p.device.gemmEfficiency.empty()) {
+        json table = json::array();
+        for (const auto &point : p.device.gemmEfficiency)
+            table.push_back({point.flops, point.fraction});
+        device["gemm_efficiency"] = table;
+    }
     const json doc{{"format", "tapestry.mesh-profile"},
                    {"version", 1},
                    {"name", p.name},

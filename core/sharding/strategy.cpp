@@ -105,6 +105,36 @@ std::string OpStrategy::toString(const ir::Graph &graph, const Mesh &mesh) const
     return s;
 }
 
+namespace {
+
+// 2 x M x N x K of one GEMM call of a product's local shards: its loops
+// summed over are K, those of the first operand and the output M, of the
+// second and the output N; loops of both operands and the output are
+// batch (one call each), as the executor's kernels issue them.
+double gemmCallFlops(const ir::Graph &graph, const ir::Op &op, const DimMap &rule, const std::vector<int> &axisLoop,
+                     const Mesh &mesh)
+{
+    std::vector<double> size(static_cast<std::size_t>(rule.loopCount()), 1.0);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const ir::Shape &shape = graph.tensor(op.inputs[i]).shape;
+        for (std::size_t d = 0; d < rule.inputs[i].size() && d < shape.size(); ++d)
+            if (rule.inputs[i][d] >= 0)
+                size[static_cast<std::size_t>(rule.inputs[i][d])] = static_cast<double>(shape[d]);
+    }
+    for (std::size_t ax = 0; ax < axisLoop.size(); ++ax)
+        if (axisLoop[ax] >= 0)
+            size[static_cast<std::size_t>(axisLoop[ax])] /= mesh.axes[ax].size;
+    double flops = 2;
+    for (int loop = 0; loop < rule.loopCount(); ++loop) {
+        const bool first = rule.inputDim(0, loop) >= 0, second = rule.inputDim(1, loop) >= 0;
+        if (rule.contracted[static_cast<std::size_t>(loop)] || first != second)
+            flops *= size[static_cast<std::size_t>(loop)];
+    }
+    return flops;
+}
+
+} // namespace
+
 OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vector<ShardingSpec> &inputSpecs,
                            const Mesh &mesh)
 {
@@ -261,6 +291,8 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vec
         }
         s.forwardFlops = rule->forwardFlops / splitFactor;
         s.backwardFlops = s.forwardFlops * rule->backwardFactor;
+        if ((op.type == "MatMul" || op.type == "Gemm" || op.type == "Einsum") && op.inputs.size() >= 2)
+            s.gemmCallFlops = gemmCallFlops(graph, op, *rule, s.axisLoop, mesh);
     }
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         if (!s.dataInputs[i])

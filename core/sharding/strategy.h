@@ -38,6 +38,10 @@ struct OpStrategy {
     std::vector<Collective> internalBackward;
     double forwardFlops = 0;   // per device
     double backwardFlops = 0;  // per device, when gradients flow through the op
+    // A GEMM (MatMul, Gemm, Einsum): the FLOPs of one of its GEMM calls on
+    // a device (2 x M x N x K of its local product, batch dims apart), by
+    // which the device's GEMM efficiency is looked up; 0 for other ops.
+    double gemmCallFlops = 0;
     // Bytes its kernels read and write per device: its data inputs' and
     // outputs' local shards, as computed on (a view such as Reshape moves
     // none); backward, when gradients flow, twice that (the output's
