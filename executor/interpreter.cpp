@@ -5,21 +5,14 @@
 #include "opsupport.h"
 
 #include "ir/error.h"
+#include "sharding/strategy.h"
 
 #include <chrono>
 #include <cstring>
 
 namespace tapestry::exec {
 
-namespace {
-
-bool isFloat(ir::DType d)
-{
-    return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 ||
-           d == ir::DType::F64;
-}
-
-} // namespace
+using sharding::isFloat;
 
 cost::CostOptions heldCostOptions(cost::CostOptions options, Optimizer optimizer)
 {

@@ -3,18 +3,15 @@
 #include "opregistry.h"
 
 #include "ir/error.h"
+#include "sharding/strategy.h"
 
 #include <map>
 
 namespace tapestry::exec {
 
-namespace {
+using sharding::isFloat;
 
-bool isFloat(ir::DType d)
-{
-    return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 ||
-           d == ir::DType::F64;
-}
+namespace {
 
 bool isInteger(ir::DType d)
 {

@@ -13,6 +13,7 @@
 #include "passes/prune.h"
 #include "plan/runreport.h"
 #include "sharding/meshprofile.h"
+#include "sharding/strategy.h"
 
 #include <mpi.h>
 
@@ -28,12 +29,9 @@
 
 namespace tapestry::exec {
 
-namespace {
+using sharding::isFloat;
 
-bool isFloat(ir::DType d)
-{
-    return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 || d == ir::DType::F64;
-}
+namespace {
 
 // A tensor one chunk computes and later chunks read.
 struct Boundary {
@@ -428,10 +426,7 @@ int runPipeline(const PlanRunOptions &o, ir::Graph graph, const plan::Plan &plan
         throw TapestryError(Error{o.plan, "$.pipeline.cuts",
                                   "the pipeline needs " + std::to_string(chunks - 1) +
                                       " cuts (cost the plan again to have them chosen)"});
-    layout.chunkOfOp.resize(micro.opCount());
-    for (std::size_t k = 0; k < micro.opCount(); ++k)
-        layout.chunkOfOp[k] = static_cast<int>(std::upper_bound(pp.cuts.begin(), pp.cuts.end(), layers.layerOf[k]) -
-                                               pp.cuts.begin());
+    layout.chunkOfOp = cost::chunkOfOps(layers, pp.cuts);
     // What crosses from chunk to chunk.
     std::map<std::size_t, std::size_t> boundaryOf;
     for (std::size_t k = 0; k < micro.opCount(); ++k)

@@ -23,15 +23,12 @@
 
 namespace tapestry::exec {
 
+using sharding::isFloat;
+
 namespace {
 
 using sharding::Placement;
 using sharding::ShardingSpec;
-
-bool isFloat(ir::DType d)
-{
-    return d == ir::DType::F32 || d == ir::DType::F16 || d == ir::DType::BF16 || d == ir::DType::F64;
-}
 
 std::int64_t elements(const ir::Shape &shape)
 {

@@ -123,9 +123,7 @@ private slots:
         const auto layers = cost::modelLayers(p.graph, p.classes);
         QCOMPARE(layers.count, 12);
         const std::vector<int> cuts{3, 8};
-        std::vector<int> chunkOfOp(layers.layerOf.size());
-        for (std::size_t k = 0; k < chunkOfOp.size(); ++k)
-            chunkOfOp[k] = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), layers.layerOf[k]) - cuts.begin());
+        const std::vector<int> chunkOfOp = cost::chunkOfOps(layers, cuts);
         const auto view = layout::buildViewGraph(p.graph, p.coarse, p.classes, {}, chunkOfOp);
         std::vector<std::pair<int, int>> folded;  // (chunk, repeat)
         for (const auto &n : view.nodes) {

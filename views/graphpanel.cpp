@@ -166,10 +166,7 @@ void GraphPanel::showPipeline(const std::optional<plan::PlanPipeline> &pipeline)
         const auto &cuts = pipeline->cuts;
         if (layers.count > 0 && static_cast<int>(cuts.size()) == pipeline->stages * pipeline->virtualStages - 1) {
             m_pipelineLayers = layers.count;
-            chunkOfOp.resize(layers.layerOf.size());
-            for (std::size_t k = 0; k < layers.layerOf.size(); ++k)
-                chunkOfOp[k] = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), layers.layerOf[k]) -
-                                                cuts.begin());
+            chunkOfOp = cost::chunkOfOps(layers, cuts);
         }
     }
     m_pipeline = chunkOfOp.empty() ? std::nullopt : pipeline;

@@ -30,6 +30,14 @@ std::optional<Schedule> scheduleFromString(std::string_view s)
     return std::nullopt;
 }
 
+std::vector<int> chunkOfOps(const ModelLayers &layers, const std::vector<int> &cuts)
+{
+    std::vector<int> chunk(layers.layerOf.size());
+    for (std::size_t k = 0; k < chunk.size(); ++k)
+        chunk[k] = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), layers.layerOf[k]) - cuts.begin());
+    return chunk;
+}
+
 ModelLayers modelLayers(const ir::Graph &graph, const passes::SubgraphClasses &classes)
 {
     // The copies of every repeated class, the outer first where they nest,

@@ -49,6 +49,9 @@ struct ModelLayers {
     std::vector<int> layerOf;  // by op id
 };
 ModelLayers modelLayers(const ir::Graph &graph, const passes::SubgraphClasses &classes);
+// Per op (by op id): the chunk it runs in, the chunks cut before the layers
+// in `cuts` (rising): 0 up to the first cut, and so on.
+std::vector<int> chunkOfOps(const ModelLayers &layers, const std::vector<int> &cuts);
 
 struct StageCost {
     int firstLayer = 0;  // layers [firstLayer, firstLayer + layers)
