@@ -1,7 +1,11 @@
 #include "calibration.h"
 
 #include "interpreter.h"
+#include "kernels/activation.h"
 #include "kernels/binary.h"
+#include "kernels/layernorm.h"
+#include "kernels/layout.h"
+#include "kernels/softmax.h"
 #include "rankmesh.h"
 
 #include "cost/collectivetime.h"
@@ -19,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -119,6 +124,63 @@ std::vector<sharding::DeviceProfile::GemmPoint> gemmEfficiency(const Communicato
         points.push_back({flops, std::clamp(rate / peak, 1e-3, 1.0)});
     }
     return points;
+}
+
+// Bytes per second each family of the executor's kernels other than GEMMs
+// moves, as the cost model counts a kernel's bytes (forward its inputs and
+// outputs, backward twice that): forward and backward timed together on
+// 512K floats (2 MB, an activation of a small model's layer: 8 MB ones,
+// past the caches, made a GPT-2 of hidden 512's transposes 50% slower
+// than they ran), every rank at once, the best of a few repeats, averaged
+// over ranks. A transpose is timed as a 2-D one (a tied head's weight) and
+// as attention's head split, [b, s, h, d] to [b, h, s, d], together.
+std::map<std::string, double> kernelBandwidths(const Communicator &comm)
+{
+    const std::int64_t rows = 1024, cols = 512, n = rows * cols;
+    std::vector<float> x(static_cast<std::size_t>(n), 0.5f), y(x.size()), dy(x.size(), 0.25f), dx(x.size());
+    std::vector<float> scale(static_cast<std::size_t>(cols), 1.0f), bias(scale.size()), dscale(scale.size()),
+        dbias(scale.size()), mean(static_cast<std::size_t>(rows)), rstd(mean.size());
+    const TensorView vx{x.data(), {rows, cols}}, vy{y.data(), {rows, cols}}, vdy{dy.data(), {rows, cols}},
+        vdx{dx.data(), {rows, cols}}, vscale{scale.data(), {cols}}, vbias{bias.data(), {cols}},
+        vdscale{dscale.data(), {cols}}, vdbias{dbias.data(), {cols}}, vmean{mean.data(), {rows}},
+        vrstd{rstd.data(), {rows}};
+    const std::vector<std::int64_t> swap{1, 0}, heads{0, 2, 1, 3};
+    const ir::Shape split{4, 128, 8, 128}, merged{4, 8, 128, 128};
+    // Seconds of `run` (forward then backward), the best of 4 after a first.
+    auto best = [&](auto run) {
+        double fastest = 1e30;
+        for (int r = 0; r < 5; ++r) {
+            MPI_Barrier(comm.handle());
+            const auto t0 = Clock::now();
+            run();
+            if (r > 0)
+                fastest = std::min(fastest, since(t0));
+        }
+        return fastest;
+    };
+    const double bytes = 3.0 * 2.0 * static_cast<double>(n) * sizeof(float);  // forward's in and out, backward's 2x
+    std::map<std::string, double> out;
+    out["transpose"] = 2 * bytes / best([&] {
+        kernels::transposeForward({y.data(), {cols, rows}}, vx, swap);
+        kernels::transposeBackward({dy.data(), {cols, rows}}, swap, vdx);
+        kernels::transposeForward({y.data(), merged}, {x.data(), split}, heads);
+        kernels::transposeBackward({dy.data(), merged}, heads, {dx.data(), split});
+    });
+    out["activation"] = bytes / best([&] {
+        kernels::geluForward(kernels::GeluForm::Tanh, vy, vx);
+        kernels::geluBackward(kernels::GeluForm::Tanh, vdy, vx, vdx);
+    });
+    out["softmax"] = bytes / best([&] {
+        kernels::softmaxForward(vy, vx);
+        kernels::softmaxBackward(vdy, vy, vdx);
+    });
+    out["normalization"] = bytes / best([&] {
+        kernels::layernormForward(vy, vmean, vrstd, vx, vscale, vbias, 1e-5f);
+        kernels::layernormBackward(vdy, vx, vscale, vmean, vrstd, vdx, vdscale, vdbias);
+    });
+    for (auto &[family, rate] : out)
+        rate = averageOverRanks(rate, comm);
+    return out;
 }
 
 // A training step whose kernels do next to no work: what it takes is the
@@ -403,6 +465,7 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
     for (const auto &[dtype, rate] : gemm.items())
         p.device.peakFlops[dtype] = rate.get<double>();
     p.device.memoryBandwidth = memoryBandwidth(world);
+    p.device.kernelBandwidth = kernelBandwidths(world);
     // Each GEMM by its size's share of peak; achievable_fraction (what the
     // FLOPs of ops other than GEMMs run at) the largest GEMM's.
     p.device.gemmEfficiency = gemmEfficiency(world, p.device.peakFlops.at("float32"));
@@ -486,7 +549,8 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
                     std::to_string(world.size()) + " MPI ranks on " + std::to_string(hosts) +
                     " host(s), one OpenBLAS thread each, all busy at once. peak_flops: the sgemm/sbgemm rate of "
                     "one rank; memory_bandwidth_bytes_per_s: the executor's elementwise Add over 48 MB on every "
-                    "rank at once; kernel_launch_s: the measured training step of " + std::string(kLaunchWorkload) +
+                    "rank at once; kernel_bandwidth_bytes_per_s: its transposes, GELU, softmax and layer norm, "
+                    "forward and backward on 2 MB, every rank at once; kernel_launch_s: the measured training step of " + std::string(kLaunchWorkload) +
                     " beyond its roofline, per kernel; gemm_efficiency: the share of peak of square sgemm calls "
                     "from 16 to 1,024, every rank at once, and achievable_fraction (ops other than GEMMs) the "
                     "largest one's, both scaled so that the cost model's step time equals the measured training "

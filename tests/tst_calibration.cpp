@@ -155,6 +155,7 @@ private slots:
         p.device.memoryBandwidth = 12e9;
         p.device.kernelLaunch = 2e-7;
         p.device.gemmEfficiency = {{8e3, 0.3}, {8e6, 0.9}};
+        p.device.kernelBandwidth = {{"transpose", 3e9}, {"softmax", 6e9}};
         p.intraNode = {"MPI", fit.bandwidth, fit.latency, {{"reduce-scatter", {fit.bandwidth / 2, 2e-6}}}};
         p.interNode = {"TCP", 0.1e9, 30e-6, {}};
         const std::string text = sharding::writeMeshProfileJson(p);
@@ -170,6 +171,10 @@ private slots:
         QCOMPARE(back.intraNode.latency, fit.latency);
         QCOMPARE(back.interNode.latency, 30e-6);
         QVERIFY(back.device.gemmEfficiency == p.device.gemmEfficiency);
+        QVERIFY(back.device.kernelBandwidth == p.device.kernelBandwidth);
+        QCOMPARE(back.device.bandwidthOf("transpose"), 3e9);
+        QCOMPARE(back.device.bandwidthOf("activation"), 12e9);  // not measured apart: the memory bandwidth
+        QCOMPARE(back.device.bandwidthOf(""), 12e9);
         QVERIFY(back.intraNode.byKind == p.intraNode.byKind);
         QVERIFY(back.interNode.byKind.empty());
 
@@ -216,6 +221,10 @@ private slots:
         QCOMPARE(gemms.front().flops, 2.0 * 16 * 16 * 16);
         QCOMPARE(gemms.back().flops, 2.0 * 1024 * 1024 * 1024);
         QVERIFY(!sharding::gemmEfficiencyProblem(gemms));
+        for (const char *family : {"transpose", "activation", "softmax", "normalization"})
+            QVERIFY2(profile.device.kernelBandwidth.count(family) && profile.device.kernelBandwidth.at(family) > 1e8 &&
+                         profile.device.kernelBandwidth.at(family) < 1e13,
+                     family);
         for (const char *kind : {"all-reduce", "all-gather", "reduce-scatter"})
             QVERIFY2(profile.intraNode.byKind.count(kind) && profile.intraNode.byKind.at(kind).bandwidth > 0, kind);
 
@@ -272,6 +281,21 @@ private slots:
         QTest::newRow("descending") << "[[1e6, 0.9], [1e3, 0.5]]" << "FLOPs must ascend";
         QTest::newRow("fraction above 1") << "[[1e3, 1.5]]" << "fraction in (0, 1]";
         QTest::newRow("not pairs") << "[1e3, 0.5]" << "[FLOPs of one GEMM call, fraction of peak]";
+    }
+
+    void unknownKernelFamilyRefused()
+    {
+        std::string text = sharding::writeMeshProfileJson(sharding::findMeshProfile("cpu-loopback"));
+        const std::string key = "\"achievable_fraction\"";
+        text.insert(text.find(key), "\"kernel_bandwidth_bytes_per_s\": {\"convolution\": 1e9}, ");
+        try {
+            sharding::readMeshProfileJson(text, "box.json");
+            QFAIL("accepted");
+        } catch (const TapestryError &e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("kernel_bandwidth_bytes_per_s.convolution")) &&
+                         QString::fromUtf8(e.what()).contains(QStringLiteral("unknown kernel family")),
+                     e.what());
+        }
     }
     void badGemmTableRefused()
     {

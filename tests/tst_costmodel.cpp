@@ -176,6 +176,13 @@ private slots:
         const std::vector<sharding::ShardingSpec> whole(g.tensorCount(), sharding::ShardingSpec::replicated(1));
         const auto one = cost::evaluatePlan(g, mesh(1), whole);
         QCOMPARE(one.byOp.at("mlp/act/Relu").compute - 3 * launch, 4 * (c.byOp.at("mlp/act/Relu").compute - 3 * launch));
+        // An activation measured at a quarter of the memory bandwidth takes
+        // four times as long; the matmul is unchanged.
+        auto measured = m;
+        measured.device.kernelBandwidth["activation"] = bandwidth / 4;
+        const auto slow = cost::evaluatePlan(g, measured, megatronMlp(g, measured));
+        QCOMPARE(slow.byOp.at("mlp/act/Relu").compute - 3 * launch, 4 * (c.byOp.at("mlp/act/Relu").compute - 3 * launch));
+        QCOMPARE(slow.byOp.at("mlp/fc1/MatMul").compute, c.byOp.at("mlp/fc1/MatMul").compute);
     }
 
     // Model states: 16 bytes per local parameter (mixed-precision Adam), configurable.

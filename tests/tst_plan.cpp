@@ -75,6 +75,7 @@ private slots:
         // A calibrated device's GEMM table and per-kind link fits, too.
         auto mesh = sharding::findMeshProfile("dgx-h100").mesh({8}, {"model"});
         mesh.device.gemmEfficiency = {{1e6, 0.4}, {1e9, 0.8}};
+        mesh.device.kernelBandwidth = {{"normalization", 1e12}};
         mesh.axes[0].link.byKind["reduce-scatter"] = {200e9, 4e-6};
         const auto p = search::referencePlan(g, model.toStdString(), mesh,
                                              *search::referenceMethodFromString(method.section(QLatin1Char('+'), 0, 0).toStdString()), o);
@@ -88,6 +89,7 @@ private slots:
         QCOMPARE(loaded.mesh.device.memoryBandwidth, 3.35e12);
         QCOMPARE(loaded.mesh.device.kernelLaunch, 3e-6);
         QVERIFY(loaded.mesh.device.gemmEfficiency == mesh.device.gemmEfficiency);
+        QVERIFY(loaded.mesh.device.kernelBandwidth == mesh.device.kernelBandwidth);
         QVERIFY(loaded.mesh.axes[0].link.byKind == mesh.axes[0].link.byKind);
         // Re-costing the loaded plan gives the same figures.
         auto again = loaded;

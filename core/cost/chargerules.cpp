@@ -24,9 +24,10 @@ bool gradientFlows(const ir::Op &op, const sharding::OpStrategy &s, const std::v
     return false;
 }
 
-double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh, double gemmCallFlops)
+double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh, double gemmCallFlops,
+                     std::string_view family)
 {
-    const double bandwidth = mesh.device.memoryBandwidth;
+    const double bandwidth = mesh.device.bandwidthOf(family);
     return std::max(computeSeconds(flops, type, mesh, gemmCallFlops), bandwidth > 0 ? bytes / bandwidth : 0.0);
 }
 
@@ -40,10 +41,13 @@ OpCompute opCompute(const sharding::OpStrategy &s, bool flows, const sharding::M
     OpCompute c;
     c.flows = flows;
     c.forwardFlops = s.forwardFlops;
-    c.forward = kernelSeconds(s.forwardFlops, s.forwardBytes, s.computeType, mesh, s.gemmCallFlops) + launch;
+    c.forward =
+        kernelSeconds(s.forwardFlops, s.forwardBytes, s.computeType, mesh, s.gemmCallFlops, s.kernelFamily) + launch;
     if (flows) {
         c.backwardFlops = s.backwardFlops + recomputed.compute * s.forwardFlops;
-        c.backward = kernelSeconds(s.backwardFlops, s.backwardBytes, s.computeType, mesh, s.gemmCallFlops) + 2 * launch +
+        c.backward = kernelSeconds(s.backwardFlops, s.backwardBytes, s.computeType, mesh, s.gemmCallFlops,
+                                   s.kernelFamily) +
+                     2 * launch +
                      recomputed.compute * c.forward;
     }
     return c;

@@ -46,10 +46,11 @@ namespace tapestry::cost {
 // GEMM efficiency for that size (DeviceProfile::gemmFraction).
 double computeSeconds(double flops, ir::DType type, const sharding::Mesh &mesh, double gemmCallFlops = 0);
 // One kernel by the roofline: its FLOPs as computeSeconds() charges them or
-// its bytes at the device's memory bandwidth, whichever takes longer (FLOPs
-// alone where the profile gives no bandwidth).
+// its bytes at the device's bandwidth for its `family` of kernels
+// (DeviceProfile::bandwidthOf), whichever takes longer (FLOPs alone where
+// the profile gives no bandwidth).
 double kernelSeconds(double flops, double bytes, ir::DType type, const sharding::Mesh &mesh,
-                     double gemmCallFlops = 0);
+                     double gemmCallFlops = 0, std::string_view family = {});
 
 // Whether a gradient flows through `op`: one of its data inputs carries one
 // (`flow` by tensor id, see gradientFlow()).

@@ -327,6 +327,8 @@ std::string writePlanJson(const Plan &plan)
         device["memory_bandwidth_bytes_per_s"] = d.memoryBandwidth;
     if (d.kernelLaunch > 0)
         device["kernel_launch_s"] = d.kernelLaunch;
+    for (const auto &[family, bandwidth] : d.kernelBandwidth)
+        device["kernel_bandwidth_bytes_per_s"][family] = bandwidth;
     if (!d.gemmEfficiency.empty()) {
         Json table = Json::array();
         for (const auto &point : d.gemmEfficiency)
@@ -519,6 +521,18 @@ Plan readPlanJson(const std::string &text, const std::string &input)
             r.amount(device, "$.mesh.device", "memory_bandwidth_bytes_per_s", std::numeric_limits<double>::max());
     if (device.contains("kernel_launch_s"))
         p.mesh.device.kernelLaunch = r.amount(device, "$.mesh.device", "kernel_launch_s", 1.0);
+    if (device.contains("kernel_bandwidth_bytes_per_s")) {
+        const std::string at = "$.mesh.device.kernel_bandwidth_bytes_per_s";
+        const auto &families = r.object(device, "$.mesh.device", "kernel_bandwidth_bytes_per_s");
+        for (const auto &[family, value] : families.items()) {
+            if (!sharding::knownKernelFamily(family))
+                r.fail(at + "." + family, "unknown kernel family");
+            const double bandwidth = r.amount(families, at, family, std::numeric_limits<double>::max());
+            if (!(bandwidth > 0))
+                r.fail(at + "." + family, "expected a positive number");
+            p.mesh.device.kernelBandwidth[family] = bandwidth;
+        }
+    }
     if (device.contains("gemm_efficiency")) {
         const auto &table = device.at("gemm_efficiency");
         const char *expected = "expected an array of [FLOPs of one GEMM call, fraction of peak]";

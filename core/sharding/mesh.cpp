@@ -30,6 +30,19 @@ double DeviceProfile::gemmFraction(double callFlops) const
     return lo.fraction + t * (hi.fraction - lo.fraction);
 }
 
+double DeviceProfile::bandwidthOf(std::string_view family) const
+{
+    if (!family.empty() && !kernelBandwidth.empty())
+        if (const auto it = kernelBandwidth.find(std::string(family)); it != kernelBandwidth.end())
+            return it->second;
+    return memoryBandwidth;
+}
+
+bool knownKernelFamily(std::string_view family)
+{
+    return family == "transpose" || family == "activation" || family == "softmax" || family == "normalization";
+}
+
 std::optional<std::string> gemmEfficiencyProblem(const std::vector<DeviceProfile::GemmPoint> &points)
 {
     for (std::size_t i = 0; i < points.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tapestry::sharding {
@@ -53,6 +54,13 @@ struct DeviceProfile {
         friend bool operator==(const GemmPoint &, const GemmPoint &) = default;
     };
     std::vector<GemmPoint> gemmEfficiency;
+    // Bytes per second a family of kernels reads and writes where it was
+    // measured apart from memoryBandwidth (tapestry-exec --calibrate: a
+    // strided transpose, a transcendental activation, a softmax or a norm
+    // moves its bytes slower than an elementwise add), by family
+    // (OpStrategy::kernelFamily: "transpose", "activation", "softmax",
+    // "normalization").
+    std::map<std::string, double> kernelBandwidth;
 
     // Peak for `dtype`; dtypes without an entry (integers) use float32's.
     double peak(ir::DType dtype) const;
@@ -60,8 +68,15 @@ struct DeviceProfile {
     // interpolated in log FLOPs, held flat past its ends; achievableFraction
     // without a table.
     double gemmFraction(double callFlops) const;
+    // The bandwidth a kernel of `family` moves memory at: its own where
+    // measured, else memoryBandwidth.
+    double bandwidthOf(std::string_view family) const;
     friend bool operator==(const DeviceProfile &, const DeviceProfile &) = default;
 };
+
+// Whether `family` names a family of kernels DeviceProfile::kernelBandwidth
+// may hold ("transpose", "activation", "softmax", "normalization").
+bool knownKernelFamily(std::string_view family);
 
 // Why `points` is no GEMM efficiency table (FLOPs positive and ascending,
 // fractions in (0, 1]), or nothing.

@@ -160,6 +160,16 @@ MeshProfile readMeshProfileJson(const std::string &text, const std::string &inpu
             r.fail("$.device.kernel_launch_s", "expected seconds from 0 to 1");
         p.device.kernelLaunch = launch.get<double>();
     }
+    if (device.contains("kernel_bandwidth_bytes_per_s")) {
+        const json &families = device.at("kernel_bandwidth_bytes_per_s");
+        if (!families.is_object())
+            r.fail("$.device.kernel_bandwidth_bytes_per_s", "expected an object of kernel family: bytes/s");
+        for (const auto &[family, value] : families.items()) {
+            if (!knownKernelFamily(family))
+                r.fail("$.device.kernel_bandwidth_bytes_per_s." + family, "unknown kernel family");
+            p.device.kernelBandwidth[family] = r.positive(families, "$.device.kernel_bandwidth_bytes_per_s", family);
+        }
+    }
     if (device.contains("gemm_efficiency")) {
         const json &table = device.at("gemm_efficiency");
         if (!table.is_array())
@@ -231,6 +241,8 @@ std::string writeMeshProfileJson(const MeshProfile &p)
         device["memory_bandwidth_bytes_per_s"] = p.device.memoryBandwidth;
     if (p.device.kernelLaunch > 0)
         device["kernel_launch_s"] = p.device.kernelLaunch;
+    for (const auto &[family, bandwidth] : p.device.kernelBandwidth)
+        device["kernel_bandwidth_bytes_per_s"][family] = bandwidth;
     if (!p.device.gemmEfficiency.empty()) {
         json table = json::array();
         for (const auto &point : p.device.gemmEfficiency)

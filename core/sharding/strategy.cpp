@@ -105,6 +105,23 @@ std::string OpStrategy::toString(const ir::Graph &graph, const Mesh &mesh) const
     return s;
 }
 
+std::string_view kernelFamily(std::string_view opType)
+{
+    static const std::set<std::string, std::less<>> activations{"Gelu", "FastGelu", "Silu", "Tanh", "Sigmoid",
+                                                                "Erf", "Relu", "Softplus"};
+    static const std::set<std::string, std::less<>> norms{"LayerNormalization", "RMSNorm",
+                                                          "SimplifiedLayerNormalization"};
+    if (opType == "Transpose")
+        return "transpose";
+    if (opType == "Softmax" || opType == "LogSoftmax")
+        return "softmax";
+    if (activations.count(opType))
+        return "activation";
+    if (norms.count(opType))
+        return "normalization";
+    return {};
+}
+
 namespace {
 
 // 2 x M x N x K of one GEMM call of a product's local shards: its loops
@@ -309,6 +326,7 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vec
     s.forward.insert(s.forward.end(), s.internalForward.begin(), s.internalForward.end());
     s.backward.insert(s.backward.end(), s.internalBackward.begin(), s.internalBackward.end());
     if (!movesNoData(op)) {
+        s.kernelFamily = kernelFamily(op.type);
         for (std::size_t i = 0; i < op.inputs.size(); ++i)
             if (s.dataInputs[i] && op.inputs[i].valid()) {
                 const ir::Tensor &t = graph.tensor(op.inputs[i]);

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tapestry::sharding {
@@ -42,6 +43,11 @@ struct OpStrategy {
     // a device (2 x M x N x K of its local product, batch dims apart), by
     // which the device's GEMM efficiency is looked up; 0 for other ops.
     double gemmCallFlops = 0;
+    // The family of kernel the op runs ("transpose", "activation",
+    // "softmax", "normalization"), by which a device's measured bandwidth
+    // for it is looked up (DeviceProfile::kernelBandwidth); empty for the
+    // rest, which move memory at the device's memory bandwidth.
+    std::string_view kernelFamily;
     // Bytes its kernels read and write per device: its data inputs' and
     // outputs' local shards, as computed on (a view such as Reshape moves
     // none); backward, when gradients flow, twice that (the output's
@@ -71,5 +77,8 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId op, const std::vecto
                            const Mesh &mesh, const std::optional<DimMap> &rule);
 
 bool isFloat(ir::DType dtype);
+
+// The kernel family of an op type (OpStrategy::kernelFamily), or empty.
+std::string_view kernelFamily(std::string_view opType);
 
 } // namespace tapestry::sharding
