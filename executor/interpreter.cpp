@@ -174,9 +174,8 @@ void Interpreter::layOut(const std::string &input)
             p.dout.push_back(gradSlot[t.index()]);
         }
         p.saved = savedSlot[o.index()];
-        p.reads = findOp(op.type)->backwardReads;
-        if (p.reads == BackwardReads::ProductInputs)
-            p.reads = op.type == "Mul" || op.type == "Div" ? BackwardReads::Inputs : BackwardReads::Nothing;
+        const OpDef &def = *findOp(op.type);
+        p.reads = backwardReadsOf(def.backwardReads, decodeAttributes(def, op, m_graph.tensor(op.inputs[0]).shape));
         program.push_back(std::move(p));
     }
     std::vector<SlotAccess> accesses;
@@ -215,18 +214,8 @@ void Interpreter::layOut(const std::string &input)
                         p.zeroFirst.push_back(s);
                         touch(s, Access::Write);
                     }
-            for (Slot s : p.dout)
-                touch(s, Access::Read);
-            for (Slot s : p.saved)
-                touch(s, Access::Read);
-            if (p.reads == BackwardReads::Inputs)
-                for (Slot s : p.in)
-                    touch(s, Access::Read);
-            if (p.reads == BackwardReads::Output)
-                for (Slot s : p.out)
-                    touch(s, Access::Read);
-            for (Slot s : p.din)
-                touch(s, Access::Update);
+            forEachBackwardAccess(p.reads, p.in, p.out, p.dout, p.saved, p.din, kNoSlot,
+                                  [&](Slot s, bool update) { touch(s, update ? Access::Update : Access::Read); });
             ++position;
         }
     }

@@ -20,6 +20,7 @@
 
 #include <cblas.h>
 #include <mpi.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -406,6 +407,28 @@ void reportError(std::ostream *out, const exec::ReportLink *link, const std::str
 
 // --calibrate: every rank measures, rank 0 writes the profile (to a
 // temporary name renamed into place, so no half-written profile is left).
+// A warning when some host runs more CPU ranks than it has cores: they
+// take turns on the cores, and a step's time is then mostly waiting for one,
+// which no profile predicts (bench_fidelity measured up to 3x on 4 ranks
+// sharing 2 cores). Collective: every rank calls it.
+std::optional<std::string> oversubscription(const exec::Communicator &world)
+{
+    MPI_Comm shared = MPI_COMM_NULL;
+    MPI_Comm_split_type(world.handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &shared);
+    int onHost = 0;
+    MPI_Comm_size(shared, &onHost);
+    MPI_Comm_free(&shared);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int worst[2] = {cores > 0 && onHost > cores ? onHost : 0, static_cast<int>(cores)};
+    int most[2] = {0, 0};
+    MPI_Allreduce(worst, most, 2, MPI_INT, MPI_MAX, world.handle());
+    if (most[0] == 0)
+        return std::nullopt;
+    return "warning: " + std::to_string(most[0]) + " ranks share a host of " + std::to_string(cores) +
+           " cores: they take turns on the cores, which no profile predicts, so predicted and measured step "
+           "times are not comparable (run at most one rank a core)";
+}
+
 int calibrate(const Options &o, int rank, int ranks)
 {
     std::unique_ptr<exec::ReportLink> link;
@@ -429,6 +452,8 @@ int calibrate(const Options &o, int rank, int ranks)
         if (!o.model.empty())
             co.workload = o.model;
         co.load = o.load;
+        if (const auto warning = oversubscription(world); warning && rank == 0)
+            std::cerr << "tapestry-exec: " << *warning << '\n';
         const nlohmann::json profile = exec::calibrateMeshProfile(world, co);
         if (rank == 0) {
             io::writeOutputFile(o.calibrate, profile.dump(2) + '\n');
@@ -537,6 +562,10 @@ int main(int argc, char **argv)
             try {
                 const std::unique_ptr<exec::Backend> backend = makeBackend(backendName, world, o.precision);
                 run.meshProfile = meshProfileFor(o, *backend);
+                // Said once the run is set up, beside the other notes.
+                if (backendName == "cpu")
+                    if (const auto warning = oversubscription(world))
+                        run.note = run.note.empty() ? *warning : run.note + "\ntapestry-exec: " + *warning;
                 rc = exec::runPlan(run, world, *backend, *out, std::cerr);
             } catch (const TapestryError &e) {
                 rc = 2;

@@ -327,6 +327,15 @@ const OpDef *findOp(std::string_view type)
     return it == byType.end() ? nullptr : it->second;
 }
 
+BackwardReads backwardReadsOf(BackwardReads declared, const OpAttributes &attributes)
+{
+    if (declared != BackwardReads::ProductInputs)
+        return declared;
+    return attributes.binary == kernels::BinaryOp::Mul || attributes.binary == kernels::BinaryOp::Div
+               ? BackwardReads::Inputs
+               : BackwardReads::Nothing;
+}
+
 OpAttributes decodeAttributes(const OpDef &def, const ir::Op &op, const ir::Shape &x)
 {
     OpAttributes a;

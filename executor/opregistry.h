@@ -29,6 +29,35 @@ enum class BackwardReads {
     Nothing,
 };
 
+// What the backward kernels of an op read of its forward pass: its entry's
+// BackwardReads, ProductInputs resolved by the op's binary kind (Mul and
+// Div read their inputs, Add and Sub nothing).
+struct OpAttributes;
+BackwardReads backwardReadsOf(BackwardReads declared, const OpAttributes &attributes);
+
+// The buffers one op's backward step touches, as a program lays out its
+// memory by them: its output gradients and saved rows read, its inputs or
+// its output read as `reads` says, its input gradients added to; `none`
+// (no gradient wanted) skipped.
+template <class Buffers, class F>
+void forEachBackwardAccess(BackwardReads reads, const Buffers &in, const Buffers &out, const Buffers &dout,
+                           const Buffers &saved, const Buffers &din, typename Buffers::value_type none, F f)
+{
+    enum Kind { Read, Update };
+    auto each = [&](const Buffers &list, Kind kind) {
+        for (const auto &b : list)
+            if (b != none)
+                f(b, kind == Update);
+    };
+    each(dout, Read);
+    each(saved, Read);
+    if (reads == BackwardReads::Inputs)
+        each(in, Read);
+    if (reads == BackwardReads::Output)
+        each(out, Read);
+    each(din, Update);
+}
+
 // An op's attributes, decoded once when a program is built.
 struct OpAttributes {
     std::size_t axis = 0;  // "axis", made non-negative

@@ -341,18 +341,13 @@ void ShardedProgram::build(const std::string &input)
         }
 
         const OpDef &def = *step.def;
-        step.reads = def.backwardReads;
         step.kernels = m_device.opKernels(def);
         if (!step.kernels)
             throw TapestryError(Error{input, "op '" + op.name + "'",
                                       "no " + std::string(m_device.backend()) + " kernel for " + op.type});
         const ir::Shape x = step.in[0] == kNoSlot ? ir::Shape{} : m_buffers.shape(step.in[0]);
         step.attributes = decodeAttributes(def, op, x);
-        if (step.reads == BackwardReads::ProductInputs)
-            step.reads = step.attributes.binary == kernels::BinaryOp::Mul ||
-                                 step.attributes.binary == kernels::BinaryOp::Div
-                             ? BackwardReads::Inputs
-                             : BackwardReads::Nothing;
+        step.reads = backwardReadsOf(def.backwardReads, step.attributes);
         if (def.refuseSharded)
             if (auto why = def.refuseSharded(step.attributes, s.inputs[0]))
                 refuse(*why);
@@ -703,23 +698,10 @@ void ShardedProgram::forEachAccess(const Action &a, F f) const
     }
     case Action::Type::Backward: {
         const OpStep &op = m_ops[a.index];
-        for (Slot s : op.dout)
-            if (s != kNoSlot)
-                f(s, Access::Read);
-        for (Slot s : op.saved)
-            f(s, Access::Read);
-        if (op.reads == BackwardReads::Inputs)
-            for (Slot s : op.in)
-                if (s != kNoSlot)
-                    f(s, Access::Read);
-        if (op.reads == BackwardReads::Output)
-            for (Slot s : op.out)
-                f(s, Access::Read);
         for (Slot s : op.scratch)
             f(s, Access::Write);
-        for (Slot s : op.din)
-            if (s != kNoSlot)
-                f(s, Access::Update);
+        forEachBackwardAccess(op.reads, op.in, op.out, op.dout, op.saved, op.din, kNoSlot,
+                              [&](Slot s, bool update) { f(s, update ? Access::Update : Access::Read); });
         break;
     }
     case Action::Type::AddInto:
