@@ -421,19 +421,36 @@ sharding::LinkProfile linkOf(const std::vector<const AxisSweep *> &sweeps, const
     // Each kind's own in-step fit: an MPI's collectives are different
     // algorithms (Open MPI's reduce-scatter within one host moves its bytes
     // at half its all-reduce's rate), and one fit for all would misprice
-    // a plan that mixes them. A kind whose samples fit no line keeps the
-    // link's.
+    // a plan that mixes them. Where a kind's in-step times fit no line (a
+    // busy machine's waits drown their growth with size), its latency is
+    // fitted under its idle bandwidth, or the link's idle one, as the
+    // link's own fit does.
     for (const auto kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
-        std::vector<cost::CollectiveSample> samples;
-        for (const auto *s : sweeps)
+        std::vector<cost::CollectiveSample> samples, idle;
+        for (const auto *s : sweeps) {
             for (const auto &sample : s->samples)
                 if (sample.kind == kind)
                     samples.push_back(sample);
-        try {
-            const cost::LinkFit fit = cost::fitLink(samples, "--calibrate");
-            link.byKind[std::string(sharding::toString(kind))] = {fit.bandwidth, std::max(fit.latency, 1e-9)};
-        } catch (const TapestryError &) {
+            for (const auto &sample : s->idle)
+                if (sample.kind == kind)
+                    idle.push_back(sample);
         }
+        cost::LinkFit fit;
+        try {
+            fit = cost::fitLink(samples, "--calibrate");
+        } catch (const TapestryError &) {
+            double bandwidth = fits.idle.bandwidth;
+            try {
+                bandwidth = cost::fitLink(idle, "--calibrate").bandwidth;
+            } catch (const TapestryError &) {
+            }
+            try {
+                fit = cost::fitLatency(samples, bandwidth, "--calibrate");
+            } catch (const TapestryError &) {
+                continue;  // the link's own fit serves this kind
+            }
+        }
+        link.byKind[std::string(sharding::toString(kind))] = {fit.bandwidth, std::max(fit.latency, 1e-9)};
     }
     return link;
 }
