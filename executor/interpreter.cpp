@@ -157,6 +157,7 @@ void Interpreter::layOut(const std::string &input)
     // The program, in slots: its accesses in step order lay out the arena.
     struct Slots {
         std::vector<Slot> in, out, din, dout, saved, zeroFirst;
+        OpAttributes attributes;
         BackwardReads reads = BackwardReads::Inputs;
     };
     std::vector<Slots> program;
@@ -175,7 +176,8 @@ void Interpreter::layOut(const std::string &input)
         }
         p.saved = savedSlot[o.index()];
         const OpDef &def = *findOp(op.type);
-        p.reads = backwardReadsOf(def.backwardReads, decodeAttributes(def, op, m_graph.tensor(op.inputs[0]).shape));
+        p.attributes = decodeAttributes(def, op, m_graph.tensor(op.inputs[0]).shape);
+        p.reads = backwardReadsOf(def.backwardReads, p.attributes);
         program.push_back(std::move(p));
     }
     std::vector<SlotAccess> accesses;
@@ -281,7 +283,7 @@ void Interpreter::layOut(const std::string &input)
             ins.saved.push_back(m_buffers.view(s));
         for (Slot s : slots.zeroFirst)
             ins.zeroFirst.push_back(m_buffers.view(s));
-        ins.attributes = decodeAttributes(*ins.def, op, ins.in[0].shape);
+        ins.attributes = slots.attributes;
         if (ins.def->gemm) {
             const double f = kernels::matmulFlops(ins.out[0], ins.in[0]);
             m_flops += f;
