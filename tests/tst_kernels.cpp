@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
+#include "kernels/strided.h"
 #include "kernels/vocabparallel.h"
 
 #include "cost/costmodel.h"
@@ -451,6 +452,56 @@ private slots:
         QCOMPARE(e[0], -0.0f);
         QVERIFY(std::isnan(e[5]));
         QCOMPARE(e[4], 89.0f);
+    }
+
+    // Transposes whose source and destination are contiguous along
+    // different dims run tile by tile (kernels/strided.cpp): forward, and
+    // backward accumulating into what the gradient holds, each element must
+    // land where the permutation puts it, on sizes around the tile and
+    // below the size that tiles, with untouched dims outside and between.
+    void tiledTransposesPlaceEveryElement()
+    {
+        struct Case {
+            ir::Shape x;
+            std::vector<std::int64_t> perm;
+        };
+        const std::vector<Case> cases = {
+            {{37, 45}, {1, 0}},          {{16, 16}, {1, 0}},          {{8, 9}, {1, 0}},
+            {{2, 3, 33, 17}, {0, 1, 3, 2}}, {{3, 19, 5, 21}, {0, 3, 2, 1}}, {{17, 2, 40}, {2, 1, 0}},
+            {{4, 18, 3, 20}, {0, 2, 1, 3}}, {{31, 1, 33}, {2, 1, 0}},
+        };
+        for (const Case &c : cases) {
+            ir::Shape out;
+            for (auto p : c.perm)
+                out.push_back(c.x[static_cast<std::size_t>(p)]);
+            const std::int64_t n = TensorView{nullptr, c.x}.size();
+            std::vector<float> x(static_cast<std::size_t>(n)), y(x.size()), g(x.size()), dx(x.size());
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                x[i] = static_cast<float>(i) + 0.25f;
+                g[i] = static_cast<float>(i % 97) - 40.0f;
+                dx[i] = 1000.0f + static_cast<float>(i % 13);
+            }
+            const std::vector<float> before = dx;
+            kernels::transposeForward({y.data(), out}, {x.data(), c.x}, c.perm);
+            kernels::transposeBackward({g.data(), out}, c.perm, {dx.data(), c.x});
+            // The definition: out[i0..ik] = x[j] with j_{perm[d]} = i_d.
+            std::vector<std::int64_t> idx(out.size(), 0);
+            const auto xs = kernels::contiguousStrides(c.x);
+            for (std::int64_t o = 0; o < n; ++o) {
+                std::int64_t at = 0;
+                for (std::size_t d = 0; d < out.size(); ++d)
+                    at += idx[d] * xs[static_cast<std::size_t>(c.perm[d])];
+                const auto oi = static_cast<std::size_t>(o), xi = static_cast<std::size_t>(at);
+                QVERIFY2(y[oi] == x[xi], qPrintable(QStringLiteral("forward, element %1 of %2 dims").arg(o).arg(out.size())));
+                QVERIFY2(dx[xi] == before[xi] + g[oi],
+                         qPrintable(QStringLiteral("backward, element %1 of %2 dims").arg(o).arg(out.size())));
+                for (std::size_t d = out.size(); d-- > 0;) {
+                    if (++idx[d] < out[d])
+                        break;
+                    idx[d] = 0;
+                }
+            }
+        }
     }
 
     // A run with bf16 or fp16 GEMMs is predicted at that precision's peak,

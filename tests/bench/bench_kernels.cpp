@@ -87,6 +87,17 @@ int main()
         Buffer t({b, s, heads, h / 16}), tt({b, heads, s, h / 16});
         const std::vector<std::int64_t> perm{0, 2, 1, 3};
         time("Transpose [b,s,8,64] -> [b,8,s,64]", 2 * t.bytes(), [&] { kernels::transposeForward(tt.view, t.view, perm); });
+        // The keys' transpose of the scores' product (the innermost two dims
+        // swapped) and its backward pass, which accumulates.
+        Buffer k({b, heads, s, h / 16}), kt({b, heads, h / 16, s});
+        const std::vector<std::int64_t> swapLast{0, 1, 3, 2};
+        time("Transpose [b,8,s,64] -> [b,8,64,s]", 2 * k.bytes(), [&] { kernels::transposeForward(kt.view, k.view, swapLast); });
+        time("Transpose backward [b,8,64,s]", 3 * k.bytes(), [&] { kernels::transposeBackward(kt.view, swapLast, k.view); });
+        // A tied head's weight [vocab, h] read as [h, vocab].
+        Buffer wte({2048, 512}), wt({512, 2048});
+        const std::vector<std::int64_t> swap2{1, 0};
+        time("Transpose [2048,512] -> [512,2048]", 2 * wte.bytes(), [&] { kernels::transposeForward(wt.view, wte.view, swap2); });
+        time("Transpose backward [512,2048]", 3 * wte.bytes(), [&] { kernels::transposeBackward(wt.view, swap2, wte.view); });
         Buffer flat({rows, h});
         time("Reshape [b,s,h] -> [rows,h]", 2 * flat.bytes(), [&] { kernels::reshapeForward(flat.view, x.view); });
     }
