@@ -52,6 +52,14 @@ Slot BufferTable::alias(Slot base, ir::Shape shape)
     return slot;
 }
 
+void BufferTable::rebase(Slot slot, Slot base)
+{
+    Entry &e = m_slots[static_cast<std::size_t>(slot)];
+    e.base = this->base(base);
+    e.floats = 0;
+    e.kept = false;
+}
+
 void BufferTable::keep(Slot slot)
 {
     m_slots[static_cast<std::size_t>(base(slot))].kept = true;

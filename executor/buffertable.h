@@ -40,6 +40,10 @@ public:
     // A view of the first elements of `base` in another shape (a parameter
     // shard padded to a multiple of its ZeRO degree, seen without the padding).
     Slot alias(Slot base, ir::Shape shape);
+    // Makes `slot`, a reserved buffer no alias refers to, a view of `base`
+    // instead (the same elements or fewer): a gradient reduced in place in
+    // the buffer its one contribution was summed in.
+    void rebase(Slot slot, Slot base);
     void keep(Slot slot);
     // Lays out the slots from `accesses` and allocates the arena on `device`,
     // or in host memory, zeroed (the single-process interpreter).

@@ -153,6 +153,37 @@ void ShardedProgram::finalizeGradient(std::size_t tensor, std::vector<Action> &i
     }
 }
 
+void ShardedProgram::finalizeActivationGradient(std::size_t tensor, std::vector<Action> &into)
+{
+    const ShardingSpec target = sharding::gradientSpec(m_specs[tensor]);
+    const auto &cs = m_contributions[tensor];
+    const Slot grad = m_grads[tensor];
+    // (An output's gradient is also seeded by the objective, whole.)
+    bool reduceOnly = cs.size() == 1 && !m_gradWritten[tensor] && grad != kNoSlot && m_buffers.base(grad) == grad &&
+                      m_graph.tensors()[tensor].role != ir::Role::Output &&
+                      m_buffers.shape(cs.front().second) == m_buffers.shape(grad);
+    for (std::size_t a = 0; reduceOnly && a < target.placements.size(); ++a) {
+        const Placement &from = cs.front().first.placements[a], &to = target.placements[a];
+        reduceOnly = from == to || (from.isPartial() && to.isReplicate());
+    }
+    if (!reduceOnly) {
+        finalizeGradient(tensor, into);
+        return;
+    }
+    const Slot sum = cs.front().second;
+    m_buffers.rebase(grad, sum);
+    for (std::size_t a = 0; a < target.placements.size(); ++a) {
+        if (!cs.front().first.placements[a].isPartial() || !target.placements[a].isReplicate())
+            continue;
+        ReshardStep step{ReshardStep::Kind::AllReduce, a, -1, -1, sum, sum};
+        step.dropped = ++m_allReduces == m_options.dropAllReduce;
+        into.push_back({Action::Type::Reshard, m_steps.size(), kNoSlot, kNoSlot, 0.0f, m_building});
+        m_steps.push_back(step);
+        m_auxStep.push_back(false);
+        m_stepTensor.push_back(tensor);
+    }
+}
+
 ShardingSpec ShardedProgram::zeroSpec(const Parameter &p, const ShardingSpec &from, bool shard) const
 {
     // The flattened local shard [n]: each axis the parameter is replicated
@@ -260,7 +291,8 @@ void ShardedProgram::build(const std::string &input)
     }
     // Whether a parameter's own gradient buffer is written by some op (its
     // other contributions arrive in other specs).
-    std::vector<bool> gradWritten(nt, false);
+    m_gradWritten.assign(nt, false);
+    std::vector<bool> &gradWritten = m_gradWritten;
 
     // Per op: its backward step needs the output gradients in the spec it
     // produced; kept for the backward pass built below.
@@ -443,7 +475,7 @@ void ShardedProgram::build(const std::string &input)
         const Produced &p = produced[it->index()];
         for (std::size_t k = 0; k < p.outputs.size(); ++k) {
             const auto &[t, spec] = p.outputs[k];
-            finalizeGradient(t, m_backward);
+            finalizeActivationGradient(t, m_backward);
             if (p.dout[k] != m_grads[t])
                 appendReshard(t, tensors[t].shape, sharding::gradientSpec(m_specs[t]), sharding::gradientSpec(spec),
                               m_grads[t], p.dout[k], false, m_backward);

@@ -210,6 +210,11 @@ private:
                        const sharding::ShardingSpec &to, Slot src, Slot dst, bool aux,
                        std::vector<Action> &into);
     void finalizeGradient(std::size_t tensor, std::vector<Action> &into);
+    // An activation's gradient once its consumers have run. Where its one
+    // contribution only needs its pending sums made whole (all-reduces), they
+    // run in place and the gradient is that buffer: no landing buffer, no
+    // second copy.
+    void finalizeActivationGradient(std::size_t tensor, std::vector<Action> &into);
     void initialise();
     void run(const std::vector<Action> &actions);
     void runStep(const ReshardStep &step, bool aux);
@@ -238,6 +243,7 @@ private:
     // Per tensor: its gradient contributions in specs other than its own.
     std::vector<std::vector<std::pair<sharding::ShardingSpec, Slot>>> m_contributions;
     std::vector<Slot> m_zeroed;  // gradients and contributions, zeroed before their first use in backward
+    std::vector<bool> m_gradWritten;  // per tensor: some op writes its gradient in its own spec
     std::vector<ReshardStep> m_steps;
     std::vector<bool> m_auxStep;  // per step: on the aux communicators
     std::vector<std::size_t> m_stepTensor;  // per step: the graph tensor it moves
