@@ -80,8 +80,10 @@ const std::vector<OpDef> kOps = {
              return std::string("a 1-D operand (vector product)");
          return std::nullopt;
      },
-     .host = {[](const OpArgs &a) { kernels::matmulForward(a.out[0], a.in[0], a.in[1]); },
-              [](const OpArgs &a) { kernels::matmulBackward(a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1]); }}},
+     .host = {[](const OpArgs &a) { kernels::matmulForward(a.out[0], a.in[0], a.in[1], a.attributes->transB); },
+              [](const OpArgs &a) {
+                  kernels::matmulBackward(a.dout[0], a.in[0], a.in[1], a.din[0], a.din[1], a.attributes->transB);
+              }}},
     {.name = "Binary",
      .types = {"Add", "Sub", "Mul", "Div"},
      .backwardReads = BackwardReads::ProductInputs,

@@ -66,6 +66,9 @@ struct OpAttributes {
     kernels::BinaryOp binary = kernels::BinaryOp::Add;
     std::vector<std::int64_t> perm, starts, steps;  // Transpose; Slice, per dim
     std::vector<std::size_t> sliced;                 // Slice: the dims it names
+    // MatMul: its right operand is a parameter stored [N, K], read through a
+    // transpose the program leaves out (kernels::matmulForward).
+    bool transB = false;
 };
 
 // What an op's kernels see when they run. din[i] has no data when input i

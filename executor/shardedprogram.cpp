@@ -48,6 +48,26 @@ std::vector<std::size_t> axesSplitting(const ShardingSpec &spec, int dim)
     return axes;
 }
 
+// The spec of a matrix's transpose: its two dims' splits swapped.
+ShardingSpec transposed(const ShardingSpec &spec)
+{
+    ShardingSpec out = spec;
+    for (Placement &p : out.placements)
+        if (p.isShard())
+            p = Placement::shard(1 - p.dim);
+    return out;
+}
+
+// Whether `from` becomes `to` by all-reduces alone (pending sums made whole).
+bool reducesOnly(const ShardingSpec &from, const ShardingSpec &to)
+{
+    for (std::size_t a = 0; a < to.placements.size(); ++a)
+        if (!(from.placements[a] == to.placements[a] ||
+              (from.placements[a].isPartial() && to.placements[a].isReplicate())))
+            return false;
+    return true;
+}
+
 } // namespace
 
 ShardedProgram::ShardedProgram(ir::Graph graph, const std::vector<ShardingSpec> &specs,
@@ -159,13 +179,10 @@ void ShardedProgram::finalizeActivationGradient(std::size_t tensor, std::vector<
     const auto &cs = m_contributions[tensor];
     const Slot grad = m_grads[tensor];
     // (An output's gradient is also seeded by the objective, whole.)
-    bool reduceOnly = cs.size() == 1 && !m_gradWritten[tensor] && grad != kNoSlot && m_buffers.base(grad) == grad &&
-                      m_graph.tensors()[tensor].role != ir::Role::Output &&
-                      m_buffers.shape(cs.front().second) == m_buffers.shape(grad);
-    for (std::size_t a = 0; reduceOnly && a < target.placements.size(); ++a) {
-        const Placement &from = cs.front().first.placements[a], &to = target.placements[a];
-        reduceOnly = from == to || (from.isPartial() && to.isReplicate());
-    }
+    const bool reduceOnly = cs.size() == 1 && !m_gradWritten[tensor] && grad != kNoSlot &&
+                            m_buffers.base(grad) == grad && m_graph.tensors()[tensor].role != ir::Role::Output &&
+                            m_buffers.shape(cs.front().second) == m_buffers.shape(grad) &&
+                            reducesOnly(cs.front().first, target);
     if (!reduceOnly) {
         finalizeGradient(tensor, into);
         return;
@@ -293,6 +310,76 @@ void ShardedProgram::build(const std::string &input)
     // other contributions arrive in other specs).
     m_gradWritten.assign(nt, false);
     std::vector<bool> &gradWritten = m_gradWritten;
+    // Where an op's backward step writes tensor t's gradient when it gives
+    // it in spec g: t's gradient itself, or its contribution in g (summed
+    // with the other ops' in g, and made t's gradient spec once all ran).
+    auto gradientSlot = [&](std::size_t t, const ShardingSpec &g) {
+        if (g == sharding::gradientSpec(m_specs[t])) {
+            gradWritten[t] = true;
+            return m_grads[t];
+        }
+        auto &cs = m_contributions[t];
+        auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
+        if (it == cs.end()) {
+            const ir::Shape shape = shardShape(g, tensors[t].shape, m_meshShape);
+            // A parameter's contribution ZeRO reduce-scatters flat: padded
+            // as its gradient is.
+            const bool flat = degree[t] > 1 && shape == m_buffers.shape(m_grads[t]);
+            cs.emplace_back(g, flat ? m_buffers.alias(m_buffers.reserve({padded(t)}), shape) : m_buffers.reserve(shape));
+            m_zeroed.push_back(cs.back().second);
+            it = cs.end() - 1;
+        }
+        return it->second;
+    };
+
+    // A transpose of a parameter matrix that only MatMuls read, as their
+    // right operand and in the spec it is stored in (a tied LM head reads
+    // the embedding [vocab, h] so): left out. The MatMuls read the
+    // parameter in place (OpAttributes::transB) and give the view's
+    // gradient in the parameter's layout, reduced as the plan reduces the
+    // view's (the same collectives) and added into the parameter's, so that
+    // no transposed copy and no gradient of the copy is held. (Not under
+    // ZeRO-3, whose parameter is gathered before its first reader.)
+    struct Fold {
+        std::size_t param = 0;
+        ShardingSpec paramGradient;  // the spec the transpose's backward step gives the parameter's gradient in
+    };
+    std::map<std::size_t, Fold> folds;  // by the transpose's output
+    std::vector<bool> folded(m_graph.opCount(), false);
+    for (ir::OpId o : *order) {
+        const ir::Op &op = m_graph.op(o);
+        if (op.type != "Transpose" || op.inputs.size() != 1 || op.outputs.size() != 1)
+            continue;
+        const std::size_t w = op.inputs[0].index(), t = op.outputs[0].index();
+        const ir::Tensor &param = tensors[w], &view = tensors[t];
+        if (param.role != ir::Role::Parameter || !isFloat(param.dtype) || param.shape.size() != 2 ||
+            view.role == ir::Role::Output || view.consumers.empty() || (stage >= 3 && degree[w] > 1))
+            continue;
+        if (auto perm = ir::intsAttr(op.attributes, "perm"); perm && *perm != std::vector<std::int64_t>{1, 0})
+            continue;
+        const sharding::OpStrategy st = sharding::resolveStrategy(m_graph, o, {m_specs[w]}, m_mesh);
+        if (st.inputs[0] != m_specs[w] || st.outputs[0] != m_specs[t] ||
+            st.inputGradients[0] != transposed(sharding::gradientSpec(m_specs[t])))
+            continue;
+        bool matmuls = true;
+        for (ir::OpId c : view.consumers) {
+            const ir::Op &use = m_graph.op(c);
+            matmuls = use.type == "MatMul" && use.inputs.size() == 2 && use.inputs[1].index() == t &&
+                      use.inputs[0].index() != t;
+            if (matmuls) {
+                std::vector<ShardingSpec> ins;
+                for (ir::TensorId i : use.inputs)
+                    ins.push_back(m_specs[i.index()]);
+                matmuls = sharding::resolveStrategy(m_graph, c, ins, m_mesh).inputs[1] == m_specs[t];
+            }
+            if (!matmuls)
+                break;
+        }
+        if (!matmuls)
+            continue;
+        folds[t] = {w, st.inputGradients[0]};
+        folded[o.index()] = true;
+    }
 
     // Per op: its backward step needs the output gradients in the spec it
     // produced; kept for the backward pass built below.
@@ -304,6 +391,8 @@ void ShardedProgram::build(const std::string &input)
     std::vector<std::size_t> opIndex(m_graph.opCount(), 0);
 
     for (ir::OpId o : *order) {
+        if (folded[o.index()])
+            continue;
         m_building = static_cast<std::int32_t>(o.index());
         const ir::Op &op = m_graph.op(o);
         std::vector<ShardingSpec> inputSpecs;
@@ -317,10 +406,35 @@ void ShardedProgram::build(const std::string &input)
 
         OpStep step;
         step.def = findOp(op.type);
+        bool transB = false;
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             if (isShapeOperand(op.type, i))
                 continue;
             const std::size_t t = op.inputs[i].index();
+            if (auto f = folds.find(t); f != folds.end()) {
+                // The parameter itself, stored as the view's transpose.
+                const std::size_t w = f->second.param;
+                step.in.push_back(m_values[w]);
+                Slot din = kNoSlot;
+                if (opBackward[o.index()] && needsGrad[t]) {
+                    const ShardingSpec &g = s.inputGradients[i];
+                    if (g == sharding::gradientSpec(m_specs[t])) {
+                        din = gradientSlot(w, f->second.paramGradient);
+                    } else {
+                        auto &cs = m_contributions[t];
+                        auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
+                        if (it == cs.end()) {
+                            cs.emplace_back(g, m_buffers.reserve(shardShape(transposed(g), tensors[w].shape, m_meshShape)));
+                            m_zeroed.push_back(cs.back().second);
+                            it = cs.end() - 1;
+                        }
+                        din = it->second;
+                    }
+                }
+                step.din.push_back(din);
+                transB = true;
+                continue;
+            }
             if (isIndexInput(op.type, i)) {
                 if (s.inputs[i].hasPartial())
                     refuse("indices '" + tensors[t].name + "' as a partial sum");
@@ -331,27 +445,8 @@ void ShardedProgram::build(const std::string &input)
             }
             step.in.push_back(variant(t, s.inputs[i], m_forward));
             Slot din = kNoSlot;
-            if (opBackward[o.index()] && needsGrad[t]) {
-                const ShardingSpec &g = s.inputGradients[i];
-                if (g == sharding::gradientSpec(m_specs[t])) {
-                    din = m_grads[t];
-                    gradWritten[t] = true;
-                } else {
-                    auto &cs = m_contributions[t];
-                    auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
-                    if (it == cs.end()) {
-                        const ir::Shape shape = shardShape(g, tensors[t].shape, m_meshShape);
-                        // A parameter's contribution ZeRO reduce-scatters
-                        // flat: padded as its gradient is.
-                        const bool flat = degree[t] > 1 && shape == m_buffers.shape(m_grads[t]);
-                        cs.emplace_back(g, flat ? m_buffers.alias(m_buffers.reserve({padded(t)}), shape)
-                                                : m_buffers.reserve(shape));
-                        m_zeroed.push_back(cs.back().second);
-                        it = cs.end() - 1;
-                    }
-                    din = it->second;
-                }
-            }
+            if (opBackward[o.index()] && needsGrad[t])
+                din = gradientSlot(t, s.inputGradients[i]);
             step.din.push_back(din);
         }
         std::vector<std::pair<std::size_t, Slot>> outputReshards;
@@ -379,6 +474,7 @@ void ShardedProgram::build(const std::string &input)
                                       "no " + std::string(m_device.backend()) + " kernel for " + op.type});
         const ir::Shape x = step.in[0] == kNoSlot ? ir::Shape{} : m_buffers.shape(step.in[0]);
         step.attributes = decodeAttributes(def, op, x);
+        step.attributes.transB = transB;
         step.reads = backwardReadsOf(def.backwardReads, step.attributes);
         if (def.refuseSharded)
             if (auto why = def.refuseSharded(step.attributes, s.inputs[0]))
@@ -472,6 +568,24 @@ void ShardedProgram::build(const std::string &input)
         if (!opBackward[it->index()])
             continue;
         m_building = static_cast<std::int32_t>(it->index());
+        if (folded[it->index()]) {
+            // The left-out transpose: the view's gradient, laid out as the
+            // parameter, made the view's gradient spec (transposed) and
+            // added into the parameter's.
+            const std::size_t t = m_graph.op(*it).outputs[0].index();
+            const Fold &f = folds.at(t);
+            const ShardingSpec target = transposed(sharding::gradientSpec(m_specs[t]));
+            for (const auto &[g, slot] : m_contributions[t]) {
+                const ShardingSpec from = transposed(g);
+                const Slot reduced = reducesOnly(from, target)
+                                         ? slot
+                                         : m_buffers.reserve(shardShape(target, tensors[f.param].shape, m_meshShape));
+                appendReshard(t, tensors[f.param].shape, from, target, slot, reduced, false, m_backward);
+                m_backward.push_back({Action::Type::AddInto, 0, reduced, gradientSlot(f.param, f.paramGradient), 0.0f,
+                                      m_building});
+            }
+            continue;
+        }
         const Produced &p = produced[it->index()];
         for (std::size_t k = 0; k < p.outputs.size(); ++k) {
             const auto &[t, spec] = p.outputs[k];
@@ -1210,7 +1324,7 @@ std::vector<kernels::GemmCall> ShardedProgram::gemmsPerStep() const
             for (kernels::GemmCall c :
                  kernels::matmulGemms(m_buffers.shape(op.out[0]), m_buffers.shape(op.in[0]),
                                       m_buffers.shape(op.in[1]), backward, op.din[0] != kNoSlot,
-                                      op.din[1] != kNoSlot)) {
+                                      op.din[1] != kNoSlot, op.attributes.transB)) {
                 c.count *= m_microBatches;
                 auto same = std::find_if(calls.begin(), calls.end(), [&](const kernels::GemmCall &e) {
                     return e.transA == c.transA && e.transB == c.transB && e.m == c.m && e.n == c.n &&

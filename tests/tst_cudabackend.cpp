@@ -135,10 +135,13 @@ void TestCudaBackend::gemmPlanMatchesOpenBlas_data()
     QTest::addColumn<ir::Shape>("a");
     QTest::addColumn<ir::Shape>("b");
     QTest::addColumn<ir::Shape>("out");
-    QTest::newRow("x·W") << ir::Shape{2, 3, 4} << ir::Shape{4, 5} << ir::Shape{2, 3, 5};
-    QTest::newRow("q·kᵀ batched") << ir::Shape{2, 3, 4, 5} << ir::Shape{2, 3, 5, 4} << ir::Shape{2, 3, 4, 4};
-    QTest::newRow("b broadcast") << ir::Shape{3, 4, 5} << ir::Shape{1, 5, 2} << ir::Shape{3, 4, 2};
-    QTest::newRow("a broadcast") << ir::Shape{4, 5} << ir::Shape{3, 5, 2} << ir::Shape{3, 4, 2};
+    QTest::addColumn<bool>("transB");
+    QTest::newRow("x·W") << ir::Shape{2, 3, 4} << ir::Shape{4, 5} << ir::Shape{2, 3, 5} << false;
+    QTest::newRow("q·kᵀ batched") << ir::Shape{2, 3, 4, 5} << ir::Shape{2, 3, 5, 4} << ir::Shape{2, 3, 4, 4} << false;
+    QTest::newRow("b broadcast") << ir::Shape{3, 4, 5} << ir::Shape{1, 5, 2} << ir::Shape{3, 4, 2} << false;
+    QTest::newRow("a broadcast") << ir::Shape{4, 5} << ir::Shape{3, 5, 2} << ir::Shape{3, 4, 2} << false;
+    // A tied head: the embedding [vocab, h] read as its transpose.
+    QTest::newRow("x·Wᵀ stored [N,K]") << ir::Shape{2, 3, 4} << ir::Shape{5, 4} << ir::Shape{2, 3, 5} << true;
 }
 
 // The cuBLAS calls of the cuda backend's matmul, run by a host reference of
@@ -152,10 +155,11 @@ void TestCudaBackend::gemmPlanMatchesOpenBlas()
     QFETCH(ir::Shape, a);
     QFETCH(ir::Shape, b);
     QFETCH(ir::Shape, out);
+    QFETCH(bool, transB);
     auto av = randomValues(count(a), 1), bv = randomValues(count(b), 2), dv = randomValues(count(out), 3);
     std::vector<float> refOut(static_cast<std::size_t>(count(out))), gpuOut(refOut.size(), 7.0f);
-    kernels::matmulForward({refOut.data(), out}, {av.data(), a}, {bv.data(), b});
-    for (const gpu::GemmOp &g : gpu::planMatmulForward(out, a, b))
+    kernels::matmulForward({refOut.data(), out}, {av.data(), a}, {bv.data(), b}, transB);
+    for (const gpu::GemmOp &g : gpu::planMatmulForward(out, a, b, transB))
         columnMajorGemm(g, g.first == gpu::GemmOp::Operand::A ? av.data() : bv.data(),
                         g.second == gpu::GemmOp::Operand::A ? av.data() : bv.data(), gpuOut.data());
     QVERIFY(maxDifference(refOut, gpuOut) < 1e-5);
@@ -163,19 +167,19 @@ void TestCudaBackend::gemmPlanMatchesOpenBlas()
     auto refDa = randomValues(count(a), 4), refDb = randomValues(count(b), 5);
     auto gpuDa = refDa, gpuDb = refDb;
     kernels::matmulBackward({dv.data(), out}, {av.data(), a}, {bv.data(), b}, {refDa.data(), a},
-                            {refDb.data(), b});
+                            {refDb.data(), b}, transB);
     auto ptr = [&](gpu::GemmOp::Operand o) {
         return o == gpu::GemmOp::Operand::A ? av.data() : o == gpu::GemmOp::Operand::B ? bv.data() : dv.data();
     };
-    for (const gpu::GemmOp &g : gpu::planMatmulBackward(out, a, b, true, true))
+    for (const gpu::GemmOp &g : gpu::planMatmulBackward(out, a, b, true, true, transB))
         columnMajorGemm(g, ptr(g.first), ptr(g.second), g.outIsDa ? gpuDa.data() : gpuDb.data());
     QVERIFY(maxDifference(refDa, gpuDa) < 1e-5);
     QVERIFY(maxDifference(refDb, gpuDb) < 1e-5);
     // The GEMM count the metrics report matches what the cuBLAS path issues.
     std::int64_t planned = 0, counted = 0;
-    for (const gpu::GemmOp &g : gpu::planMatmulForward(out, a, b))
+    for (const gpu::GemmOp &g : gpu::planMatmulForward(out, a, b, transB))
         planned += g.batch;
-    for (const kernels::GemmCall &c : kernels::matmulGemms(out, a, b, false, true, true))
+    for (const kernels::GemmCall &c : kernels::matmulGemms(out, a, b, false, true, true, transB))
         counted += c.count;
     QCOMPARE(planned, counted);
 #endif

@@ -454,6 +454,52 @@ private slots:
         QCOMPARE(e[4], 89.0f);
     }
 
+    // A MatMul whose right operand is a parameter stored transposed [N, K]
+    // (a tied head reading the embedding, the transpose left out) gives
+    // the product with the transposed copy, and its gradient laid out as
+    // the parameter: on sizes that are not multiples of anything.
+    void transposedRightOperandEqualsTheCopy()
+    {
+        const std::int64_t rows = 2, M = 7, K = 5, N = 11;
+        auto fill = [](std::size_t n, float scale) {
+            std::vector<float> v(n);
+            for (std::size_t i = 0; i < n; ++i)
+                v[i] = scale * static_cast<float>((i * 37) % 23) - 1.0f;
+            return v;
+        };
+        const auto a = fill(rows * M * K, 0.1f), w = fill(N * K, 0.07f), dout = fill(rows * M * N, 0.05f);
+        std::vector<float> wt(w.size());
+        const std::vector<std::int64_t> swap{1, 0};
+        kernels::transposeForward({wt.data(), {K, N}}, {const_cast<float *>(w.data()), {N, K}}, swap);
+        std::vector<float> want(rows * M * N), got(want.size(), 3.0f);
+        kernels::matmulForward({want.data(), {rows, M, N}}, {const_cast<float *>(a.data()), {rows, M, K}},
+                               {wt.data(), {K, N}});
+        kernels::matmulForward({got.data(), {rows, M, N}}, {const_cast<float *>(a.data()), {rows, M, K}},
+                               {const_cast<float *>(w.data()), {N, K}}, true);
+        for (std::size_t i = 0; i < want.size(); ++i)
+            QVERIFY2(std::fabs(want[i] - got[i]) < 1e-5f, qPrintable(QStringLiteral("forward %1").arg(i)));
+        std::vector<float> daWant(a.size(), 0.5f), daGot(a.size(), 0.5f), dwtWant(wt.size(), 0.25f),
+            dwGot(w.size(), 0.25f);
+        kernels::matmulBackward({const_cast<float *>(dout.data()), {rows, M, N}},
+                                {const_cast<float *>(a.data()), {rows, M, K}}, {wt.data(), {K, N}},
+                                {daWant.data(), {rows, M, K}}, {dwtWant.data(), {K, N}});
+        kernels::matmulBackward({const_cast<float *>(dout.data()), {rows, M, N}},
+                                {const_cast<float *>(a.data()), {rows, M, K}},
+                                {const_cast<float *>(w.data()), {N, K}}, {daGot.data(), {rows, M, K}},
+                                {dwGot.data(), {N, K}}, true);
+        for (std::size_t i = 0; i < daWant.size(); ++i)
+            QVERIFY2(std::fabs(daWant[i] - daGot[i]) < 1e-5f, qPrintable(QStringLiteral("da %1").arg(i)));
+        for (std::int64_t n = 0; n < N; ++n)
+            for (std::int64_t k = 0; k < K; ++k)
+                QVERIFY2(std::fabs(dwtWant[static_cast<std::size_t>(k * N + n)] - dwGot[static_cast<std::size_t>(n * K + k)]) < 1e-5f,
+                         qPrintable(QStringLiteral("dw [%1, %2]").arg(n).arg(k)));
+        const auto calls = kernels::matmulGemms({rows, M, N}, {rows, M, K}, {N, K}, true, true, true, true);
+        QCOMPARE(calls.size(), std::size_t{2});
+        QCOMPARE(calls[1].m, N);
+        QCOMPARE(calls[1].n, K);
+        QCOMPARE(calls[1].k, rows * M);
+    }
+
     // Transposes whose source and destination are contiguous along
     // different dims run tile by tile (kernels/strided.cpp): forward, and
     // backward accumulating into what the gradient holds, each element must

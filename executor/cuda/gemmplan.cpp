@@ -112,12 +112,26 @@ void expand(const RowGemm &g, const ir::Shape &out, const ir::Shape &a, const ir
     }
 }
 
+// The rows of a read as a matrix: every dim but the last.
+std::int64_t rowsOf(const ir::Shape &a)
+{
+    std::int64_t M = 1;
+    for (std::size_t i = 0; i + 1 < a.size(); ++i)
+        M *= a[i];
+    return M;
+}
+
 } // namespace
 
-std::vector<GemmOp> planMatmulForward(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b)
+std::vector<GemmOp> planMatmulForward(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b, bool transB)
 {
-    const std::int64_t K = a.back(), N = b.back();
     std::vector<GemmOp> ops;
+    if (transB) {  // out[M,N] = a·bᵀ, b [N,K]
+        const std::int64_t K = a.back(), N = b.front();
+        ops.push_back(toColumnMajor({Operand::A, Operand::B, false, true, rowsOf(a), N, K, K, K, N, 0.0f, false}));
+        return ops;
+    }
+    const std::int64_t K = a.back(), N = b.back();
     if (b.size() == 2) {
         std::int64_t M = 1;
         for (std::size_t i = 0; i + 1 < a.size(); ++i)
@@ -132,10 +146,18 @@ std::vector<GemmOp> planMatmulForward(const ir::Shape &out, const ir::Shape &a, 
 }
 
 std::vector<GemmOp> planMatmulBackward(
-    const ir::Shape &dout, const ir::Shape &a, const ir::Shape &b, bool wantDa, bool wantDb)
+    const ir::Shape &dout, const ir::Shape &a, const ir::Shape &b, bool wantDa, bool wantDb, bool transB)
 {
-    const std::int64_t K = a.back(), N = b.back();
     std::vector<GemmOp> ops;
+    if (transB) {  // b [N,K]: da[M,K] += dout·b, db[N,K] += doutᵀ·a
+        const std::int64_t K = a.back(), N = b.front(), M = rowsOf(a);
+        if (wantDa)
+            ops.push_back(toColumnMajor({Operand::Dout, Operand::B, false, false, M, K, N, N, K, K, 1.0f, true}));
+        if (wantDb)
+            ops.push_back(toColumnMajor({Operand::Dout, Operand::A, true, false, N, K, M, N, K, K, 1.0f, false}));
+        return ops;
+    }
+    const std::int64_t K = a.back(), N = b.back();
     if (b.size() == 2) {
         std::int64_t M = 1;
         for (std::size_t i = 0; i + 1 < a.size(); ++i)

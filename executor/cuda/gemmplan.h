@@ -29,11 +29,14 @@ struct GemmOp {
 // out = a·b (numpy matmul, batch dims broadcast): one GEMM when b has no
 // batch dims, one strided batch when neither operand is broadcast, else one
 // GEMM per batch entry.
-std::vector<GemmOp> planMatmulForward(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b);
+// With `transB`, b is a matrix stored [N, K] (kernels::matmulForward), its
+// gradient laid out so.
+std::vector<GemmOp> planMatmulForward(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b,
+                                      bool transB = false);
 // da += dout·bᵀ, db += aᵀ·dout; a gradient whose operand is broadcast over
 // batch entries is summed by issuing its GEMMs one after another (beta 1) on
 // one stream, never as one batch that would race on the same output.
 std::vector<GemmOp> planMatmulBackward(
-    const ir::Shape &dout, const ir::Shape &a, const ir::Shape &b, bool wantDa, bool wantDb);
+    const ir::Shape &dout, const ir::Shape &a, const ir::Shape &b, bool wantDa, bool wantDb, bool transB = false);
 
 } // namespace tapestry::exec::gpu

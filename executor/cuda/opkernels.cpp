@@ -114,7 +114,7 @@ void matmulForward(const OpArgs &args)
 {
     const TensorView &out = args.out[0], &a = args.in[0], &b = args.in[1];
     runGemms(
-        gpuOf(args), gpu::planMatmulForward(out.shape, a.shape, b.shape),
+        gpuOf(args), gpu::planMatmulForward(out.shape, a.shape, b.shape, args.attributes->transB),
         [&](gpu::GemmOp::Operand o) { return o == gpu::GemmOp::Operand::A ? a.data : b.data; },
         [&](const gpu::GemmOp &) { return out.data; });
 }
@@ -123,7 +123,7 @@ void matmulBackward(const OpArgs &args)
 {
     const TensorView &dout = args.dout[0], &a = args.in[0], &b = args.in[1], &da = args.din[0], &db = args.din[1];
     runGemms(
-        gpuOf(args), gpu::planMatmulBackward(dout.shape, a.shape, b.shape, bool(da), bool(db)),
+        gpuOf(args), gpu::planMatmulBackward(dout.shape, a.shape, b.shape, bool(da), bool(db), args.attributes->transB),
         [&](gpu::GemmOp::Operand o) {
             return o == gpu::GemmOp::Operand::A ? a.data : o == gpu::GemmOp::Operand::B ? b.data : dout.data;
         },

@@ -48,9 +48,16 @@ void forEachBatch(const TensorView &out, const TensorView &a, const TensorView &
 
 } // namespace
 
-void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b)
+void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b, bool transB)
 {
-    const std::int64_t K = a.cols(), N = b.cols();
+    const std::int64_t K = a.cols();
+    if (transB) {
+        const std::int64_t M = a.rows(), N = b.dim(0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasInt(M), blasInt(N), blasInt(K), 1.0f, a.data,
+                    blasInt(K), b.data, blasInt(K), 0.0f, out.data, blasInt(N));
+        return;
+    }
+    const std::int64_t N = b.cols();
     if (b.rank() == 2) {
         const std::int64_t M = a.rows();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasInt(M), blasInt(N), blasInt(K),
@@ -66,9 +73,21 @@ void matmulForward(const TensorView &out, const TensorView &a, const TensorView 
 }
 
 void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b,
-                    const TensorView &da, const TensorView &db)
+                    const TensorView &da, const TensorView &db, bool transB)
 {
-    const std::int64_t K = a.cols(), N = b.cols();
+    const std::int64_t K = a.cols();
+    if (transB) {
+        // b [N, K]: da[M, K] += dout[M, N] · b, db[N, K] += doutᵀ · a.
+        const std::int64_t M = a.rows(), N = b.dim(0);
+        if (da)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasInt(M), blasInt(K), blasInt(N), 1.0f,
+                        dout.data, blasInt(N), b.data, blasInt(K), 1.0f, da.data, blasInt(K));
+        if (db)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blasInt(N), blasInt(K), blasInt(M), 1.0f,
+                        dout.data, blasInt(N), a.data, blasInt(K), 1.0f, db.data, blasInt(K));
+        return;
+    }
+    const std::int64_t N = b.cols();
     if (b.rank() == 2) {
         const std::int64_t M = a.rows();
         if (da)
@@ -93,9 +112,24 @@ void matmulBackward(const TensorView &dout, const TensorView &a, const TensorVie
 }
 
 std::vector<GemmCall> matmulGemms(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b, bool backward,
-                                  bool wantDa, bool wantDb)
+                                  bool wantDa, bool wantDb, bool transB)
 {
-    const std::int64_t K = a.back(), N = b.back();
+    const std::int64_t K = a.back();
+    if (transB) {
+        std::int64_t M = 1;
+        for (std::size_t i = 0; i + 1 < a.size(); ++i)
+            M *= a[i];
+        const std::int64_t N = b.front();
+        if (!backward)
+            return {{false, true, M, N, K, 1}};
+        std::vector<GemmCall> calls;
+        if (wantDa)
+            calls.push_back({false, false, M, K, N, 1});
+        if (wantDb)
+            calls.push_back({true, false, N, K, M, 1});
+        return calls;
+    }
+    const std::int64_t N = b.back();
     std::int64_t M = a[a.size() - 2], count = 1;
     if (b.size() == 2) {
         M = 1;

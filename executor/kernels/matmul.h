@@ -10,12 +10,15 @@ namespace tapestry::exec::kernels {
 // out[..., M, N], the batch dims broadcast. Both operands have rank >= 2 (the
 // zoo's x[b,s,h]·W[h,o] and q·kᵀ as [b,a,s,d]·[b,a,d,s]). All GEMMs go to
 // OpenBLAS; a weight without batch dims makes the whole product one GEMM.
-void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b);
+// With `transB`, b is a matrix stored transposed, [N, K] (a parameter read
+// through its transpose, as a tied LM head reads the embedding), and db is
+// laid out as b is.
+void matmulForward(const TensorView &out, const TensorView &a, const TensorView &b, bool transB = false);
 
 // da += dout · bᵀ and db += aᵀ · dout, summed over the batch dims an operand
 // was broadcast along. A view without data is skipped (no gradient wanted).
 void matmulBackward(const TensorView &dout, const TensorView &a, const TensorView &b,
-                    const TensorView &da, const TensorView &db);
+                    const TensorView &da, const TensorView &db, bool transB = false);
 
 // One cblas_sgemm shape the kernels above issue (row-major), `count` times.
 struct GemmCall {
@@ -27,7 +30,7 @@ struct GemmCall {
 // gradients wanted) issue for these shapes, so that a benchmark can time
 // OpenBLAS alone on exactly the calls a step makes.
 std::vector<GemmCall> matmulGemms(const ir::Shape &out, const ir::Shape &a, const ir::Shape &b, bool backward,
-                                  bool wantDa, bool wantDb);
+                                  bool wantDa, bool wantDb, bool transB = false);
 
 // Multiply-adds of the forward product times two.
 double matmulFlops(const TensorView &out, const TensorView &a);
