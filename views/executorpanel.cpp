@@ -9,6 +9,7 @@
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>
+#include <QHorizontalBarSeries>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -83,6 +84,21 @@ QString rate(double v)
     return QString::number(v, 'f', 0);
 }
 
+// The parts of a step the comparison chart sets side by side, so that a
+// user sees which part of the model the prediction is off in: the whole
+// step, its compute, the GEMMs and the other kernels (norms, softmax,
+// elementwise, layout copies) apart, and the collectives.
+QStringList partLabels()
+{
+    return {QObject::tr("step"), QObject::tr("compute"), QObject::tr("GEMMs"), QObject::tr("other kernels"),
+            QObject::tr("comm")};
+}
+
+QVector<double> partsOf(const ExecutorPrediction &p)
+{
+    return {p.stepTime, p.compute, p.gemm, p.compute - p.gemm, p.comm};
+}
+
 // Replaces the chart of `view`, deleting the one it held.
 void setChart(QChartView *view, QChart *chart)
 {
@@ -100,7 +116,9 @@ QChart *emptyChart(const QString &title)
     return chart;
 }
 
-// Predicted and measured side by side, in ms, one category per label.
+// Predicted and measured side by side, in ms, one category per label:
+// horizontal bars, so that the labels read whole on the left in a narrow
+// panel (the first label on top).
 QChart *comparisonChart(const QString &title, const QStringList &labels, const QVector<double> &predicted,
                         const QVector<double> &measured)
 {
@@ -111,23 +129,27 @@ QChart *comparisonChart(const QString &title, const QStringList &labels, const Q
     p->setColor(kPredicted);
     m->setColor(kMeasured);
     double most = 0;
-    for (qsizetype i = 0; i < labels.size(); ++i) {
+    QStringList bottomUp;
+    for (qsizetype i = labels.size(); i-- > 0;) {
         *p << predicted.value(i) * 1e3;
         *m << measured.value(i) * 1e3;
+        bottomUp << labels[i];
         most = std::max({most, predicted.value(i) * 1e3, measured.value(i) * 1e3});
     }
-    auto *series = new QBarSeries;
-    series->append(p);
+    auto *series = new QHorizontalBarSeries;
+    // Measured first, so that in each category predicted sits above it.
     series->append(m);
+    series->append(p);
     chart->addSeries(series);
-    auto *x = new QBarCategoryAxis;
-    x->append(labels);
-    auto *y = new QValueAxis;
-    y->setTitleText(QStringLiteral("ms"));
-    y->setRange(0, most > 0 ? most * 1.1 : 1);
-    y->setLabelFormat(QStringLiteral("%.3g"));
-    chart->addAxis(x, Qt::AlignBottom);
+    auto *y = new QBarCategoryAxis;
+    y->append(bottomUp);
+    auto *x = new QValueAxis;
+    x->setTitleText(QStringLiteral("ms"));
+    x->setRange(0, most > 0 ? most * 1.1 : 1);
+    x->setLabelFormat(QStringLiteral("%.3g"));
+    x->setTickCount(3);
     chart->addAxis(y, Qt::AlignLeft);
+    chart->addAxis(x, Qt::AlignBottom);
     series->attachAxis(x);
     series->attachAxis(y);
     return chart;
@@ -950,6 +972,7 @@ void ExecutorPanel::onMessage(const QJsonObject &message)
             r->predicted.profile = QString::fromStdString(p.meshProfile);
         r->predicted.stepTime = p.stepTime;
         r->predicted.compute = p.compute;
+        r->predicted.gemm = p.gemm;
         r->predicted.comm = p.comm;
         r->predicted.collectiveSeconds.clear();
         for (const auto &[kind, seconds] : p.collectiveSeconds)
@@ -963,6 +986,7 @@ void ExecutorPanel::onMessage(const QJsonObject &message)
         s.stepTime = f.stepTime;
         s.tokensPerSecond = f.tokensPerSecond;
         s.compute = f.gemm + f.otherKernels;
+        s.gemm = f.gemm;
         s.comm = f.comm;
         for (const auto &[kind, totals] : f.collectives)
             s.collectiveSeconds[kindName(QString::fromStdString(kind))] = totals.seconds;
@@ -1171,9 +1195,7 @@ void ExecutorPanel::refreshCharts()
         setChart(m_comparison, emptyChart(tr("Predicted vs measured")));
         if (r && r->predicted.stepTime > 0) {
             setChart(m_comparison, comparisonChart(tr("Predicted vs measured (%1)").arg(r->predicted.profile),
-                                                   {tr("step"), tr("compute"), tr("comm")},
-                                                   {r->predicted.stepTime, r->predicted.compute, r->predicted.comm},
-                                                   {0, 0, 0}));
+                                                   partLabels(), partsOf(r->predicted), {0, 0, 0, 0, 0}));
         }
         return;
     }
@@ -1234,10 +1256,11 @@ void ExecutorPanel::refreshCharts()
     setChart(m_throughput, chart);
 
     // Means over the steps so far, against the cost model.
-    double compute = 0, comm = 0, step = 0;
+    double compute = 0, gemm = 0, comm = 0, step = 0;
     QMap<QString, double> kinds;
     for (const auto &s : r->steps) {
         compute += s.compute;
+        gemm += s.gemm;
         comm += s.comm;
         step += s.stepTime;
         for (auto it = s.collectiveSeconds.begin(); it != s.collectiveSeconds.end(); ++it)
@@ -1257,10 +1280,9 @@ void ExecutorPanel::refreshCharts()
     setChart(m_collectives, labels.isEmpty() ? emptyChart(tr("No collectives"))
                                              : comparisonChart(tr("Collectives per step"), labels, predicted, measured));
     setChart(m_comparison,
-             comparisonChart(tr("Predicted (%1) vs measured").arg(r->predicted.profile),
-                             {tr("step"), tr("compute"), tr("comm")},
-                             {r->predicted.stepTime, r->predicted.compute, r->predicted.comm},
-                             {step / n, compute / n, comm / n}));
+             comparisonChart(tr("Predicted (%1) vs measured").arg(r->predicted.profile), partLabels(),
+                             partsOf(r->predicted),
+                             {step / n, compute / n, gemm / n, (compute - gemm) / n, comm / n}));
 }
 
 } // namespace tapestry::views

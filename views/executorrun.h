@@ -21,6 +21,7 @@ struct ExecutorStep {
     double stepTime = 0;      // s
     double tokensPerSecond = 0;
     double compute = 0;       // s in GEMMs and other kernels
+    double gemm = 0;          // s in GEMMs alone
     double comm = 0;          // s in collectives
     QMap<QString, double> collectiveSeconds;  // by kind ("all_reduce")
 };
@@ -32,6 +33,7 @@ struct ExecutorPrediction {
     QString profile;
     double stepTime = 0;
     double compute = 0;
+    double gemm = 0;  // the compute of the ops the executor runs as GEMMs
     double comm = 0;
     QMap<QString, double> collectiveSeconds;  // by kind
 };

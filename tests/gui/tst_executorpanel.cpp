@@ -17,6 +17,9 @@
 #include "plan/planjson.h"
 
 #include <QApplication>
+#include <QBarCategoryAxis>
+#include <QChart>
+#include <QChartView>
 #include <QDir>
 #include <QDockWidget>
 #include <QJsonDocument>
@@ -275,6 +278,19 @@ private slots:
         QVERIFY(run.command.contains(QStringLiteral("--verify")));
         QVERIFY(panel.statusText().contains(QStringLiteral("Finished")));
         QCOMPARE(panel.history().size(), 1);
+        // The GEMMs apart from the other kernels, predicted and measured,
+        // and the chart sets them side by side with the step and the comm.
+        QVERIFY(run.predicted.gemm > 0 && run.predicted.gemm <= run.predicted.compute);
+        QVERIFY(run.steps.last().gemm > 0 && run.steps.last().gemm <= run.steps.last().compute);
+        QStringList parts;
+        for (const QChartView *view : panel.findChildren<QChartView *>())
+            if (view->chart()->title().startsWith(QStringLiteral("Predicted")))
+                for (QAbstractAxis *axis : view->chart()->axes())
+                    if (auto *categories = qobject_cast<QBarCategoryAxis *>(axis))
+                        parts = categories->categories();
+        std::reverse(parts.begin(), parts.end());  // horizontal bars: listed bottom up
+        QCOMPARE(parts, (QStringList{QStringLiteral("step"), QStringLiteral("compute"), QStringLiteral("GEMMs"),
+                                     QStringLiteral("other kernels"), QStringLiteral("comm")}));
 
         // A second run of the same plan joins its history.
         QSignalSpy again(&panel, &ExecutorPanel::runFinished);
