@@ -355,7 +355,7 @@ struct Workload {
     double predicted(const sharding::DeviceProfile &device) const
     {
         sharding::Mesh one;
-        one.axes = {{"model", 1, {"none", 1.0, 0.0}}};
+        one.axes = {{"model", 1, {"none", 1.0, 0.0, {}}}};
         one.device = device;
         const std::vector<sharding::ShardingSpec> specs(graph.tensorCount(), sharding::ShardingSpec::replicated(1));
         // As the interpreter below runs it: float32, its default optimizer.
@@ -554,7 +554,7 @@ nlohmann::json calibrateMeshProfile(Communicator &world, const CalibrationOption
     p.intraNode = linkOf(intra, "MPI within one host (measured)");
     p.interNode = inter.empty() ? sharding::LinkProfile{"MPI within one host (measured; one host, so no link "
                                                         "between hosts was measured)",
-                                                        p.intraNode.bandwidth, p.intraNode.latency}
+                                                        p.intraNode.bandwidth, p.intraNode.latency, p.intraNode.byKind}
                                 : linkOf(inter, "MPI between hosts (measured)");
 
     char hostname[256] = {};
