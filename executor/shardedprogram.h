@@ -101,7 +101,12 @@ struct MemoryHeld {
 //   Flash attention runs as that recomputation with the same kernels: no
 //   s x s tensor is kept, nothing is fused.
 // Buffers share memory where their lifetimes allow (BufferTable), so what
-// is not kept is really given back.
+// is not kept is really given back. Two layouts hold less than the graph
+// says and issue the same collectives: an activation gradient whose one
+// contribution only needs its pending sums made whole is all-reduced in
+// place; a transpose of a parameter that only MatMuls read (a tied LM head
+// reading the embedding) is left out, the MatMuls reading the parameter in
+// place (transB) and giving its gradient in its own layout.
 class ShardedProgram final : public StepProgram {
 public:
     // Throws TapestryError naming `input` when an op has no kernel or a
