@@ -69,10 +69,9 @@ void CpuDevice::beginKernel()
     m_kernelStart = std::chrono::steady_clock::now();
 }
 
-void CpuDevice::endKernel(bool gemm)
+void CpuDevice::endKernel(KernelKind kind)
 {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_kernelStart).count();
-    (gemm ? m_kernelTimes.gemm : m_kernelTimes.other) += s;
+    m_kernelTimes.add(kind, std::chrono::duration<double>(std::chrono::steady_clock::now() - m_kernelStart).count());
 }
 
 KernelTimes CpuDevice::kernelTimes()

@@ -21,7 +21,7 @@ public:
     void download(float *host, const TensorView &src) override;
     void synchronize() override;
     void beginKernel() override;
-    void endKernel(bool gemm) override;
+    void endKernel(KernelKind kind) override;
     KernelTimes kernelTimes() override;
     void resetKernelTimes() override;
     void copy(const TensorView &dst, const TensorView &src) override;

@@ -1,5 +1,7 @@
 #include "device.h"
 
+#include "sharding/strategy.h"
+
 namespace tapestry::exec {
 
 std::string_view toString(Precision precision)
@@ -34,6 +36,30 @@ ir::DType peakDType(Precision precision)
         return ir::DType::BF16;
     }
     return ir::DType::F32;
+}
+
+std::string_view kernelKindName(KernelKind kind)
+{
+    switch (kind) {
+    case KernelKind::Gemm: return "gemm";
+    case KernelKind::Transpose: return "transpose";
+    case KernelKind::Activation: return "activation";
+    case KernelKind::Softmax: return "softmax";
+    case KernelKind::Normalization: return "normalization";
+    case KernelKind::Other: break;
+    }
+    return "other";
+}
+
+KernelKind kernelKindOf(std::string_view opType, bool gemm)
+{
+    if (gemm)
+        return KernelKind::Gemm;
+    const std::string_view family = sharding::kernelFamily(opType);
+    for (std::size_t k = 0; k < kKernelKinds; ++k)
+        if (family == kernelKindName(static_cast<KernelKind>(k)))
+            return static_cast<KernelKind>(k);
+    return KernelKind::Other;
 }
 
 sharding::Mesh predictionMesh(sharding::Mesh mesh, Precision precision)

@@ -6,6 +6,7 @@
 
 #include "sharding/mesh.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -31,10 +32,33 @@ ir::DType peakDType(Precision precision);
 // graph's float32 work is costed at that precision's peak, as it runs.
 sharding::Mesh predictionMesh(sharding::Mesh mesh, Precision precision);
 
-// Seconds spent inside op kernels, by family: the GEMMs apart from
-// everything else (norms, softmax, elementwise, layout copies).
+// The kinds a rank times its kernels by: the GEMMs, the memory-bound
+// families the cost model prices by their own bandwidth
+// (sharding::kernelFamily: transposes, activations, softmax, norms), and
+// everything else (elementwise, embeddings, the loss, layout copies).
+enum class KernelKind : std::uint8_t { Gemm, Transpose, Activation, Softmax, Normalization, Other };
+inline constexpr std::size_t kKernelKinds = 6;
+std::string_view kernelKindName(KernelKind kind);  // "gemm", "transpose", ..., "other"
+KernelKind kernelKindOf(std::string_view opType, bool gemm);
+
+// Seconds spent inside op kernels: the GEMMs apart from everything else
+// (norms, softmax, elementwise, layout copies), and by kind.
 struct KernelTimes {
     double gemm = 0.0, other = 0.0;
+    std::array<double, kKernelKinds> byKind{};
+    void add(KernelKind kind, double seconds)
+    {
+        (kind == KernelKind::Gemm ? gemm : other) += seconds;
+        byKind[static_cast<std::size_t>(kind)] += seconds;
+    }
+    KernelTimes &operator+=(const KernelTimes &t)
+    {
+        gemm += t.gemm;
+        other += t.other;
+        for (std::size_t k = 0; k < kKernelKinds; ++k)
+            byKind[k] += t.byKind[k];
+        return *this;
+    }
 };
 
 // Where one rank's tensors live and its kernels run: host memory and the
@@ -73,7 +97,7 @@ public:
     // Kernel timing around each op: the CPU reads the clock, a GPU records
     // events on its stream and sums them when kernelTimes() is read.
     virtual void beginKernel() = 0;
-    virtual void endKernel(bool gemm) = 0;
+    virtual void endKernel(KernelKind kind) = 0;
     virtual KernelTimes kernelTimes() = 0;
     virtual void resetKernelTimes() = 0;
 

@@ -265,6 +265,7 @@ void Interpreter::layOut(const std::string &input)
         const Slots &slots = program[j++];
         Instr ins;
         ins.def = findOp(op.type);
+        ins.kind = kernelKindOf(op.type, ins.def->gemm);
         ins.backward = opBackward[o.index()];
         for (std::size_t i = 0; i < op.inputs.size(); ++i) {
             if (isShapeOperand(op.type, i))
@@ -478,7 +479,7 @@ void Interpreter::run(OpKernel kernel, const Instr &ins)
     const auto start = std::chrono::steady_clock::now();
     kernel(ins.args());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    (ins.def->gemm ? m_kernelTimes.gemm : m_kernelTimes.other) += s;
+    m_kernelTimes.add(ins.kind, s);
 }
 
 OpArgs Interpreter::Instr::args() const

@@ -115,6 +115,7 @@ private:
         std::vector<TensorView> saved;                // mean/rstd, or per-token lse
         std::vector<TensorView> zeroFirst;            // gradients zeroed before backward (stagePart)
         bool backward = false;  // some input needs a gradient
+        KernelKind kind = KernelKind::Other;
         OpArgs args() const;
     };
     struct Parameter {

@@ -240,8 +240,7 @@ public:
         KernelTimes t;
         for (auto &[c, chunk] : m_chunks)
             for (auto &copy : chunk.copies) {
-                t.gemm += copy->kernelTimes().gemm;
-                t.other += copy->kernelTimes().other;
+                t += copy->kernelTimes();
             }
         return t;
     }

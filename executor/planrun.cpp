@@ -133,10 +133,24 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     // The GEMMs' share of the predicted compute, as the ranks time theirs
     // (the ops the executor runs as GEMMs); the rest is the other kernels'.
     double predictedGemm = 0;
-    for (const ir::Op &op : graph.ops())
-        if (const OpDef *def = findOp(op.type); def && def->gemm)
-            if (const auto it = predictedCost.byOp.find(op.name); it != predictedCost.byOp.end())
-                predictedGemm += it->second.compute;
+    std::map<std::string, double> predictedKernels;
+    for (std::size_t k = 0; k < kKernelKinds; ++k)
+        predictedKernels[std::string(kernelKindName(static_cast<KernelKind>(k)))] = 0.0;
+    for (const ir::Op &op : graph.ops()) {
+        const OpDef *def = findOp(op.type);
+        const auto it = predictedCost.byOp.find(op.name);
+        if (!def || it == predictedCost.byOp.end())
+            continue;
+        const KernelKind kind = kernelKindOf(op.type, def->gemm);
+        predictedKernels[std::string(kernelKindName(kind))] += it->second.compute;
+        if (kind == KernelKind::Gemm)
+            predictedGemm += it->second.compute;
+    }
+    // What no op is charged (the optimizer's update) is the other kernels'.
+    double charged = 0;
+    for (const auto &[kind, seconds] : predictedKernels)
+        charged += seconds;
+    predictedKernels["other"] += std::max(0.0, predictedCost.compute - charged);
 
     RankMesh mesh(world, shape);
     RankMesh aux(world, shape);
@@ -186,6 +200,7 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
         start.predicted.compute = predictedCost.compute;
         start.predicted.gemm = predictedGemm;
         start.predicted.otherKernels = predictedCost.compute - predictedGemm;
+        start.predicted.kernelSeconds = predictedKernels;
         start.predicted.comm = predictedCost.comm;
         for (const auto &[kind, totals] : predictedCost.byCollective)
             start.predicted.collectiveSeconds[reportKind(kind)] = totals.comm;

@@ -475,6 +475,7 @@ void ShardedProgram::build(const std::string &input)
         const ir::Shape x = step.in[0] == kNoSlot ? ir::Shape{} : m_buffers.shape(step.in[0]);
         step.attributes = decodeAttributes(def, op, x);
         step.attributes.transB = transB;
+        step.kind = kernelKindOf(op.type, def.gemm);
         step.reads = backwardReadsOf(def.backwardReads, step.attributes);
         if (def.refuseSharded)
             if (auto why = def.refuseSharded(step.attributes, s.inputs[0]))
@@ -1191,7 +1192,7 @@ void ShardedProgram::run(const std::vector<Action> &actions)
                 op.kernels.forward(call);
             else
                 op.kernels.backward(call);
-            m_device.endKernel(op.def->gemm);
+            m_device.endKernel(op.kind);
             end(std::string(op.def->name) + (a.type == Action::Type::Forward ? " forward" : " backward"));
             break;
         }

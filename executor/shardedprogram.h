@@ -165,6 +165,7 @@ private:
         std::vector<Slot> in, out, din, dout, saved, scratch;
         std::vector<IndexView> index;  // per micro-batch; empty without an integer input
         BackwardReads reads = BackwardReads::Inputs;
+        KernelKind kind = KernelKind::Other;
         // Vocab-parallel ops (Gather's table rows, the loss's classes): where
         // this rank's block starts, the mesh axes splitting it, and (loss)
         // the batch's token count.

@@ -77,6 +77,7 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
     program.synchronize();
     double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
     double gemmTotal = 0.0, otherTotal = 0.0;
+    std::array<double, kKernelKinds> kindTotals{};
     float first = 0.0f, last = 0.0f;
     CollectiveStats all;
     for (int s = 1; s <= o.steps; ++s) {
@@ -107,6 +108,8 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
         const KernelTimes kernels = program.kernelTimes();
         gemmTotal += kernels.gemm;
         otherTotal += kernels.other;
+        for (std::size_t k = 0; k < kKernelKinds; ++k)
+            kindTotals[k] += kernels.byKind[k];
         if (s == 1)
             first = loss;
         last = loss;
@@ -131,6 +134,8 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
             f.comm = commSeconds(stats);
             f.gemm = kernels.gemm;
             f.otherKernels = kernels.other;
+            for (std::size_t k = 0; k < kKernelKinds; ++k)
+                f.kernelSeconds[std::string(kernelKindName(static_cast<KernelKind>(k)))] = kernels.byKind[k];
             f.collectives = breakdown(stats, 1.0);
             f.tokensPerSecond = tokens / step;
             f.gflopsPerRank = flops / step * 1e-9;
@@ -157,6 +162,8 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
     f.comm = commSeconds(all) / o.steps;
     f.gemm = gemmTotal / o.steps;
     f.otherKernels = otherTotal / o.steps;
+    for (std::size_t k = 0; k < kKernelKinds; ++k)
+        f.kernelSeconds[std::string(kernelKindName(static_cast<KernelKind>(k)))] = kindTotals[k] / o.steps;
     f.collectives = breakdown(all, o.steps);
     f.tokensPerSecond = tokens * o.steps / total;
     f.gflopsPerRank = flops * o.steps / total * 1e-9;

@@ -9,6 +9,8 @@
 #include "processrun.h"
 #include <QtTest>
 
+#include <cmath>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -148,6 +150,19 @@ void TestPlanRun::verifiedRun()
     QVERIFY(gemm > 0);
     QVERIFY(gemm + summary.value(QStringLiteral("other_kernels_s")).toDouble() <=
             summary.value(QStringLiteral("step_time_s")).toDouble());
+    // The kernels by kind add up to the GEMMs and the other kernels, and
+    // the prediction names the same kinds.
+    const QJsonObject kinds = summary.value(QStringLiteral("kernels_s")).toObject();
+    const QStringList expected{QStringLiteral("activation"), QStringLiteral("gemm"), QStringLiteral("normalization"),
+                               QStringLiteral("other"), QStringLiteral("softmax"), QStringLiteral("transpose")};
+    QCOMPARE(kinds.keys(), expected);
+    double byKind = 0;
+    for (const QJsonValue v : kinds)
+        byKind += v.toDouble();
+    QVERIFY(std::abs(byKind - gemm - summary.value(QStringLiteral("other_kernels_s")).toDouble()) <= 1e-9 + 1e-6 * byKind);
+    QCOMPARE(kinds.value(QStringLiteral("gemm")).toDouble(), gemm);
+    QCOMPARE(lastJsonLine(r.out, QStringLiteral("start")).value(QStringLiteral("predicted_kernels_s")).toObject().keys(),
+             expected);
     const QJsonObject start = lastJsonLine(r.out, QStringLiteral("start"));
     double gemmFlops = 0;
     for (const QJsonValue g : start.value(QStringLiteral("gemms_per_step_per_rank")).toArray()) {

@@ -22,7 +22,8 @@ ReportStart sampleStart()
     s.gemmsPerStepPerRank = {{false, true, 64, 768, 256, 3}, {true, false, 256, 768, 64, 1}};
     s.arenaBytesPerRank = 1 << 20;
     s.planAllReduces = 8;
-    s.predicted = {"cpu-loopback", 0.02, 0.015, 0.005, 0.011, 0.004, {{"all_reduce", 0.004}, {"all_gather", 0.001}}};
+    s.predicted = {"cpu-loopback", 0.02, 0.015, 0.005, 0.011, 0.004, {{"all_reduce", 0.004}, {"all_gather", 0.001}},
+                   {{"gemm", 0.011}, {"softmax", 0.003}, {"other", 0.001}}};
     s.backend = "cpu";
     s.device = "CPU (OpenBLAS)";
     s.precision = "fp32";
@@ -43,6 +44,7 @@ StepFigures sampleFigures()
     f.tokensPerSecond = 2560;
     f.gflopsPerRank = 60;
     f.gemmGflopsPerRank = 136;
+    f.kernelSeconds = {{"gemm", 0.011}, {"normalization", 0.0015}, {"other", 0.0025}};
     return f;
 }
 
@@ -144,6 +146,7 @@ private slots:
         QCOMPARE(start["gemms_per_step_per_rank"][0]["trans_b"].get<bool>(), true);
         QCOMPARE(start["predicted_gemm_s"].get<double>(), 0.011);
         QCOMPARE(start["predicted_other_kernels_s"].get<double>(), 0.004);
+        QCOMPARE(start["predicted_kernels_s"]["softmax"].get<double>(), 0.003);
         const nlohmann::json summary = toJson(sampleSummary(true));
         for (const char *key : {"step_time_s", "forward_s", "backward_s", "update_s", "comm_s", "gemm_s",
                                 "other_kernels_s", "collectives", "tokens_per_s", "gflops_per_rank",
@@ -151,6 +154,7 @@ private slots:
                                 "tflops_per_rank", "device_peak_tflops", "fraction_of_peak", "verification"})
             QVERIFY2(summary.contains(key), key);
         QCOMPARE(summary["collectives"]["all_reduce"]["calls"].get<double>(), 8.0);
+        QCOMPARE(summary["kernels_s"]["normalization"].get<double>(), 0.0015);
         QCOMPARE(summary["verification"]["tensors_compared"].get<int>(), 12);
     }
 

@@ -112,6 +112,14 @@ void printSummary(const plan::ReportStart &start, const plan::ReportSummary &sum
         };
         part("GEMMs", start.predicted.gemm, mean.gemm);
         part("other kernels", start.predicted.otherKernels, mean.otherKernels);
+        // The other kernels by kind: the memory-bound families the cost
+        // model prices by their own bandwidth, and the rest.
+        for (const auto &[kind, p] : start.predicted.kernelSeconds) {
+            if (kind == "gemm")
+                continue;
+            const auto m = mean.kernelSeconds.find(kind);
+            part("  " + kind, p, m == mean.kernelSeconds.end() ? 0.0 : m->second);
+        }
         std::set<std::string> kinds;
         for (const auto &[kind, s] : start.predicted.collectiveSeconds)
             kinds.insert(kind);

@@ -64,6 +64,7 @@ void figuresInto(json &j, const StepFigures &f)
     j["comm_s"] = f.comm;
     j["gemm_s"] = f.gemm;
     j["other_kernels_s"] = f.otherKernels;
+    j["kernels_s"] = f.kernelSeconds;
     j["collectives"] = collectivesJson(f.collectives);
     j["tokens_per_s"] = f.tokensPerSecond;
     j["gflops_per_rank"] = f.gflopsPerRank;
@@ -80,6 +81,7 @@ StepFigures figuresFrom(const json &j)
     get(j, "comm_s", f.comm);
     get(j, "gemm_s", f.gemm);
     get(j, "other_kernels_s", f.otherKernels);
+    get(j, "kernels_s", f.kernelSeconds);
     f.collectives = collectivesFrom(j, "collectives");
     get(j, "tokens_per_s", f.tokensPerSecond);
     get(j, "gflops_per_rank", f.gflopsPerRank);
@@ -129,6 +131,7 @@ json toJsonOf(const ReportStart &s)
             {"predicted_compute_s", s.predicted.compute},
             {"predicted_gemm_s", s.predicted.gemm},
             {"predicted_other_kernels_s", s.predicted.otherKernels},
+            {"predicted_kernels_s", s.predicted.kernelSeconds},
             {"predicted_comm_s", s.predicted.comm},
             {"predicted_collectives_s", predicted},
             {"mesh_profile", s.predicted.meshProfile},
@@ -265,6 +268,7 @@ ReportStart startFrom(const json &j)
     get(j, "predicted_compute_s", s.predicted.compute);
     get(j, "predicted_gemm_s", s.predicted.gemm);
     get(j, "predicted_other_kernels_s", s.predicted.otherKernels);
+    get(j, "predicted_kernels_s", s.predicted.kernelSeconds);
     get(j, "predicted_comm_s", s.predicted.comm);
     get(j, "predicted_collectives_s", s.predicted.collectiveSeconds);
     get(j, "mesh_profile", s.predicted.meshProfile);

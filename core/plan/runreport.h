@@ -53,6 +53,10 @@ struct ReportPrediction {
     // kernels (elementwise, norms, softmax, the optimizer's update)
     double gemm = 0, otherKernels = 0;
     std::map<std::string, double> collectiveSeconds;  // by kind ("all_reduce")
+    // compute by the kind of kernel the executor times it as ("gemm",
+    // "transpose", "activation", "softmax", "normalization", "other": the
+    // memory-bound families sharding::kernelFamily names, and the rest)
+    std::map<std::string, double> kernelSeconds;
     bool operator==(const ReportPrediction &) const = default;
 };
 
@@ -89,6 +93,7 @@ struct StepFigures {
     double comm = 0, gemm = 0, otherKernels = 0;
     CollectiveBreakdown collectives;
     double tokensPerSecond = 0, gflopsPerRank = 0, gemmGflopsPerRank = 0;
+    std::map<std::string, double> kernelSeconds;  // by kernel kind, as ReportPrediction's
     bool operator==(const StepFigures &) const = default;
 };
 

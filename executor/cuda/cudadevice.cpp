@@ -132,15 +132,15 @@ void CudaDevice::beginKernel()
         gpu::check(cudaEventCreate(&start), "cudaEventCreate");
         gpu::check(cudaEventCreate(&stop), "cudaEventCreate");
         m_events.emplace_back(start, stop);
-        m_eventIsGemm.push_back(false);
+        m_eventKind.push_back(KernelKind::Other);
     }
     gpu::check(cudaEventRecord(m_events[m_eventsUsed].first, m_stream), "cudaEventRecord");
 }
 
-void CudaDevice::endKernel(bool gemm)
+void CudaDevice::endKernel(KernelKind kind)
 {
     gpu::check(cudaEventRecord(m_events[m_eventsUsed].second, m_stream), "cudaEventRecord");
-    m_eventIsGemm[m_eventsUsed] = gemm;
+    m_eventKind[m_eventsUsed] = kind;
     ++m_eventsUsed;
 }
 
@@ -150,7 +150,7 @@ void CudaDevice::settleKernelTimes()
     for (std::size_t i = 0; i < m_eventsUsed; ++i) {
         float ms = 0.0f;
         gpu::check(cudaEventElapsedTime(&ms, m_events[i].first, m_events[i].second), "cudaEventElapsedTime");
-        (m_eventIsGemm[i] ? m_kernelTimes.gemm : m_kernelTimes.other) += ms * 1e-3;
+        m_kernelTimes.add(m_eventKind[i], ms * 1e-3);
     }
     m_eventsUsed = 0;
 }

@@ -46,7 +46,7 @@ public:
     void download(float *host, const TensorView &src) override;
     void synchronize() override;
     void beginKernel() override;
-    void endKernel(bool gemm) override;
+    void endKernel(KernelKind kind) override;
     KernelTimes kernelTimes() override;
     void resetKernelTimes() override;
     void copy(const TensorView &dst, const TensorView &src) override;
@@ -87,7 +87,7 @@ private:
     std::vector<void *> m_indices;
     // Event pairs around kernels since the last settle, reused across steps.
     std::vector<std::pair<cudaEvent_t, cudaEvent_t>> m_events;
-    std::vector<bool> m_eventIsGemm;
+    std::vector<KernelKind> m_eventKind;
     std::size_t m_eventsUsed = 0;
     KernelTimes m_kernelTimes;
 };
