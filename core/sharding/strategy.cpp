@@ -36,6 +36,25 @@ bool movesNoData(const ir::Op &op)
     return views.count(op.type) != 0;
 }
 
+// A transpose of a parameter matrix that only MatMuls read, as their right
+// operand (a tied LM head reading the embedding [vocab, h] as [h, vocab]):
+// a training job reads the parameter in place (torch's linear on the tied
+// weight, tapestry-exec's transposed GEMM operand), so it moves no data.
+bool readsWeightTransposed(const ir::Graph &graph, const ir::Op &op)
+{
+    if (op.type != "Transpose" || op.inputs.size() != 1 || op.outputs.size() != 1)
+        return false;
+    const ir::Tensor &weight = graph.tensor(op.inputs[0]), &view = graph.tensor(op.outputs[0]);
+    if (weight.role != ir::Role::Parameter || weight.shape.size() != 2 || view.role == ir::Role::Output ||
+        view.consumers.empty())
+        return false;
+    return std::all_of(view.consumers.begin(), view.consumers.end(), [&](ir::OpId c) {
+        const ir::Op &use = graph.op(c);
+        return use.type == "MatMul" && use.inputs.size() == 2 && use.inputs[1] == op.outputs[0] &&
+               use.inputs[0] != op.outputs[0];
+    });
+}
+
 ir::DType computeTypeOf(const ir::Graph &graph, const ir::Op &op)
 {
     for (auto t : op.outputs)
@@ -325,7 +344,7 @@ OpStrategy resolveStrategy(const ir::Graph &graph, ir::OpId opId, const std::vec
     }
     s.forward.insert(s.forward.end(), s.internalForward.begin(), s.internalForward.end());
     s.backward.insert(s.backward.end(), s.internalBackward.begin(), s.internalBackward.end());
-    if (!movesNoData(op)) {
+    if (!movesNoData(op) && !readsWeightTransposed(graph, op)) {
         s.kernelFamily = kernelFamily(op.type);
         for (std::size_t i = 0; i < op.inputs.size(); ++i)
             if (s.dataInputs[i] && op.inputs[i].valid()) {
