@@ -38,6 +38,25 @@ std::size_t contiguousDim(const StridedBlock &block, const Dims &stride)
     return block.rank;
 }
 
+// Steps an odometer over `axes` (its first `count`, the last the fastest):
+// the offsets of the walk's next block, false once the walk is done.
+bool advance(const StridedBlock &block, const std::array<std::size_t, kMaxRank> &axes, std::size_t count, Dims &idx,
+             std::int64_t &dOff, std::int64_t &sOff)
+{
+    for (std::size_t k = count; k-- > 0;) {
+        const std::size_t axis = axes[k];
+        ++idx[axis];
+        dOff += block.dstStride[axis];
+        sOff += block.srcStride[axis];
+        if (idx[axis] < block.shape[axis])
+            return true;
+        dOff -= block.dstStride[axis] * block.shape[axis];
+        sOff -= block.srcStride[axis] * block.shape[axis];
+        idx[axis] = 0;
+    }
+    return false;
+}
+
 // Tiles of kTile x kTile elements, small enough that a tile's source and
 // destination lines stay in the first-level cache even at a power-of-two
 // stride: rows 2 KB apart (512 floats) map to two of its sets, which 32
@@ -88,20 +107,8 @@ void tiledCopy(const StridedBlock &block, std::size_t p, std::size_t q, float *d
                 }
             }
         }
-        std::size_t k = no;
-        for (;;) {
-            if (k == 0)
-                return;
-            const std::size_t axis = outer[--k];
-            ++idx[axis];
-            dOff += block.dstStride[axis];
-            sOff += block.srcStride[axis];
-            if (idx[axis] < block.shape[axis])
-                break;
-            dOff -= block.dstStride[axis] * block.shape[axis];
-            sOff -= block.srcStride[axis] * block.shape[axis];
-            idx[axis] = 0;
-        }
+        if (!advance(block, outer, no, idx, dOff, sOff))
+            return;
     }
 }
 
@@ -128,9 +135,12 @@ void stridedCopy(const StridedBlock &block, float *dst, const float *src, bool a
     // Odometer over the outer dims, a tight loop over the innermost one.
     const std::int64_t n = block.shape[r - 1];
     const std::int64_t ds = block.dstStride[r - 1], ss = block.srcStride[r - 1];
+    std::array<std::size_t, kMaxRank> outer{};
+    for (std::size_t i = 0; i + 1 < r; ++i)
+        outer[i] = i;
     Dims idx{};
     std::int64_t dOff = 0, sOff = 0;
-    for (;;) {
+    do {
         float *d = dst + dOff;
         const float *s = src + sOff;
         if (accumulate) {
@@ -140,21 +150,7 @@ void stridedCopy(const StridedBlock &block, float *dst, const float *src, bool a
             for (std::int64_t k = 0; k < n; ++k)
                 d[k * ds] = s[k * ss];
         }
-        std::size_t axis = r - 1;
-        for (;;) {
-            if (axis == 0)
-                return;
-            --axis;
-            ++idx[axis];
-            dOff += block.dstStride[axis];
-            sOff += block.srcStride[axis];
-            if (idx[axis] < block.shape[axis])
-                break;
-            dOff -= block.dstStride[axis] * block.shape[axis];
-            sOff -= block.srcStride[axis] * block.shape[axis];
-            idx[axis] = 0;
-        }
-    }
+    } while (advance(block, outer, r - 1, idx, dOff, sOff));
 }
 
 } // namespace tapestry::exec::kernels
