@@ -397,6 +397,31 @@ private slots:
         }
     }
 
+    // The techniques chosen for a reference plan are a setting it runs
+    // with: Megatron on "2x4" splits LLaMA 3 8B's batch of 8 over the data
+    // axis, so 8 micro-batches (of one sample, which the memory would
+    // otherwise ask for) cannot be, and `plan --search megatron` refused
+    // the plan it had chosen them for.
+    void referencePlansChooseMicroBatchesTheyCanSplit_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("llama3-8b") << "zoo:llama3-8b";
+        QTest::newRow("gpt3-175b") << "zoo:gpt3-175b";
+    }
+    void referencePlansChooseMicroBatchesTheyCanSplit()
+    {
+        QFETCH(QString, model);
+        const std::string source = model.toStdString();
+        const auto g = io::loadModel(source);
+        const auto m = mesh({2, 4});
+        for (const auto &ref : search::applicableReferencePlans(g, source, m)) {
+            const auto chosen = search::chooseTechniques(ref.plan, g, {});
+            const auto problem = search::microBatchProblem(g, plan::planSpecs(chosen, g, source), m,
+                                                           chosen.costOptions.techniques.microBatches);
+            QVERIFY2(!problem, qPrintable(QString::fromStdString(ref.name + ": " + problem.value_or(""))));
+        }
+    }
+
     // Mixtral 8x7B (46.7B parameters) on 8 x 80 GB: its mixed-precision
     // Adam states alone, sharded 8 ways, are 16 x 46.7e9 / 8 bytes = 87 GiB,
     // so only the optimizer offloaded to the host (ZeRO-Offload) fits it,

@@ -525,6 +525,12 @@ plan::Plan chooseTechniques(const plan::Plan &plan, const ir::Graph &graph, cons
     std::optional<std::pair<cost::CostOptions, cost::Objective>> best, onDevice;
     for (const cost::Techniques &t : techniqueCandidates(choices, hasAttentionCore(graph), modelBatch(graph),
                                                          cost::attentionLayerKinds(graph))) {
+        // Micro-batches the plan's specs cannot split run nowhere (Megatron
+        // on 2x4 splits a batch of 8 over the data axis: 8 micro-batches of
+        // one sample cannot be): no setting to choose, unless asked for
+        // (the plan command then says why).
+        if (!choices.microBatches && microBatchProblem(graph, specs, plan.mesh, t.microBatches))
+            continue;
         cost::CostOptions o = plan.costOptions;
         o.techniques = t;
         if (!coster)
