@@ -51,6 +51,15 @@ std::string_view kernelKindName(KernelKind kind)
     return "other";
 }
 
+double KernelTimes::other() const
+{
+    double s = 0.0;
+    for (std::size_t k = 0; k < kKernelKinds; ++k)
+        if (static_cast<KernelKind>(k) != KernelKind::Gemm)
+            s += byKind[k];
+    return s;
+}
+
 KernelKind kernelKindOf(std::string_view opType, bool gemm)
 {
     if (gemm)

@@ -44,17 +44,12 @@ KernelKind kernelKindOf(std::string_view opType, bool gemm);
 // Seconds spent inside op kernels: the GEMMs apart from everything else
 // (norms, softmax, elementwise, layout copies), and by kind.
 struct KernelTimes {
-    double gemm = 0.0, other = 0.0;
     std::array<double, kKernelKinds> byKind{};
-    void add(KernelKind kind, double seconds)
-    {
-        (kind == KernelKind::Gemm ? gemm : other) += seconds;
-        byKind[static_cast<std::size_t>(kind)] += seconds;
-    }
+    double gemm() const { return byKind[static_cast<std::size_t>(KernelKind::Gemm)]; }
+    double other() const;  // every kind but the GEMMs
+    void add(KernelKind kind, double seconds) { byKind[static_cast<std::size_t>(kind)] += seconds; }
     KernelTimes &operator+=(const KernelTimes &t)
     {
-        gemm += t.gemm;
-        other += t.other;
         for (std::size_t k = 0; k < kKernelKinds; ++k)
             byKind[k] += t.byKind[k];
         return *this;

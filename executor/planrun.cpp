@@ -132,7 +132,6 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
     const cost::MemoryCost &predictedMemory = predictedCost.memory;
     // The GEMMs' share of the predicted compute, as the ranks time theirs
     // (the ops the executor runs as GEMMs); the rest is the other kernels'.
-    double predictedGemm = 0;
     std::map<std::string, double> predictedKernels;
     for (std::size_t k = 0; k < kKernelKinds; ++k)
         predictedKernels[std::string(kernelKindName(static_cast<KernelKind>(k)))] = 0.0;
@@ -141,11 +140,9 @@ int runPlan(const PlanRunOptions &o, Communicator &world, Backend &backend, std:
         const auto it = predictedCost.byOp.find(op.name);
         if (!def || it == predictedCost.byOp.end())
             continue;
-        const KernelKind kind = kernelKindOf(op.type, def->gemm);
-        predictedKernels[std::string(kernelKindName(kind))] += it->second.compute;
-        if (kind == KernelKind::Gemm)
-            predictedGemm += it->second.compute;
+        predictedKernels[std::string(kernelKindName(kernelKindOf(op.type, def->gemm)))] += it->second.compute;
     }
+    const double predictedGemm = predictedKernels["gemm"];
     // What no op is charged (the optimizer's update) is the other kernels'.
     double charged = 0;
     for (const auto &[kind, seconds] : predictedKernels)

@@ -313,23 +313,26 @@ void ShardedProgram::build(const std::string &input)
     // Where an op's backward step writes tensor t's gradient when it gives
     // it in spec g: t's gradient itself, or its contribution in g (summed
     // with the other ops' in g, and made t's gradient spec once all ran).
+    // Tensor t's gradient contribution in spec g, of local `shape`
+    // (reserved by the first op that gives one).
+    auto contribution = [&](std::size_t t, const ShardingSpec &g, const ir::Shape &shape) {
+        auto &cs = m_contributions[t];
+        auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
+        if (it != cs.end())
+            return it->second;
+        // A parameter's contribution ZeRO reduce-scatters flat: padded as
+        // its gradient is.
+        const bool flat = degree[t] > 1 && shape == m_buffers.shape(m_grads[t]);
+        cs.emplace_back(g, flat ? m_buffers.alias(m_buffers.reserve({padded(t)}), shape) : m_buffers.reserve(shape));
+        m_zeroed.push_back(cs.back().second);
+        return cs.back().second;
+    };
     auto gradientSlot = [&](std::size_t t, const ShardingSpec &g) {
         if (g == sharding::gradientSpec(m_specs[t])) {
             gradWritten[t] = true;
             return m_grads[t];
         }
-        auto &cs = m_contributions[t];
-        auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
-        if (it == cs.end()) {
-            const ir::Shape shape = shardShape(g, tensors[t].shape, m_meshShape);
-            // A parameter's contribution ZeRO reduce-scatters flat: padded
-            // as its gradient is.
-            const bool flat = degree[t] > 1 && shape == m_buffers.shape(m_grads[t]);
-            cs.emplace_back(g, flat ? m_buffers.alias(m_buffers.reserve({padded(t)}), shape) : m_buffers.reserve(shape));
-            m_zeroed.push_back(cs.back().second);
-            it = cs.end() - 1;
-        }
-        return it->second;
+        return contribution(t, g, shardShape(g, tensors[t].shape, m_meshShape));
     };
 
     // A transpose of a parameter matrix that only MatMuls read, as their
@@ -417,19 +420,11 @@ void ShardedProgram::build(const std::string &input)
                 step.in.push_back(m_values[w]);
                 Slot din = kNoSlot;
                 if (opBackward[o.index()] && needsGrad[t]) {
+                    // The view's own contribution, laid out as the parameter.
                     const ShardingSpec &g = s.inputGradients[i];
-                    if (g == sharding::gradientSpec(m_specs[t])) {
-                        din = gradientSlot(w, f->second.paramGradient);
-                    } else {
-                        auto &cs = m_contributions[t];
-                        auto it = std::find_if(cs.begin(), cs.end(), [&](const auto &c) { return c.first == g; });
-                        if (it == cs.end()) {
-                            cs.emplace_back(g, m_buffers.reserve(shardShape(transposed(g), tensors[w].shape, m_meshShape)));
-                            m_zeroed.push_back(cs.back().second);
-                            it = cs.end() - 1;
-                        }
-                        din = it->second;
-                    }
+                    din = g == sharding::gradientSpec(m_specs[t])
+                              ? gradientSlot(w, f->second.paramGradient)
+                              : contribution(t, g, shardShape(transposed(g), tensors[w].shape, m_meshShape));
                 }
                 step.din.push_back(din);
                 transB = true;

@@ -14,6 +14,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The kernel times of a report, `times` scaled by `scale` (a mean: 1 / steps).
+void kernelFigures(plan::StepFigures &f, const KernelTimes &times, double scale)
+{
+    f.gemm = times.gemm() * scale;
+    f.otherKernels = times.other() * scale;
+    for (std::size_t k = 0; k < kKernelKinds; ++k)
+        f.kernelSeconds[std::string(kernelKindName(static_cast<KernelKind>(k)))] = times.byKind[k] * scale;
+}
+
 double seconds(Clock::time_point a, Clock::time_point b)
 {
     return std::chrono::duration<double>(b - a).count();
@@ -76,8 +85,7 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
     }
     program.synchronize();
     double total = 0.0, forwardTotal = 0.0, backwardTotal = 0.0, updateTotal = 0.0;
-    double gemmTotal = 0.0, otherTotal = 0.0;
-    std::array<double, kKernelKinds> kindTotals{};
+    KernelTimes kernelTotal;
     float first = 0.0f, last = 0.0f;
     CollectiveStats all;
     for (int s = 1; s <= o.steps; ++s) {
@@ -106,10 +114,7 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
         backwardTotal += seconds(t1, t2);
         updateTotal += seconds(t2, t3);
         const KernelTimes kernels = program.kernelTimes();
-        gemmTotal += kernels.gemm;
-        otherTotal += kernels.other;
-        for (std::size_t k = 0; k < kKernelKinds; ++k)
-            kindTotals[k] += kernels.byKind[k];
+        kernelTotal += kernels;
         if (s == 1)
             first = loss;
         last = loss;
@@ -132,14 +137,11 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
             f.backward = seconds(t1, t2);
             f.update = seconds(t2, t3);
             f.comm = commSeconds(stats);
-            f.gemm = kernels.gemm;
-            f.otherKernels = kernels.other;
-            for (std::size_t k = 0; k < kKernelKinds; ++k)
-                f.kernelSeconds[std::string(kernelKindName(static_cast<KernelKind>(k)))] = kernels.byKind[k];
+            kernelFigures(f, kernels, 1.0);
             f.collectives = breakdown(stats, 1.0);
             f.tokensPerSecond = tokens / step;
             f.gflopsPerRank = flops / step * 1e-9;
-            f.gemmGflopsPerRank = kernels.gemm > 0 ? flops / kernels.gemm * 1e-9 : 0.0;
+            f.gemmGflopsPerRank = kernels.gemm() > 0 ? flops / kernels.gemm() * 1e-9 : 0.0;
             out << plan::reportLine(report) << '\n' << std::flush;
         }
         if (o.progress) {
@@ -160,14 +162,11 @@ plan::ReportSummary runSteps(StepProgram &program, const StepLoopOptions &o, Com
     f.backward = backwardTotal / o.steps;
     f.update = updateTotal / o.steps;
     f.comm = commSeconds(all) / o.steps;
-    f.gemm = gemmTotal / o.steps;
-    f.otherKernels = otherTotal / o.steps;
-    for (std::size_t k = 0; k < kKernelKinds; ++k)
-        f.kernelSeconds[std::string(kernelKindName(static_cast<KernelKind>(k)))] = kindTotals[k] / o.steps;
+    kernelFigures(f, kernelTotal, 1.0 / o.steps);
     f.collectives = breakdown(all, o.steps);
     f.tokensPerSecond = tokens * o.steps / total;
     f.gflopsPerRank = flops * o.steps / total * 1e-9;
-    f.gemmGflopsPerRank = gemmTotal > 0 ? flops * o.steps / gemmTotal * 1e-9 : 0.0;
+    f.gemmGflopsPerRank = kernelTotal.gemm() > 0 ? flops * o.steps / kernelTotal.gemm() * 1e-9 : 0.0;
     summary.tflopsPerRank = flops * o.steps / total * 1e-12;
     return summary;
 }
