@@ -43,6 +43,44 @@ sharding::Mesh mesh(std::vector<int> sizes)
 // dgx-h100 devices on `shape` ("2x2x2"), the axes named without roles so
 // that the search chooses what each carries; with `share` > 0, each device
 // holding that share of the memory of tap's plan with the profile's.
+// A stack of `layers` residual MLP layers (fc1, `activation`, fc2, the
+// residual add) on activations of shape `rows` x hidden, as
+// tests/searchcases.cpp generates them.
+ir::Graph mlpStack(std::vector<int> rows, int hidden, int ffn, int layers, const char *activation)
+{
+    nlohmann::json model{{"format", "tapestry.model"}, {"version", 1}, {"name", "mlp-stack"}};
+    auto &tensors = model["tensors"];
+    auto &ops = model["ops"];
+    auto tensor = [&](const std::string &name, std::vector<int> shape, const char *role) {
+        tensors.push_back({{"name", name}, {"shape", shape}, {"dtype", "float32"}, {"role", role}});
+    };
+    auto op = [&](const std::string &name, const char *type, std::vector<std::string> inputs) {
+        ops.push_back({{"name", name}, {"type", type}, {"inputs", inputs}, {"outputs", {name + ":0"}}});
+    };
+    auto shape = [&](int last) {
+        auto s = rows;
+        s.push_back(last);
+        return s;
+    };
+    tensor("x", shape(hidden), "input");
+    std::string in = "x";
+    for (int l = 0; l < layers; ++l) {
+        const std::string p = "layers." + std::to_string(l), q = "layers/" + std::to_string(l);
+        tensor(p + ".fc1.weight", {hidden, ffn}, "parameter");
+        tensor(q + "/fc1:0", shape(ffn), "activation");
+        tensor(q + "/act:0", shape(ffn), "activation");
+        tensor(p + ".fc2.weight", {ffn, hidden}, "parameter");
+        tensor(q + "/fc2:0", shape(hidden), "activation");
+        tensor(q + "/Add:0", shape(hidden), l + 1 == layers ? "output" : "activation");
+        op(q + "/fc1", "MatMul", {in, p + ".fc1.weight"});
+        op(q + "/act", activation, {q + "/fc1:0"});
+        op(q + "/fc2", "MatMul", {q + "/act:0", p + ".fc2.weight"});
+        op(q + "/Add", "Add", {in, q + "/fc2:0"});
+        in = q + "/Add:0";
+    }
+    return io::readModelJson(model.dump(), "mlp-stack.json");
+}
+
 sharding::Mesh freeMesh(const QString &shape, double share, const ir::Graph &g, const std::string &source,
                         const passes::SubgraphClasses &classes, const search::SearchOptions &options)
 {
@@ -1450,33 +1488,7 @@ private slots:
     // The first layer is searched apart, with its own gradients.
     void firstLayerSearchedApartFromTheOthers()
     {
-        nlohmann::json model{{"format", "tapestry.model"}, {"version", 1}, {"name", "mlp-stack"}};
-        auto &tensors = model["tensors"];
-        auto &ops = model["ops"];
-        auto tensor = [&](const std::string &name, std::vector<int> shape, const char *role) {
-            tensors.push_back({{"name", name}, {"shape", shape}, {"dtype", "float32"}, {"role", role}});
-        };
-        auto op = [&](const std::string &name, const char *type, std::vector<std::string> inputs) {
-            ops.push_back({{"name", name}, {"type", type}, {"inputs", inputs}, {"outputs", {name + ":0"}}});
-        };
-        tensor("x", {1, 4, 64}, "input");
-        std::string in = "x";
-        for (int l = 0; l < 2; ++l) {
-            const std::string p = "layers." + std::to_string(l), q = "layers/" + std::to_string(l);
-            tensor(p + ".fc1.weight", {64, 1024}, "parameter");
-            tensor(q + "/fc1:0", {1, 4, 1024}, "activation");
-            tensor(q + "/act:0", {1, 4, 1024}, "activation");
-            tensor(p + ".fc2.weight", {1024, 64}, "parameter");
-            tensor(q + "/fc2:0", {1, 4, 64}, "activation");
-            tensor(q + "/Add:0", {1, 4, 64}, l == 1 ? "output" : "activation");
-            op(q + "/fc1", "MatMul", {in, p + ".fc1.weight"});
-            op(q + "/act", "Relu", {q + "/fc1:0"});
-            op(q + "/fc2", "MatMul", {q + "/act:0", p + ".fc2.weight"});
-            op(q + "/Add", "Add", {in, q + "/fc2:0"});
-            in = q + "/Add:0";
-        }
-        const std::string text = model.dump();
-        const auto g = io::readModelJson(text, "mlp-stack.json");
+        const auto g = mlpStack({1, 4}, 64, 1024, 2, "Relu");
         auto m = sharding::findMeshProfile("dgx-a100").mesh({2, 2}, sharding::defaultAxisNames(2));
         m.device.memoryBytes = 2'753'231;
         const auto coarse = passes::Coarsen().run(g);
@@ -1492,6 +1504,31 @@ private slots:
         QVERIFY2(found.stats.copiesApart[0].find("layers/0 apart from the other 1 (its input takes no gradient)") !=
                      std::string::npos,
                  found.stats.copiesApart[0].c_str());
+    }
+
+    // On a 2D mesh the residual stream may be split over its features on
+    // the axis named for tensor parallelism: a two-layer MLP stack on
+    // `4x4 (dp, tp)` under a tight limit, whose every linear all-gathers
+    // its input over tp and writes its output split there (exact's plan,
+    // 108 us), took 277 us when class boundaries could be split over the
+    // batch or the sequence only (six all-reduces of the stream's partial
+    // sums, at a latency each).
+    void hiddenSplitOnTheTensorAxisOfTwoDMeshes()
+    {
+        const auto g = mlpStack({32}, 64, 128, 2, "Gelu");
+        auto m = sharding::findMeshProfile("dgx-h100").mesh({4, 4}, {"dp", "tp"});
+        m.device.memoryBytes = 157'843;
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        search::SearchOptions options;
+        options.axisRoles = search::axisRolesFromNames({"dp", "tp"}, "--axes");
+        const auto found = search::tapSearch(g, coarse, classes, "mlp-stack.json", m, options);
+        const auto exact = search::exactSearch(g, coarse, "mlp-stack.json", m, options);
+        QVERIFY(exact.stats.optimal);
+        QVERIFY(found.plan.cost.fitsMemory);
+        QVERIFY_NO_SLOWER_THAN_EXACT(found, exact);
+        QCOMPARE(QString::fromStdString(found.plan.specs.at("layers/0/Add:0").spec.toPlacements()),
+                 QString("[Replicate(), Shard(1)]"));
     }
 
     // One MLP whose two linears have one shape [1024, 1024]: the pruner

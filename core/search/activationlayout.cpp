@@ -1,5 +1,7 @@
 #include "search/activationlayout.h"
 
+#include <algorithm>
+
 namespace tapestry::search {
 
 sharding::ShardingSpec ActivationLayout::specFor(const ir::Tensor &tensor, const sharding::Mesh &mesh) const
@@ -39,14 +41,14 @@ std::string ActivationLayout::toString(const sharding::Mesh &mesh) const
     return s;
 }
 
-std::vector<ActivationLayout> allLayouts(int rank)
+std::vector<ActivationLayout> allLayouts(int rank, const std::vector<int> &hiddenAxes)
 {
     using Split = ActivationLayout::Split;
-    std::vector<Split> splits{Split::Replicate, Split::Batch, Split::Sequence};
-    if (rank == 1)
-        splits.push_back(Split::Hidden);
     std::vector<ActivationLayout> layouts{ActivationLayout{}};
     for (int a = 0; a < rank; ++a) {
+        std::vector<Split> splits{Split::Replicate, Split::Batch, Split::Sequence};
+        if (rank == 1 || std::find(hiddenAxes.begin(), hiddenAxes.end(), a) != hiddenAxes.end())
+            splits.push_back(Split::Hidden);
         std::vector<ActivationLayout> next;
         for (const auto &l : layouts)
             for (auto split : splits) {

@@ -34,9 +34,11 @@ struct ActivationLayout {
 };
 
 // Every layout of a mesh of `rank` axes, the replicated one first: 3^rank,
-// and the hidden split too on a 1D mesh (four). On larger meshes the hidden
-// split per axis would take 2D meshes from 9 layouts to 16 and 3D from 27
-// to 64, each multiplying the search by its layouts' count.
-std::vector<ActivationLayout> allLayouts(int rank);
+// and the hidden split too on a 1D mesh (four) and on the axes of
+// `hiddenAxes` (indices) of larger meshes. On every axis of those the
+// hidden split would take 2D meshes from 9 layouts to 16 and 3D from 27
+// to 64, each multiplying the search by its layouts' count; the searches
+// add it on the axes named for tensor parallelism (axisconstraint.h).
+std::vector<ActivationLayout> allLayouts(int rank, const std::vector<int> &hiddenAxes = {});
 
 } // namespace tapestry::search

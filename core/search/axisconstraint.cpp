@@ -56,6 +56,17 @@ std::vector<ActivationLayout> allowedLayouts(int rank, const AxisRoles &roles)
     return layouts;
 }
 
+std::vector<ActivationLayout> boundaryLayouts(int rank, const AxisRoles &roles)
+{
+    std::vector<int> tensorAxes;
+    for (std::size_t a = 0; rank >= 2 && a < roles.size(); ++a)
+        if (roles[a] == plan::AxisRole::Tensor)
+            tensorAxes.push_back(static_cast<int>(a));
+    auto layouts = allLayouts(rank, tensorAxes);
+    std::erase_if(layouts, [&](const ActivationLayout &l) { return !allows(roles, l); });
+    return layouts;
+}
+
 void keepToRoles(Segment &segment, const AxisRoles &roles)
 {
     if (!anyRole(roles))

@@ -38,6 +38,15 @@ bool allows(const AxisRoles &roles, const ActivationLayout &layout);
 // The layouts of a mesh of `rank` axes that keep to `roles`, the replicated
 // one first (as allLayouts).
 std::vector<ActivationLayout> allowedLayouts(int rank, const AxisRoles &roles);
+// The layouts tap links blocks and classes with: allowedLayouts, and on a
+// mesh of two or more axes the hidden split on each axis named for tensor
+// parallelism too (the residual stream of a chain of column-parallel
+// linears, each all-gathering its input over that axis: an MLP stack on
+// `4x4 (dp, tp)` under a tight memory limit took 277 us without it, where
+// exact's 108 us kept the stream so). Only at boundaries: the outputs a
+// block stores inside it keep to allowedLayouts, whose count bounds that
+// search (tapsearch.cpp, kStoredLayoutsUpTo).
+std::vector<ActivationLayout> boundaryLayouts(int rank, const AxisRoles &roles);
 // Drops the weight choices of `segment` that break `roles`; the replicated
 // choice, first, always stays.
 void keepToRoles(Segment &segment, const AxisRoles &roles);

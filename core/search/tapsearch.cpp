@@ -179,7 +179,8 @@ public:
         : m_planCoster(std::make_unique<cost::PlanCoster>(graph, mesh, options.cost)), m_graph(graph),
           m_coarse(coarse), m_classes(classes), m_mesh(mesh), m_options(options),
           m_main{SegmentCoster(graph, mesh, options.cost, *m_planCoster), nullptr, false},
-          m_layouts(allowedLayouts(mesh.rank(), options.axisRoles)), m_capacity(mesh.device.memoryBytes > 0
+          m_layouts(boundaryLayouts(mesh.rank(), options.axisRoles)),
+          m_storedLayouts(allowedLayouts(mesh.rank(), options.axisRoles)), m_capacity(mesh.device.memoryBytes > 0
                                                              ? mesh.device.memoryBytes
                                                              : std::numeric_limits<std::int64_t>::max())
     {
@@ -377,7 +378,9 @@ private:
             return 1;
         return m_options.threads > 0 ? m_options.threads : std::max(1u, std::thread::hardware_concurrency());
     }
-    std::vector<ActivationLayout> m_layouts;
+    // The layouts of block and class boundaries (boundaryLayouts), and
+    // those a block may store its inner outputs in (allowedLayouts).
+    std::vector<ActivationLayout> m_layouts, m_storedLayouts;
     std::int64_t m_capacity;
     // The memory a block's weights may take when choices are pruned: the
     // device's capacity, or no bound when nothing fits and the search looks
@@ -627,12 +630,12 @@ void TapSearch::buildGroups()
         for (Segment &block : g.blocks) {
             keepToRoles(block, m_options.axisRoles);
             if (m_options.storedLayouts &&
-                (m_layouts.size() <= kStoredLayoutsUpTo ||
-                 (m_layouts.size() <= kStoredLayoutsWithoutAttentionUpTo && !hasAttentionCore(m_coarse, block))))
-                allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_layouts);
+                (m_storedLayouts.size() <= kStoredLayoutsUpTo ||
+                 (m_storedLayouts.size() <= kStoredLayoutsWithoutAttentionUpTo && !hasAttentionCore(m_coarse, block))))
+                allowStoredLayouts(block, m_graph, m_coarse, m_mesh, m_storedLayouts);
             else if (m_options.storedLayouts) {
                 Segment gathered = block;
-                allowStoredLayouts(gathered, m_graph, m_coarse, m_mesh, {m_layouts.front()});
+                allowStoredLayouts(gathered, m_graph, m_coarse, m_mesh, {m_storedLayouts.front()});
                 if (!gathered.stored.empty() && searchStateBound(m_graph, gathered) <= kGatheredOutputsStatesUpTo)
                     block = std::move(gathered);
             }
