@@ -453,6 +453,41 @@ private slots:
         QVERIFY(fits.plan.cost.stepTime > r.plan.cost.stepTime);  // the host's pace
     }
 
+    // Where the first setting's fastest plan does not fit, but fits under
+    // another setting in the same step time (ZeRO-2 shards its gradients
+    // at no cost in one micro-batch), that plan is the best of every
+    // setting: the search of that setting is the only one run after the
+    // first's, and no setting searched on its own finds better.
+    void aPlanAtTheFirstSettingsBoundEndsTheSearch()
+    {
+        const std::string source = "zoo:gpt2?layers=2&batch=8&seq=512&hidden=1024&heads=16&vocab=1024";
+        const auto g = io::loadModel(source);
+        const auto coarse = passes::Coarsen().run(g);
+        const auto classes = passes::Prune().run(g, coarse);
+        auto run = [&](const sharding::Mesh &mm, const search::SearchOptions &o) {
+            return search::tapSearch(g, coarse, classes, source, mm, o);
+        };
+        auto m = mesh({4});
+        const auto candidates = search::techniqueCandidates({}, search::hasAttentionCore(g), search::modelBatch(g),
+                                                            cost::attentionLayerKinds(g));
+        search::SearchOptions first;
+        first.cost.techniques = candidates.front();
+        const auto free = run(m, first);
+        m.device.memoryBytes = free.plan.cost.memory.total() * 9 / 10;
+        const auto r = search::searchTechniques(run, g, source, m, {}, {});
+        QVERIFY(r.plan.cost.fitsMemory);
+        QCOMPARE(r.plan.cost.stepTime, free.plan.cost.stepTime);
+        QCOMPARE(r.stats.techniquesTried, std::size_t{2});
+        for (const auto &t : candidates) {
+            search::SearchOptions o;
+            o.cost.techniques = t;
+            const auto alone = run(m, o);
+            QVERIFY2(!(cost::Objective::of(alone.plan.cost) < cost::Objective::of(r.plan.cost)),
+                     qPrintable(QString::fromStdString(cost::describe(t) + ": " +
+                                                       std::to_string(alone.plan.cost.stepTime))));
+        }
+    }
+
     // ZeRO-Offload's charges: no optimizer state on the device; the update
     // at the host's rate on the parameters the device keeps the state of,
     // with their gradient sent to the host and the parameter back.

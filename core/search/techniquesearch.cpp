@@ -206,6 +206,36 @@ bool noFasterThan(const cost::Techniques &a, const cost::Techniques &b)
     return zb >= za && mb >= ma;
 }
 
+namespace {
+
+// The setting, after the first, under which `specs` fit and run in the least
+// step time, when that time is `fastest`: the first setting's fastest plan,
+// whose step time no plan of any setting undercuts.
+std::optional<std::size_t> settingAtBound(const ir::Graph &graph, const sharding::Mesh &mesh,
+                                          const cost::CostOptions &options,
+                                          const std::vector<cost::Techniques> &candidates,
+                                          const std::vector<sharding::ShardingSpec> &specs, double fastest)
+{
+    cost::PlanCoster coster(graph, mesh, options);
+    std::optional<std::pair<std::size_t, cost::Objective>> pick;
+    for (std::size_t i = 1; i < candidates.size(); ++i) {
+        // The host holds the optimizer only where nothing fits on the device.
+        if (candidates[i].offloadOptimizer || microBatchProblem(graph, specs, mesh, candidates[i].microBatches))
+            continue;
+        cost::CostOptions o = options;
+        o.techniques = candidates[i];
+        coster.setOptions(o);
+        const auto objective = cost::Objective::of(coster.totals(specs));
+        if (objective.fits() && (!pick || objective < pick->second))
+            pick = {i, objective};
+    }
+    if (pick && pick->second.stepTime <= fastest * (1 + 1e-9))
+        return pick->first;
+    return std::nullopt;
+}
+
+} // namespace
+
 SearchResult searchTechniques(const std::function<SearchResult(const sharding::Mesh &, const SearchOptions &)> &search,
                               const ir::Graph &graph, const std::string &modelSource, const sharding::Mesh &mesh,
                               const SearchOptions &options, const TechniqueChoices &choices)
@@ -301,6 +331,7 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     std::vector<std::pair<cost::Techniques, double>> bounds;
     std::vector<cost::Techniques> settled;
     std::vector<bool> probed(candidates.size(), false);
+    std::optional<SearchResult> firstProbe;  // the first setting's, when its plans do not both fit
     auto probe = [&](std::size_t i) {
         probed[i] = true;
         SearchResult r = unlimited(candidates[i]);
@@ -308,12 +339,41 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
         if (r.plan.cost.fitsMemory && r.leastCommunication.cost.fitsMemory && !unsplittable(r)) {
             settled.push_back(candidates[i]);
             consider(std::move(r));
+        } else if (i == 0) {
+            firstProbe = std::move(r);
         }
     };
     // The first setting bounds every other (each adds time to every plan):
     // when its fastest plan fits, it is the answer.
     probe(0);
     const double fastest = bounds.front().second;
+    if (!best && firstProbe && !firstProbe->planSpecs.empty())
+        if (const auto setting = settingAtBound(graph, mesh, options.cost, candidates, firstProbe->planSpecs, fastest)) {
+            // That plan, costed under another setting, fits and runs there
+            // in the first setting's step time, which no plan of any
+            // setting undercuts: the setting holds the best plan of all,
+            // and its own search (with the memory limit, for the plan that
+            // communicates least among those that fit) is the only one left.
+            SearchOptions o = reporting(options, true);
+            o.cost.techniques = candidates[*setting];
+            SearchResult r = search(mesh, o);
+            finished();
+            ++tried;
+            evaluated += r.stats.plansEvaluated;
+            // Tap's search under a memory limit may miss the plan that fits
+            // (a heuristic across classes): the probe's plan is one.
+            cost::PlanCoster coster(graph, mesh, o.cost);
+            const cost::PlanCost probed = coster.totals(firstProbe->planSpecs);
+            if (cost::Objective::of(probed) < objectiveOf(r.plan)) {
+                r.plan = firstProbe->plan;
+                r.plan.costOptions = o.cost;
+                r.plan.cost = probed;
+                r.planSpecs = firstProbe->planSpecs;
+                r.stats.copiesApart = firstProbe->stats.copiesApart;
+            }
+            settled.push_back(candidates[*setting]);
+            consider(std::move(r));
+        }
     bool noneFits = false;
     if (!best) {
         // The last setting keeps the least memory of all for every plan
