@@ -33,6 +33,15 @@ std::size_t hashInts(const std::vector<std::int32_t> &v)
     return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
+} // namespace
+
+std::size_t SegmentCoster::IntsHash::operator()(const std::vector<std::int32_t> &v) const noexcept
+{
+    return hashInts(v);
+}
+
+namespace {
+
 // The per-op search's state: the tensors it still has to read, each with
 // its stored spec and what has already been charged for it (forward
 // reshards to the specs its consumers compute on, reductions of its
@@ -1227,35 +1236,51 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
                 return m_outcomes[entry - 1].outcome;
         }
     }
-    std::vector<ShardingSpec> given;
-    for (auto i : inputs)
-        given.push_back(m_interned[static_cast<std::size_t>(i)]);
     // As evaluate() does it, for this op alone.
     const ir::Op &op = m_graph.op(id);
     OpOutcome out;
-    out.inputs = given;
-    out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh, ruleOf(id));
-    bool derivedHere = false;
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-        if (!pending[i] || !out.strategy.dataInputs[i])
-            continue;
-        const ShardingSpec spec = withoutPartials(out.strategy.inputs[i]);
-        if (spec.holds(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != out.inputs[i]) {
-            out.inputs[i] = spec;
-            derivedHere = true;
+    std::vector<std::int32_t> &resolvedKey = m_resolvedKey;
+    resolvedKey.assign(1, static_cast<std::int32_t>(id.index()));
+    resolvedKey.insert(resolvedKey.end(), inputs.begin(), inputs.end());
+    resolvedKey.insert(resolvedKey.end(), pending.begin(), pending.end());
+    auto found = m_resolved.find(resolvedKey);
+    if (found == m_resolved.end()) {
+        Resolved r;
+        for (auto i : inputs)
+            r.stored.push_back(m_interned[static_cast<std::size_t>(i)]);
+        r.strategy = sharding::resolveStrategy(m_graph, id, r.stored, m_mesh, ruleOf(id));
+        bool derivedHere = false;
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            if (!pending[i] || !r.strategy.dataInputs[i])
+                continue;
+            const ShardingSpec spec = withoutPartials(r.strategy.inputs[i]);
+            if (spec.holds(m_graph.tensor(op.inputs[i]).shape, m_mesh) && spec != r.stored[i]) {
+                r.stored[i] = spec;
+                derivedHere = true;
+            }
         }
+        if (derivedHere)
+            r.strategy = sharding::resolveStrategy(m_graph, id, r.stored, m_mesh, ruleOf(id));
+        found = m_resolved.emplace(resolvedKey, std::move(r)).first;
     }
-    if (derivedHere)
-        out.strategy = sharding::resolveStrategy(m_graph, id, out.inputs, m_mesh, ruleOf(id));
-    const sharding::OpStrategy &s = out.strategy;
+    // The inputs, with the small parameters it decides.
+    const std::vector<ShardingSpec> &stored = found->second.stored;
+    const sharding::OpStrategy &strategy = found->second.strategy;
+    const sharding::OpStrategy &s = strategy;
+    std::vector<ShardingSpec> outputs;
     for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+        const bool partial = s.outputs[o] != withoutPartials(s.outputs[o]);
+        out.partialOutputs.push_back(partial);
         if (fixed[o] >= 0) {
-            out.outputs.push_back(m_interned[static_cast<std::size_t>(fixed[o])]);
+            outputs.push_back(m_interned[static_cast<std::size_t>(fixed[o])]);
             continue;
         }
-        out.partialsStored = out.partialsStored || s.outputs[o] != withoutPartials(s.outputs[o]);
-        out.outputs.push_back(sharding::storedSpec(s.outputs[o], m_graph.tensor(op.outputs[o]).shape, m_mesh, m_partial));
+        out.partialsStored = out.partialsStored || partial;
+        outputs.push_back(sharding::storedSpec(s.outputs[o], m_graph.tensor(op.outputs[o]).shape, m_mesh, m_partial));
     }
+    out.dataInputs = s.dataInputs;
+    if (!stored.empty())
+        out.firstInput = stored.front();
     out.flows = cost::gradientFlows(op, s, m_flow);
     struct Sink {
         SegmentCoster &coster;
@@ -1275,7 +1300,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
             forward += phase == cost::Phase::Forward ? r : 0;
         }
     } sink{*this, out.comm};
-    cost::chargeOp(m_graph, op, s, out.flows, [&](std::size_t o) -> const ShardingSpec & { return out.outputs[o]; },
+    cost::chargeOp(m_graph, op, s, out.flows, [&](std::size_t o) -> const ShardingSpec & { return outputs[o]; },
                    sink);
     const cost::Recomputed again =
         out.flows ? cost::recomputedForward(m_roles[id.index()], m_modes[id.index()],
@@ -1290,7 +1315,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     cost::ParameterLoad derived;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if (pending[i])
-            derived += cost::parameterLoad(m_graph.tensor(op.inputs[i]), out.inputs[i], m_mesh, m_options,
+            derived += cost::parameterLoad(m_graph.tensor(op.inputs[i]), stored[i], m_mesh, m_options,
                                            m_parameterShares[op.inputs[i].index()]);
     if (std::any_of(pending.begin(), pending.end(), [](bool p) { return p; })) {
         const cost::ParameterCharge charge = cost::chargeParameters(derived, m_mesh, m_options);
@@ -1298,11 +1323,11 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         out.derivedSeconds = weightedSeconds(charge);
     }
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-        out.inputIds.push_back(intern(out.inputs[i]));
+        out.inputIds.push_back(intern(stored[i]));
         out.needIds.push_back(intern(s.inputs[i]));
         out.gradientIds.push_back(intern(s.inputGradients[i]));
     }
-    for (const auto &o : out.outputs)
+    for (const auto &o : outputs)
         out.outputIds.push_back(intern(o));
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
         out.needSeconds.push_back(reshardTime(op.inputs[i], out.inputIds[i], out.needIds[i]));
@@ -1711,8 +1736,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                             fixed[o.slot] = -1;
                         produced = &opOutcome(id, given, pending, fixed);
                     }
-                    const ShardingSpec &raw = produced->strategy.outputs[out.slot];
-                    const bool partial = raw != withoutPartials(raw);
+                    const bool partial = produced->partialOutputs[out.slot];
                     if (c > 0 && (!partial || produced->outputIds[out.slot] == out.ids[c - 1])) {
                         again = true;
                         break;
@@ -1725,7 +1749,6 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     continue;
                 const OpOutcome &oc = opOutcome(id, given, pending, fixed);
                 m_partialsStored = m_partialsStored || oc.partialsStored;
-                const sharding::OpStrategy &s = oc.strategy;
                 st = state;  // into the scratch state's buffer: no allocation
                 double time = oc.time * copies, comm = oc.comm * copies;
                 std::int64_t activations = 0;
@@ -1762,7 +1785,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                     const ir::TensorId t = op.inputs[i];
                     const int at = entry(t, oc.inputIds[i]);
-                    if (!s.dataInputs[i])
+                    if (!oc.dataInputs[i])
                         continue;
                     const std::int32_t stored = st.spec(at);
                     // Needs and gradients are kept sorted, so that states
@@ -1788,12 +1811,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                         comm += r;
                     }
                 }
-                if (!op.inputs.empty() && cost::normOnSequenceShards(m_graph, m_mesh, op, oc.inputs[0]))
+                if (!op.inputs.empty() && cost::normOnSequenceShards(m_graph, m_mesh, op, oc.firstInput))
                     st.setSequenceParallel();
                 std::int64_t korthikanti[2] = {0, 0};
                 if (m_attention && op.type == "Softmax" && !op.inputs.empty()) {
                     const ShardingSpec keep = m_specs[op.inputs[0].index()];
-                    m_specs[op.inputs[0].index()] = oc.inputs[0];
+                    m_specs[op.inputs[0].index()] = oc.firstInput;
                     for (int sp = 0; sp < 2; ++sp)
                         if (auto l = layerOf(id, sp == 1))
                             korthikanti[sp] = cost::layerActivationBytes(*l, m_options) +

@@ -232,10 +232,12 @@ private:
     std::vector<sharding::ShardingSpec> m_specs;
 
     // One op's costs given its stored input specs, for searchWeights.
+    // Only what the search reads of it (an op's strategy, with its
+    // collectives and rule, is many allocations, kept once per outcome).
     struct OpOutcome {
-        sharding::OpStrategy strategy;
-        std::vector<sharding::ShardingSpec> inputs;   // stored, with the small parameters it decides
-        std::vector<sharding::ShardingSpec> outputs;  // stored
+        std::vector<bool> dataInputs;      // the strategy's
+        std::vector<bool> partialOutputs;  // the strategy produces a partial sum
+        sharding::ShardingSpec firstInput;  // stored, with the small parameters it decides
         double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes; weighted)
         double comm = 0;
         bool flows = false;
@@ -274,6 +276,20 @@ private:
         OpOutcome outcome;
     };
     std::deque<OutcomeEntry> m_outcomes;
+    // By op, its interned input specs and which small parameters it
+    // decides: its strategy, and its inputs with those parameters as it
+    // decides them. Outcomes differ further by the outputs the search
+    // fixes, which do not change the strategy: T5 on a 3D mesh resolves
+    // one strategy for every 6 outcomes.
+    struct Resolved {
+        sharding::OpStrategy strategy;
+        std::vector<sharding::ShardingSpec> stored;
+    };
+    struct IntsHash {
+        std::size_t operator()(const std::vector<std::int32_t> &v) const noexcept;
+    };
+    std::unordered_map<std::vector<std::int32_t>, Resolved, IntsHash> m_resolved;
+    std::vector<std::int32_t> m_resolvedKey;  // reused
     std::vector<std::pair<std::size_t, std::uint32_t>> m_outcomeIndex;
     std::vector<std::int32_t> m_outcomeKey;  // reused: most lookups are hits and allocate nothing
     struct ReshardKey {
