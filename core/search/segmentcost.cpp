@@ -1219,21 +1219,25 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
                                                          const std::vector<bool> &pending,
                                                          const std::vector<std::int32_t> &fixed)
 {
+    if (m_outcomes.empty())
+        m_outcomes.resize(m_graph.opCount());
+    OutcomeTable &table = m_outcomes[id.index()];
     std::vector<std::int32_t> &key = m_outcomeKey;
-    key.assign(1, static_cast<std::int32_t>(id.index()));
-    key.push_back(static_cast<std::int32_t>(m_partial));
+    key.assign(1, static_cast<std::int32_t>(m_partial));
     key.push_back(m_flowVariant);
     key.insert(key.end(), inputs.begin(), inputs.end());
     key.insert(key.end(), pending.begin(), pending.end());
     key.insert(key.end(), fixed.begin(), fixed.end());
     const std::size_t hash = hashInts(key);
     std::size_t slot = 0;
-    if (!m_outcomeIndex.empty()) {
-        const std::size_t mask = m_outcomeIndex.size() - 1;
-        for (slot = hash & mask; m_outcomeIndex[slot].second != 0; slot = (slot + 1) & mask) {
-            const auto &[h, entry] = m_outcomeIndex[slot];
-            if (h == hash && m_outcomes[entry - 1].key == key)
-                return m_outcomes[entry - 1].outcome;
+    if (!table.index.empty()) {
+        const std::size_t mask = table.index.size() - 1;
+        for (slot = hash & mask; table.index[slot].second != 0; slot = (slot + 1) & mask) {
+            const auto &[h, entry] = table.index[slot];
+            const OutcomeEntry &e = table.entries[entry - 1];
+            if (h == hash && table.keys.size() - e.key >= key.size() &&
+                std::equal(key.begin(), key.end(), table.keys.begin() + e.key))
+                return e.outcome;
         }
     }
     // As evaluate() does it, for this op alone.
@@ -1268,9 +1272,10 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     const sharding::OpStrategy &strategy = found->second.strategy;
     const sharding::OpStrategy &s = strategy;
     std::vector<ShardingSpec> outputs;
+    out.outputs.resize(op.outputs.size());
     for (std::size_t o = 0; o < op.outputs.size(); ++o) {
         const bool partial = s.outputs[o] != withoutPartials(s.outputs[o]);
-        out.partialOutputs.push_back(partial);
+        out.outputs[o].partial = partial;
         if (fixed[o] >= 0) {
             outputs.push_back(m_interned[static_cast<std::size_t>(fixed[o])]);
             continue;
@@ -1278,7 +1283,6 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         out.partialsStored = out.partialsStored || partial;
         outputs.push_back(sharding::storedSpec(s.outputs[o], m_graph.tensor(op.outputs[o]).shape, m_mesh, m_partial));
     }
-    out.dataInputs = s.dataInputs;
     if (!stored.empty())
         out.firstInput = stored.front();
     out.flows = cost::gradientFlows(op, s, m_flow);
@@ -1322,38 +1326,42 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         out.derivedBytes = charge.unroundedBytes;
         out.derivedSeconds = weightedSeconds(charge);
     }
+    out.inputs.resize(op.inputs.size());
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-        out.inputIds.push_back(intern(stored[i]));
-        out.needIds.push_back(intern(s.inputs[i]));
-        out.gradientIds.push_back(intern(s.inputGradients[i]));
+        OpOutcome::Input &in = out.inputs[i];
+        in.stored = intern(stored[i]);
+        in.need = intern(s.inputs[i]);
+        in.gradient = intern(s.inputGradients[i]);
+        in.data = s.dataInputs[i];
     }
-    for (const auto &o : outputs)
-        out.outputIds.push_back(intern(o));
+    for (std::size_t o = 0; o < outputs.size(); ++o)
+        out.outputs[o].stored = intern(outputs[o]);
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-        out.needSeconds.push_back(reshardTime(op.inputs[i], out.inputIds[i], out.needIds[i]));
-        out.gradientSeconds.push_back(
-            reshardTime(op.inputs[i], out.gradientIds[i], gradientId(out.inputIds[i])));
+        OpOutcome::Input &in = out.inputs[i];
+        in.needSeconds = reshardTime(op.inputs[i], in.stored, in.need);
+        in.gradientSeconds = reshardTime(op.inputs[i], in.gradient, gradientId(in.stored));
     }
-    if (2 * (m_outcomes.size() + 1) > m_outcomeIndex.size()) {
-        std::vector<std::pair<std::size_t, std::uint32_t>> grown(std::max<std::size_t>(1024, 2 * m_outcomeIndex.size()));
+    if (2 * (table.entries.size() + 1) > table.index.size()) {
+        std::vector<std::pair<std::size_t, std::uint32_t>> grown(std::max<std::size_t>(64, 2 * table.index.size()));
         const std::size_t mask = grown.size() - 1;
-        for (const auto &[h, entry] : m_outcomeIndex)
+        for (const auto &[h, entry] : table.index)
             if (entry != 0) {
                 std::size_t at = h & mask;
                 while (grown[at].second != 0)
                     at = (at + 1) & mask;
                 grown[at] = {h, entry};
             }
-        m_outcomeIndex = std::move(grown);
+        table.index = std::move(grown);
         slot = hash & mask;
-        while (m_outcomeIndex[slot].second != 0)
+        while (table.index[slot].second != 0)
             slot = (slot + 1) & mask;
     }
-    if (m_outcomes.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+    if (table.entries.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
         throw TapestryError(Error{m_graph.op(id).name, {}, "tap: too many op outcomes to search"});
-    m_outcomes.push_back({m_outcomeKey, std::move(out)});
-    m_outcomeIndex[slot] = {hash, static_cast<std::uint32_t>(m_outcomes.size())};
-    return m_outcomes.back().outcome;
+    table.entries.push_back({static_cast<std::uint32_t>(table.keys.size()), std::move(out)});
+    table.keys.insert(table.keys.end(), key.begin(), key.end());
+    table.index[slot] = {hash, static_cast<std::uint32_t>(table.entries.size())};
+    return table.entries.back().outcome;
 }
 
 std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
@@ -1736,8 +1744,8 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                             fixed[o.slot] = -1;
                         produced = &opOutcome(id, given, pending, fixed);
                     }
-                    const bool partial = produced->partialOutputs[out.slot];
-                    if (c > 0 && (!partial || produced->outputIds[out.slot] == out.ids[c - 1])) {
+                    const bool partial = produced->outputs[out.slot].partial;
+                    if (c > 0 && (!partial || produced->outputs[out.slot].stored == out.ids[c - 1])) {
                         again = true;
                         break;
                     }
@@ -1784,8 +1792,9 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 };
                 for (std::size_t i = 0; i < op.inputs.size(); ++i) {
                     const ir::TensorId t = op.inputs[i];
-                    const int at = entry(t, oc.inputIds[i]);
-                    if (!oc.dataInputs[i])
+                    const OpOutcome::Input &in = oc.inputs[i];
+                    const int at = entry(t, in.stored);
+                    if (!in.data)
                         continue;
                     const std::int32_t stored = st.spec(at);
                     // Needs and gradients are kept sorted, so that states
@@ -1794,18 +1803,18 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     // a gradient that reduces to the stored one's) costs
                     // nothing now or later, so it is not kept to tell
                     // states apart.
-                    if (oc.needIds[i] != stored && st.add(at, 0, oc.needIds[i])) {
+                    if (in.need != stored && st.add(at, 0, in.need)) {
                         const double seconds =
-                            stored == oc.inputIds[i] ? oc.needSeconds[i] : reshardTime(t, stored, oc.needIds[i]);
+                            stored == in.stored ? in.needSeconds : reshardTime(t, stored, in.need);
                         const double r = seconds * shareOf(t);
                         time += r * (1 + m_backwardComm * oc.recomputeComm);
                         comm += r * (1 + oc.recomputeComm);
                     }
-                    if (oc.flows && m_flow[t.index()] && oc.gradientIds[i] != gradientId(stored) &&
-                        st.add(st.find(static_cast<std::int32_t>(t.index())), 1, oc.gradientIds[i])) {
-                        const double seconds = stored == oc.inputIds[i]
-                                                   ? oc.gradientSeconds[i]
-                                                   : reshardTime(t, oc.gradientIds[i], gradientId(stored));
+                    if (oc.flows && m_flow[t.index()] && in.gradient != gradientId(stored) &&
+                        st.add(st.find(static_cast<std::int32_t>(t.index())), 1, in.gradient)) {
+                        const double seconds = stored == in.stored
+                                                   ? in.gradientSeconds
+                                                   : reshardTime(t, in.gradient, gradientId(stored));
                         const double r = seconds * shareOf(t);
                         time += m_backwardComm * r;
                         comm += r;
@@ -1825,7 +1834,7 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                 }
                 for (std::size_t o = 0; o < op.outputs.size(); ++o)
                     if (readHere(static_cast<std::int32_t>(op.outputs[o].index())))
-                        entry(op.outputs[o], oc.outputIds[o]);
+                        entry(op.outputs[o], oc.outputs[o].stored);
                 for (ir::TensorId t : decided)
                     if (const int at = st.find(static_cast<std::int32_t>(t.index())); at >= 0)
                         st.add(at, 0, kDecided);

@@ -235,8 +235,23 @@ private:
     // Only what the search reads of it (an op's strategy, with its
     // collectives and rule, is many allocations, kept once per outcome).
     struct OpOutcome {
-        std::vector<bool> dataInputs;      // the strategy's
-        std::vector<bool> partialOutputs;  // the strategy produces a partial sum
+        // Per input, the specs interned (see intern()) for the search's
+        // state, side by side: a hit reads them together.
+        struct Input {
+            std::int32_t stored = 0;    // with the small parameters it decides
+            std::int32_t need = 0;      // what the op computes on
+            std::int32_t gradient = 0;  // what its gradient comes out as
+            bool data = false;          // false for shape operands and the like
+            // Stored as `stored`: its reshard to `need`, and its gradient's
+            // back (s, once each).
+            double needSeconds = 0, gradientSeconds = 0;
+        };
+        struct Output {
+            std::int32_t stored = 0;
+            bool partial = false;  // the strategy produces a partial sum
+        };
+        std::vector<Input> inputs;
+        std::vector<Output> outputs;
         sharding::ShardingSpec firstInput;  // stored, with the small parameters it decides
         double time = 0;  // compute, its internal collectives, its outputs' reshards (both passes; weighted)
         double comm = 0;
@@ -246,11 +261,6 @@ private:
         // bytes per device, optimizer and ZeRO seconds.
         double derivedBytes = 0, derivedSeconds = 0;
         double recomputeComm = 0;  // its forward collectives run again in the backward pass, times
-        // The same specs interned (see intern()), for the search's state.
-        std::vector<std::int32_t> inputIds, needIds, gradientIds, outputIds;
-        // Per input stored as inputIds says: its reshard to the spec this op
-        // computes on, and its gradient's back (s, once each).
-        std::vector<double> needSeconds, gradientSeconds;
     };
     // Interned input specs, which of them are small parameters this op
     // decides, interned fixed output specs (-1: stored as produced).
@@ -266,16 +276,22 @@ private:
     const std::optional<sharding::DimMap> &ruleOf(ir::OpId op);
     std::map<ir::OpId, std::optional<sharding::DimMap>> m_rules;
     std::int32_t gradientId(std::int32_t spec);
-    // By op, then opOutcome()'s arguments. The outcomes stay where they are
-    // as they grow (a deque), found through an open-addressing index of
-    // (hash, entry + 1) slots, 0 empty, at most half full: a probe or two in
-    // one flat array, where a node-based map missed the cache at every link
-    // of a bucket (a quarter of T5's search on a 3D mesh).
+    // By op, then opOutcome()'s arguments: one table per op, its keys
+    // (of one length) back to back in one array and compared in place, not
+    // each in an allocation of its own that a hit first had to reach. The
+    // outcomes stay where they are as they grow (a deque), found through
+    // an open-addressing index of (hash, entry + 1) slots, 0 empty, at
+    // most half full.
     struct OutcomeEntry {
-        std::vector<std::int32_t> key;
+        std::uint32_t key;  // its key's offset in the table's keys
         OpOutcome outcome;
     };
-    std::deque<OutcomeEntry> m_outcomes;
+    struct OutcomeTable {
+        std::deque<OutcomeEntry> entries;
+        std::vector<std::pair<std::size_t, std::uint32_t>> index;
+        std::vector<std::int32_t> keys;  // each of one op's keys is as long
+    };
+    std::vector<OutcomeTable> m_outcomes;  // by op id
     // By op, its interned input specs and which small parameters it
     // decides: its strategy, and its inputs with those parameters as it
     // decides them. Outcomes differ further by the outputs the search
@@ -290,7 +306,6 @@ private:
     };
     std::unordered_map<std::vector<std::int32_t>, Resolved, IntsHash> m_resolved;
     std::vector<std::int32_t> m_resolvedKey;  // reused
-    std::vector<std::pair<std::size_t, std::uint32_t>> m_outcomeIndex;
     std::vector<std::int32_t> m_outcomeKey;  // reused: most lookups are hits and allocate nothing
     struct ReshardKey {
         std::int32_t tensor, from, to;
