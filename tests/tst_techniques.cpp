@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <set>
+#include <tuple>
 
 using namespace tapestry;
 
@@ -188,6 +189,7 @@ private slots:
     // collective; stage 3 gathers each parameter before every micro-batch's
     // forward and backward pass, and stages 2 and 3 reduce-scatter every
     // micro-batch's gradient: 2m - 1 gathers and m - 1 reduce-scatters more.
+    // Stage 3 lists the last gradient's all-reduce as its two halves.
     void zeroCollectivesPerMicroBatch()
     {
         const auto g = io::loadModel(kGpt);
@@ -216,6 +218,30 @@ private slots:
             QCOMPARE(zeroCount(c, sharding::CollectiveKind::AllGather), (2 * m - 1) * parameters);
             QCOMPARE(zeroCount(c, sharding::CollectiveKind::ReduceScatter), (m - 1) * parameters);
             QVERIFY(c.comm > base.comm);
+            // Each weight gradient's all-reduce is listed as FSDP runs it: a
+            // reduce-scatter of the gradient and the backward pass' gather
+            // of the parameter, in the backward pass, at its time and bytes.
+            auto gradientSync = [](const cost::PlanCost &x, sharding::CollectiveKind kind) {
+                int n = 0;
+                double time = 0;
+                std::int64_t wire = 0;
+                for (const auto &y : x.collectives)
+                    if (y.kind == kind && y.reason.starts_with("weight gradient") && y.phase == cost::Phase::Backward) {
+                        ++n;
+                        time += y.time;
+                        wire += y.wireBytes;
+                    }
+                return std::tuple{n, time, wire};
+            };
+            const auto [reductions, reductionTime, reductionWire] = gradientSync(base, sharding::CollectiveKind::AllReduce);
+            QVERIFY(reductions > 0);
+            QCOMPARE(std::get<0>(gradientSync(c, sharding::CollectiveKind::AllReduce)), 0);
+            const auto [scatters, scatterTime, scatterWire] = gradientSync(c, sharding::CollectiveKind::ReduceScatter);
+            const auto [gathers, gatherTime, gatherWire] = gradientSync(c, sharding::CollectiveKind::AllGather);
+            QCOMPARE(scatters, reductions);
+            QCOMPARE(gathers, reductions);
+            QVERIFY(std::abs(scatterTime + gatherTime - reductionTime) <= 1e-12 * reductionTime);
+            QCOMPARE(scatterWire + gatherWire, reductionWire);
             // The search charges the same seconds per parameter.
             cost::CostOptions o;
             o.techniques = t;

@@ -227,6 +227,32 @@ std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const s
     return out;
 }
 
+std::optional<std::array<CollectiveCost, 2>> zeroGradientHalves(const CollectiveCost &c, const ir::Tensor &parameter,
+                                                                 const sharding::ShardingSpec &stored,
+                                                                 const sharding::Mesh &mesh,
+                                                                 const Techniques &techniques)
+{
+    if (techniques.zeroStage < 3 || parameter.role != ir::Role::Parameter ||
+        c.kind != sharding::CollectiveKind::AllReduce || c.phase != Phase::Backward)
+        return std::nullopt;
+    const auto axis = std::find_if(mesh.axes.begin(), mesh.axes.end(), [&](const auto &a) { return a.name == c.axis; });
+    const auto a = static_cast<std::size_t>(axis - mesh.axes.begin());
+    if (axis == mesh.axes.end() || axis->size <= 1 || a >= stored.placements.size() ||
+        !stored.placements[a].isReplicate() || !zeroAxis(mesh, a, techniques))
+        return std::nullopt;
+    CollectiveCost scatter = c, gather = c;
+    scatter.kind = sharding::CollectiveKind::ReduceScatter;
+    scatter.time = c.time / 2;
+    scatter.wireBytes = c.wireBytes / 2;
+    scatter.reason = c.reason + ", reduce-scattered to its ZeRO-3 shard";
+    gather.kind = sharding::CollectiveKind::AllGather;
+    gather.time = c.time / 2;
+    gather.wireBytes = c.wireBytes - scatter.wireBytes;
+    gather.reason = std::string(kWeightGradientReason) +
+                    "the parameter gathered again for the backward pass (ZeRO-3: the all-reduce's other half)";
+    return std::array{scatter, gather};
+}
+
 void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
                          const CostOptions &options, const CollectiveTimeVisit &visit)
 {

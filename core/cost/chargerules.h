@@ -9,8 +9,10 @@
 #include "sharding/shardingspec.h"
 #include "sharding/strategy.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -191,6 +193,20 @@ using CollectiveTimeVisit =
     std::function<void(sharding::CollectiveKind kind, Phase phase, std::int64_t wireBytes, double time)>;
 void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
                          const CostOptions &options, const CollectiveTimeVisit &visit);
+
+// ZeRO-3 keeps a parameter and its gradient both sharded over the axes it
+// shards them on: the all-reduce of a weight gradient over such an axis
+// is, as FSDP and DeepSpeed run the step, the gradient's reduce-scatter
+// and the backward pass' gather of the parameter (its forward copy
+// released), the two halves of a ring all-reduce. They are listed so, in
+// its place, each with half its time and wire bytes (the model's time
+// and bytes as they were; the list names the collectives a ZeRO-3 job
+// issues). `parameter` stored as `stored`; nullopt for any other
+// collective, kept as it is.
+std::optional<std::array<CollectiveCost, 2>> zeroGradientHalves(const CollectiveCost &c, const ir::Tensor &parameter,
+                                                                 const sharding::ShardingSpec &stored,
+                                                                 const sharding::Mesh &mesh,
+                                                                 const Techniques &techniques);
 
 struct ParameterCharge {
     CostTotals optimizer;       // the update: its FLOPs and seconds (the optimizer phase)

@@ -428,10 +428,20 @@ PlanCost PlanCoster::sum(const std::vector<ShardingSpec> &specs, bool breakdowns
                 }
         for (const auto &c : m_charges[k].backward)
             append(c, k);
-        for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i)
-            for (const auto &r : m_reductions[static_cast<std::size_t>(m_inputTensors[static_cast<std::size_t>(i)])])
-                if (static_cast<std::size_t>(r.op) == k)
+        for (auto i = m_inputTensorStart[k]; i < m_inputTensorStart[k + 1]; ++i) {
+            const auto t = static_cast<std::size_t>(m_inputTensors[static_cast<std::size_t>(i)]);
+            for (const auto &r : m_reductions[t]) {
+                if (static_cast<std::size_t>(r.op) != k)
+                    continue;
+                if (const auto halves = zeroGradientHalves(r.collective, m_graph.tensors()[t], specs[t], m_mesh,
+                                                           m_options.techniques)) {
+                    for (const CollectiveCost &c : *halves)
+                        append(c, k);
+                } else {
                     append(r.collective, k);
+                }
+            }
+        }
     }
     // ZeRO's collectives of each parameter, charged to its first reader.
     if (m_options.techniques.zeroStage >= 2)

@@ -26,7 +26,8 @@ wide="zoo:llama3-8b?layers=2&hidden=512&heads=8&kv_heads=4&ffn=1024&vocab=512&se
 gpt2="zoo:gpt2?layers=2&hidden=64&heads=4&ffn=128&vocab=256&seq=16&batch=4&positions=16"
 fixed=(--flash-attention on --zero 0 --recompute none --micro-batches 1 --offload-optimizer off)
 
-failed=() passed=()
+failed=() passed=() notrun=() ran_sid=
+in_root=()
 run() {  # NAME PLAN-ARGS...
   local name=$1; shift
   local plan="$work/$name.json" export="$work/$name.py" log="$work/$name.log"
@@ -35,8 +36,8 @@ run() {  # NAME PLAN-ARGS...
   fi
   in_torch "$name" "$plan" "$export" "$log"
 }
-in_torch() {  # NAME PLAN EXPORT LOG: run_plan.py in the torch root
-  if tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$2" "$3" >>"$4" 2>&1; then
+in_torch() {  # NAME PLAN EXPORT LOG: run_plan.py in the torch root ($in_root: the root's environment)
+  if env "${in_root[@]}" tests/interop/torch_root.sh run python3 tests/interop/run_plan.py "$2" "$3" >>"$4" 2>&1; then
     passed+=("$1")
   else
     failed+=("$1")
@@ -88,5 +89,22 @@ llama4layers="zoo:llama3-8b?layers=4&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=
 pipelined pipeline-1f1b "$llama" 1f1b 1 '[1]'
 pipelined pipeline-interleaved "$llama4layers" interleaved 2 '[1, 2, 3]'
 
-echo "interop: ${#passed[@]} passed (${passed[*]:-none}), ${#failed[@]} failed (${failed[*]:-none}); PyTorch from $root"
+# FSDP: ZeRO-3 as fully_shard over the data axis, each weight gradient reduce-scattered
+# and each parameter gathered for the forward and again for the backward pass. FSDP2
+# runs on CPU from torch 2.11 only (2.6's streams record no events on CPU), so this
+# case runs in a Debian sid root, made and cached as the other (TAPESTRY_TORCH_SID_ROOT,
+# default /var/tmp/tapestry-torch-sid). Where sid's torch cannot be installed that
+# day, the summary says the case was not run.
+sid=${TAPESTRY_TORCH_SID_ROOT:-/var/tmp/tapestry-torch-sid}
+if TAPESTRY_TORCH_ROOT=$sid TAPESTRY_TORCH_SUITE=sid tests/interop/torch_root.sh >"$work/torch_root_sid.log" 2>&1; then
+  in_root=(TAPESTRY_TORCH_ROOT="$sid" TAPESTRY_TORCH_SUITE=sid) ran_sid=1
+  run fsdp-zero3 "$wide" --mesh 2x2 --axes data,model --flash-attention on --zero 3 --recompute none \
+    --micro-batches 1 --offload-optimizer off
+  in_root=()
+else
+  sed 's/^/interop: fsdp-zero3: /' "$work/torch_root_sid.log"
+  notrun+=("fsdp-zero3 (no Debian sid root with torch 2.11 or later)")
+fi
+
+echo "interop: ${#passed[@]} passed (${passed[*]:-none}), ${#failed[@]} failed (${failed[*]:-none})${notrun:+, not run: ${notrun[*]}}; PyTorch from $root${ran_sid:+ and $sid}"
 [ ${#failed[@]} -eq 0 ]
