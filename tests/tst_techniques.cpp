@@ -8,6 +8,7 @@
 #include "cost/activationmemory.h"
 #include "cost/chargerules.h"
 #include "cost/costmodel.h"
+#include "sharding/strategy.h"
 #include "cost/objective.h"
 #include "io/modelloader.h"
 #include "passes/coarsen.h"
@@ -242,6 +243,24 @@ private slots:
             QCOMPARE(gathers, reductions);
             QVERIFY(std::abs(scatterTime + gatherTime - reductionTime) <= 1e-12 * reductionTime);
             QCOMPARE(scatterWire + gatherWire, reductionWire);
+            // The breakdown of ops the explainer and the segments read lists them alike.
+            const auto planned = plan::planSpecs(p, g, "plan");
+            std::vector<ir::OpId> ops;
+            std::vector<sharding::OpStrategy> strategies;
+            const auto order = g.topologicalOrder();
+            QVERIFY(order);
+            for (auto id : *order) {
+                ops.push_back(id);
+                std::vector<sharding::ShardingSpec> inputs;
+                for (auto x : g.op(id).inputs)
+                    inputs.push_back(planned[x.index()]);
+                strategies.push_back(sharding::resolveStrategy(g, id, inputs, p.mesh));
+            }
+            const cost::PlanCost byOps =
+                cost::evaluateOps(g, p.mesh, planned, ops, strategies, cost::gradientFlow(g), {}, &t);
+            QCOMPARE(std::get<0>(gradientSync(byOps, sharding::CollectiveKind::AllReduce)), 0);
+            QCOMPARE(std::get<0>(gradientSync(byOps, sharding::CollectiveKind::ReduceScatter)), reductions);
+            QCOMPARE(std::get<0>(gradientSync(byOps, sharding::CollectiveKind::AllGather)), reductions);
             // The search charges the same seconds per parameter.
             cost::CostOptions o;
             o.techniques = t;

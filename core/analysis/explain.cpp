@@ -266,7 +266,8 @@ Alternative Explainer::alternative(ir::TensorId t, passes::NodeId node, const Sh
                 inputs.push_back(s[x.index()]);
             strategies.push_back(sharding::resolveStrategy(m_graph, id, inputs, m_mesh));
         }
-        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow, {&m_roles, &m_modes, m_options.techniques.flashAttention});
+        return cost::evaluateOps(m_graph, m_mesh, s, ops, strategies, m_flow,
+                                 {&m_roles, &m_modes, m_options.techniques.flashAttention}, &m_options.techniques);
     };
     const cost::PlanCost before = costOps(m_specs), after = costOps(specs);
 

@@ -111,7 +111,7 @@ void walkOps(const ir::Graph &graph, const std::vector<ShardingSpec> &specs, con
 
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                      const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
-                     const std::vector<bool> &flow, const Recomputation &recomputation)
+                     const std::vector<bool> &flow, const Recomputation &recomputation, const Techniques *techniques)
 {
     PlanCost cost;
     struct OpCosts {
@@ -156,10 +156,21 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
                  std::string_view reason)
         {
             sums.push_back({t.index(), {k, {}}});
-            appendReshard(sums.back().second.second, graph.tensor(t), from, to, phase, reason,
-                          graph.op(ops[k]).name, mesh);
+            std::vector<CollectiveCost> &list = sums.back().second.second;
+            appendReshard(list, graph.tensor(t), from, to, phase, reason, graph.op(ops[k]).name, mesh);
+            if (!techniques)
+                return;
+            std::vector<CollectiveCost> listed;
+            for (const CollectiveCost &c : list)
+                if (const auto halves = zeroGradientHalves(c, graph.tensor(t), specs[t.index()], mesh, *techniques))
+                    listed.insert(listed.end(), halves->begin(), halves->end());
+                else
+                    listed.push_back(c);
+            list = std::move(listed);
         }
-    } sink{graph, mesh, ops, cost, std::vector<OpCosts>(ops.size()), {}};
+        const std::vector<ShardingSpec> &specs;
+        const Techniques *techniques;
+    } sink{graph, mesh, ops, cost, std::vector<OpCosts>(ops.size()), {}, specs, techniques};
     walkOps(graph, specs, ops, strategies, flow, mesh, recomputation, sink);
     std::stable_sort(sink.sums.begin(), sink.sums.end(),
                      [](const auto &a, const auto &b) { return a.first < b.first; });

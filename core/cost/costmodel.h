@@ -52,10 +52,12 @@ struct Recomputation {
     const std::vector<Recompute> *modes = nullptr;     // recomputeModes() of the graph
     bool flashAttention = false;
 };
+// `techniques`, where given: ZeRO-3's weight gradients listed as the plan
+// lists them (zeroGradientHalves), at the same time.
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
                      const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
                      const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
-                     const Recomputation &recomputation = {});
+                     const Recomputation &recomputation = {}, const Techniques *techniques = nullptr);
 
 // evaluateOps' compute and communication totals alone. Searches cost
 // hundreds of thousands of candidates and keep only these, so this path

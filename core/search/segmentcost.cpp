@@ -2181,7 +2181,7 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
     double backwardCompute = 0, backwardComm = 0;
     if (withBreakdown) {
         c = cost::evaluateOps(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
-                              {&m_roles, &m_modes, m_options.techniques.flashAttention});
+                              {&m_roles, &m_modes, m_options.techniques.flashAttention}, &m_options.techniques);
         if (auto it = c.byPhase.find("backward"); it != c.byPhase.end()) {
             backwardCompute = it->second.compute;
             backwardComm = it->second.comm;
