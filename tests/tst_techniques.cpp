@@ -203,13 +203,41 @@ private slots:
                 n += x.kind == kind && x.reason.starts_with("ZeRO") ? 1 : 0;
             return n;
         };
+        // Stages 1 and 2 list each weight gradient's all-reduce as its halves,
+        // the reduce-scatter in the backward pass and the gather of the
+        // updated parameter in the forward pass, at its time.
+        auto weightGradients = [](const cost::PlanCost &x, sharding::CollectiveKind kind, cost::Phase phase) {
+            int n = 0;
+            double time = 0;
+            for (const auto &y : x.collectives)
+                if (y.kind == kind && y.reason.starts_with("weight gradient") && y.phase == phase) {
+                    ++n;
+                    time += y.time;
+                }
+            return std::pair{n, time};
+        };
+        const auto [baseReductions, baseReductionTime] =
+            weightGradients(base, sharding::CollectiveKind::AllReduce, cost::Phase::Backward);
+        QVERIFY(baseReductions > 0);
         for (int stage : {1, 2}) {
             cost::Techniques t;
             t.zeroStage = stage;
             const cost::PlanCost c = costWith(g, p, t);
-            QCOMPARE(c.collectives.size(), base.collectives.size());
-            QCOMPARE(c.comm, base.comm);
+            QCOMPARE(c.collectives.size(), base.collectives.size() + static_cast<std::size_t>(baseReductions));
+            QVERIFY(std::abs(c.comm - base.comm) <= 1e-12 * base.comm);
             QVERIFY(c.byPhase.at("optimizer").compute < base.byPhase.at("optimizer").compute);
+            QCOMPARE(weightGradients(c, sharding::CollectiveKind::AllReduce, cost::Phase::Backward).first, 0);
+            const auto [scatters, scatterTime] =
+                weightGradients(c, sharding::CollectiveKind::ReduceScatter, cost::Phase::Backward);
+            const auto [gathers, gatherTime] = weightGradients(c, sharding::CollectiveKind::AllGather, cost::Phase::Forward);
+            QCOMPARE(scatters, baseReductions);
+            QCOMPARE(gathers, baseReductions);
+            QVERIFY(std::abs(scatterTime + gatherTime - baseReductionTime) <= 1e-12 * baseReductionTime);
+            QVERIFY(std::abs(c.byPhase.at("forward").comm - base.byPhase.at("forward").comm - gatherTime) <=
+                    1e-9 * gatherTime);
+            // Overlap hides the backward pass' communication: the gathers are not in it.
+            QVERIFY(std::abs(base.byPhase.at("backward").comm - c.byPhase.at("backward").comm - gatherTime) <=
+                    1e-9 * gatherTime);
         }
         for (int m : {1, 2, 4}) {
             cost::Techniques t;

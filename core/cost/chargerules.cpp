@@ -227,30 +227,64 @@ std::vector<CollectiveCost> zeroCollectives(const ir::Tensor &parameter, const s
     return out;
 }
 
+namespace {
+
+// Whether ZeRO splits a weight gradient's all-reduce on `axis` into its
+// halves: `parameter` stored as `stored` is replicated there and ZeRO
+// shards it over the axis.
+bool zeroSplitsAllReduce(const ir::Tensor &parameter, const sharding::ShardingSpec &stored, const sharding::Mesh &mesh,
+                         std::size_t axis, const Techniques &techniques)
+{
+    return techniques.zeroStage >= 1 && parameter.role == ir::Role::Parameter && axis < mesh.axes.size() &&
+           mesh.axes[axis].size > 1 && axis < stored.placements.size() && stored.placements[axis].isReplicate() &&
+           zeroAxis(mesh, axis, techniques);
+}
+
+} // namespace
+
 std::optional<std::array<CollectiveCost, 2>> zeroGradientHalves(const CollectiveCost &c, const ir::Tensor &parameter,
                                                                  const sharding::ShardingSpec &stored,
                                                                  const sharding::Mesh &mesh,
                                                                  const Techniques &techniques)
 {
-    if (techniques.zeroStage < 3 || parameter.role != ir::Role::Parameter ||
-        c.kind != sharding::CollectiveKind::AllReduce || c.phase != Phase::Backward)
+    if (c.kind != sharding::CollectiveKind::AllReduce || c.phase != Phase::Backward)
         return std::nullopt;
     const auto axis = std::find_if(mesh.axes.begin(), mesh.axes.end(), [&](const auto &a) { return a.name == c.axis; });
-    const auto a = static_cast<std::size_t>(axis - mesh.axes.begin());
-    if (axis == mesh.axes.end() || axis->size <= 1 || a >= stored.placements.size() ||
-        !stored.placements[a].isReplicate() || !zeroAxis(mesh, a, techniques))
+    if (!zeroSplitsAllReduce(parameter, stored, mesh, static_cast<std::size_t>(axis - mesh.axes.begin()), techniques))
         return std::nullopt;
+    const int stage = techniques.zeroStage;
     CollectiveCost scatter = c, gather = c;
     scatter.kind = sharding::CollectiveKind::ReduceScatter;
     scatter.time = c.time / 2;
     scatter.wireBytes = c.wireBytes / 2;
-    scatter.reason = c.reason + ", reduce-scattered to its ZeRO-3 shard";
+    scatter.reason = c.reason + ", reduce-scattered to its ZeRO-" + std::to_string(stage) + " shard";
     gather.kind = sharding::CollectiveKind::AllGather;
     gather.time = c.time / 2;
     gather.wireBytes = c.wireBytes - scatter.wireBytes;
-    gather.reason = std::string(kWeightGradientReason) +
-                    "the parameter gathered again for the backward pass (ZeRO-3: the all-reduce's other half)";
+    if (stage >= 3) {
+        gather.reason = std::string(kWeightGradientReason) +
+                        "the parameter gathered again for the backward pass (ZeRO-3: the all-reduce's other half)";
+    } else {
+        gather.phase = Phase::Forward;
+        gather.reason = std::string(kWeightGradientReason) + "the updated parameter gathered for the forward pass (ZeRO-" +
+                        std::to_string(stage) + ": the all-reduce's other half)";
+    }
     return std::array{scatter, gather};
+}
+
+double zeroForwardSeconds(const ir::Tensor &parameter, const sharding::ShardingSpec &from,
+                          const sharding::ShardingSpec &to, const sharding::ShardingSpec &stored,
+                          const sharding::Mesh &mesh, const Techniques &techniques)
+{
+    if (techniques.zeroStage < 1 || techniques.zeroStage > 2 || parameter.role != ir::Role::Parameter)
+        return 0;
+    double seconds = 0;
+    sharding::forEachReshardStep(parameter, from, to, mesh, [&](const sharding::ReshardStep &c) {
+        if (c.kind == sharding::CollectiveKind::AllReduce &&
+            zeroSplitsAllReduce(parameter, stored, mesh, static_cast<std::size_t>(c.axis), techniques))
+            seconds += collectiveTime(c.kind, c.bytes, mesh.axes[static_cast<std::size_t>(c.axis)]) / 2;
+    });
+    return seconds;
 }
 
 void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,

@@ -146,7 +146,9 @@ double collectiveSeconds(const sharding::Collective &c, const sharding::Mesh &me
 // axis): stage 1 the optimizer state, 2 the gradient too, 3 the parameter
 // too, each to 1/d. Stages 1 and 2 reduce-scatter the gradient and all-
 // gather the updated parameter where stage 0 all-reduces it: the same time
-// (a ring all-reduce is a reduce-scatter and an all-gather), so no charge.
+// (a ring all-reduce is a reduce-scatter and an all-gather), so no charge
+// here (zeroGradientHalves lists the all-reduce so, the gather in the
+// forward pass).
 // With m micro-batches stage 2 reduce-scatters the gradient of each
 // (m - 1 more), and stage 3 gathers the parameter for each micro-batch's
 // forward and backward pass (2m - 1 more all-gathers, m - 1 more
@@ -194,19 +196,26 @@ using CollectiveTimeVisit =
 void zeroCollectiveTimes(const ir::Tensor &parameter, const sharding::ShardingSpec &spec, const sharding::Mesh &mesh,
                          const CostOptions &options, const CollectiveTimeVisit &visit);
 
-// ZeRO-3 keeps a parameter and its gradient both sharded over the axes it
-// shards them on: the all-reduce of a weight gradient over such an axis
-// is, as FSDP and DeepSpeed run the step, the gradient's reduce-scatter
-// and the backward pass' gather of the parameter (its forward copy
-// released), the two halves of a ring all-reduce. They are listed so, in
-// its place, each with half its time and wire bytes (the model's time
-// and bytes as they were; the list names the collectives a ZeRO-3 job
-// issues). `parameter` stored as `stored`; nullopt for any other
-// collective, kept as it is.
+// ZeRO shards a parameter's gradient over the axes it shards it on, as
+// FSDP, DeepSpeed and Megatron's distributed optimizer run the step: the
+// all-reduce of a weight gradient over such an axis is the gradient's
+// reduce-scatter and a gather of the parameter, the two halves of a ring
+// all-reduce. Stage 3 gathers the parameter again for the backward pass
+// (its forward copy released), in the backward pass; stages 1 and 2 gather
+// the updated parameter for the next forward pass (FSDP's fully_shard
+// without resharding after forward), in the forward pass. They are listed
+// so, in its place, each with half its time and wire bytes. `parameter`
+// stored as `stored`; nullopt for any other collective, kept as it is.
 std::optional<std::array<CollectiveCost, 2>> zeroGradientHalves(const CollectiveCost &c, const ir::Tensor &parameter,
                                                                  const sharding::ShardingSpec &stored,
                                                                  const sharding::Mesh &mesh,
                                                                  const Techniques &techniques);
+// Of a weight gradient's reshard `from` -> `to`, the seconds zeroGradientHalves
+// moves to the forward pass (stages 1 and 2): what a coster charging the
+// reshard as one time counts as forward, not backward, communication.
+double zeroForwardSeconds(const ir::Tensor &parameter, const sharding::ShardingSpec &from,
+                          const sharding::ShardingSpec &to, const sharding::ShardingSpec &stored,
+                          const sharding::Mesh &mesh, const Techniques &techniques);
 
 struct ParameterCharge {
     CostTotals optimizer;       // the update: its FLOPs and seconds (the optimizer phase)

@@ -202,7 +202,8 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
 
 OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, const std::vector<ShardingSpec> &specs,
                             const std::vector<ir::OpId> &ops, const std::vector<sharding::OpStrategy> &strategies,
-                            const std::vector<bool> &flow, const Recomputation &recomputation)
+                            const std::vector<bool> &flow, const Recomputation &recomputation,
+                            const Techniques *techniques)
 {
     struct Totals {
         const ir::Graph &graph;
@@ -232,8 +233,12 @@ OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh, 
                  std::string_view reason)
         {
             reshard(k, phase, t, from, to, reason);
+            if (techniques)
+                backwardComm -= zeroForwardSeconds(graph.tensor(t), from, to, specs[t.index()], mesh, *techniques);
         }
-    } sink{graph, mesh};
+        const std::vector<ShardingSpec> &specs;
+        const Techniques *techniques;
+    } sink{graph, mesh, 0, 0, 0, 0, specs, techniques};
     walkOps(graph, specs, ops, strategies, flow, mesh, recomputation, sink);
     // Summed as evaluateOps sums its phases (backward, then forward).
     return {sink.backwardCompute + sink.forwardCompute, sink.comm, sink.backwardCompute, sink.backwardComm};

@@ -52,8 +52,9 @@ struct Recomputation {
     const std::vector<Recompute> *modes = nullptr;     // recomputeModes() of the graph
     bool flashAttention = false;
 };
-// `techniques`, where given: ZeRO-3's weight gradients listed as the plan
-// lists them (zeroGradientHalves), at the same time.
+// `techniques`, where given: ZeRO's weight gradients listed as the plan
+// lists them (zeroGradientHalves), their gathers in the pass it puts them in
+// (evaluateOpsTotals too).
 PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh,
                      const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
                      const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
@@ -74,6 +75,7 @@ struct OpsTotals {
 OpsTotals evaluateOpsTotals(const ir::Graph &graph, const sharding::Mesh &mesh,
                             const std::vector<sharding::ShardingSpec> &specs, const std::vector<ir::OpId> &ops,
                             const std::vector<sharding::OpStrategy> &strategies, const std::vector<bool> &flow,
-                            const Recomputation &recomputation = {});
+                            const Recomputation &recomputation = {},
+                            const Techniques *techniques = nullptr);
 
 } // namespace tapestry::cost

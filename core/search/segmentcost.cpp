@@ -1209,6 +1209,17 @@ double SegmentCoster::reshardTime(ir::TensorId t, std::int32_t from, std::int32_
     return m_reshards.emplace(key, time).first->second;
 }
 
+double SegmentCoster::zeroForward(ir::TensorId t, std::int32_t from, std::int32_t stored)
+{
+    const int stage = m_options.techniques.zeroStage;
+    if (stage < 1 || stage > 2 || m_graph.tensor(t).role != ir::Role::Parameter)
+        return 0;
+    const std::int32_t gradient = gradientId(stored);  // (may intern: the references after it)
+    return cost::zeroForwardSeconds(m_graph.tensor(t), m_interned[static_cast<std::size_t>(from)],
+                                    m_interned[static_cast<std::size_t>(gradient)],
+                                    m_interned[static_cast<std::size_t>(stored)], m_mesh, m_options.techniques);
+}
+
 std::int64_t SegmentCoster::savedBytes(ir::TensorId t, std::int32_t spec) const
 {
     return cost::savedBytes(m_graph.tensor(t), m_interned[static_cast<std::size_t>(spec)], m_mesh,
@@ -1340,6 +1351,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
         OpOutcome::Input &in = out.inputs[i];
         in.needSeconds = reshardTime(op.inputs[i], in.stored, in.need);
         in.gradientSeconds = reshardTime(op.inputs[i], in.gradient, gradientId(in.stored));
+        in.gradientForward = zeroForward(op.inputs[i], in.gradient, in.stored);
     }
     if (2 * (table.entries.size() + 1) > table.index.size()) {
         std::vector<std::pair<std::size_t, std::uint32_t>> grown(std::max<std::size_t>(64, 2 * table.index.size()));
@@ -1812,11 +1824,12 @@ std::vector<std::vector<WeightChoice>> SegmentCoster::searchWeights(
                     }
                     if (oc.flows && m_flow[t.index()] && in.gradient != gradientId(stored) &&
                         st.add(st.find(static_cast<std::int32_t>(t.index())), 1, in.gradient)) {
-                        const double seconds = stored == in.stored
-                                                   ? in.gradientSeconds
-                                                   : reshardTime(t, in.gradient, gradientId(stored));
+                        const bool same = stored == in.stored;
+                        const double seconds = same ? in.gradientSeconds : reshardTime(t, in.gradient, gradientId(stored));
+                        // ZeRO 1 and 2 gather the parameter in the forward pass.
+                        const double forward = same ? in.gradientForward : zeroForward(t, in.gradient, stored);
                         const double r = seconds * shareOf(t);
-                        time += m_backwardComm * r;
+                        time += m_backwardComm * r + (1 - m_backwardComm) * forward * shareOf(t);
                         comm += r;
                     }
                 }
@@ -2188,7 +2201,8 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
         }
     } else {
         const auto totals = cost::evaluateOpsTotals(m_graph, m_mesh, m_specs, segment.ops, strategies, m_flow,
-                                                    {&m_roles, &m_modes, m_options.techniques.flashAttention});
+                                                    {&m_roles, &m_modes, m_options.techniques.flashAttention},
+                                                    &m_options.techniques);
         c.compute = totals.compute;
         c.comm = totals.comm;
         c.stepTime = totals.compute + totals.comm;
@@ -2226,10 +2240,11 @@ SegmentCost SegmentCoster::evaluate(const Segment &segment, const std::map<ir::T
                     std::find(contributions.begin(), contributions.end(), s.inputGradients[i]) ==
                         contributions.end()) {
                     contributions.push_back(s.inputGradients[i]);
-                    const double backward =
-                        cost::reshardSeconds(tensor, s.inputGradients[i], sharding::gradientSpec(stored), m_mesh);
+                    const ShardingSpec gradient = sharding::gradientSpec(stored);
+                    const double backward = cost::reshardSeconds(tensor, s.inputGradients[i], gradient, m_mesh);
                     reshards += backward;
-                    backwardReshards += backward;
+                    backwardReshards += backward - cost::zeroForwardSeconds(tensor, s.inputGradients[i], gradient,
+                                                                            stored, m_mesh, m_options.techniques);
                 }
             }
         }

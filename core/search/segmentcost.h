@@ -245,6 +245,7 @@ private:
             // Stored as `stored`: its reshard to `need`, and its gradient's
             // back (s, once each).
             double needSeconds = 0, gradientSeconds = 0;
+            double gradientForward = 0;  // of gradientSeconds, ZeRO's gather in the forward pass
         };
         struct Output {
             std::int32_t stored = 0;
@@ -267,6 +268,10 @@ private:
     const OpOutcome &opOutcome(ir::OpId id, const std::vector<std::int32_t> &inputs, const std::vector<bool> &pending,
                                const std::vector<std::int32_t> &fixed);
     double reshardTime(ir::TensorId t, std::int32_t from, std::int32_t to);
+    // Of a weight gradient's reshard from interned `from` to the gradient
+    // spec of interned `stored`, what ZeRO runs in the forward pass
+    // (cost::zeroForwardSeconds).
+    double zeroForward(ir::TensorId t, std::int32_t from, std::int32_t stored);
     // An activation's bytes kept for the backward pass, stored as the interned `spec`.
     std::int64_t savedBytes(ir::TensorId t, std::int32_t spec) const;
     // Specs as small integers, so that the search's states compare and copy

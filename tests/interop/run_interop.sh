@@ -89,21 +89,24 @@ llama4layers="zoo:llama3-8b?layers=4&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=
 pipelined pipeline-1f1b "$llama" 1f1b 1 '[1]'
 pipelined pipeline-interleaved "$llama4layers" interleaved 2 '[1, 2, 3]'
 
-# FSDP: ZeRO-3 as fully_shard over the data axis, each weight gradient reduce-scattered
-# and each parameter gathered for the forward and again for the backward pass. FSDP2
+# FSDP: ZeRO as fully_shard over the data axis, each weight gradient reduce-scattered;
+# ZeRO-1 gathers each updated parameter for the forward pass, ZeRO-3 for the forward
+# and again for the backward pass. FSDP2
 # runs on CPU from torch 2.11 only (2.6's streams record no events on CPU), so this
 # case runs in a Debian sid root, made and cached as the other (TAPESTRY_TORCH_SID_ROOT,
 # default /var/tmp/tapestry-torch-sid). Where sid's torch cannot be installed that
-# day, the summary says the case was not run.
+# day, the summary says the cases were not run.
 sid=${TAPESTRY_TORCH_SID_ROOT:-/var/tmp/tapestry-torch-sid}
 if TAPESTRY_TORCH_ROOT=$sid TAPESTRY_TORCH_SUITE=sid tests/interop/torch_root.sh >"$work/torch_root_sid.log" 2>&1; then
   in_root=(TAPESTRY_TORCH_ROOT="$sid" TAPESTRY_TORCH_SUITE=sid) ran_sid=1
-  run fsdp-zero3 "$wide" --mesh 2x2 --axes data,model --flash-attention on --zero 3 --recompute none \
-    --micro-batches 1 --offload-optimizer off
+  for stage in 1 3; do
+    run fsdp-zero$stage "$wide" --mesh 2x2 --axes data,model --flash-attention on --zero $stage --recompute none \
+      --micro-batches 1 --offload-optimizer off
+  done
   in_root=()
 else
-  sed 's/^/interop: fsdp-zero3: /' "$work/torch_root_sid.log"
-  notrun+=("fsdp-zero3 (no Debian sid root with torch 2.11 or later)")
+  sed 's/^/interop: fsdp: /' "$work/torch_root_sid.log"
+  notrun+=("fsdp-zero1 fsdp-zero3 (no Debian sid root with torch 2.11 or later)")
 fi
 
 echo "interop: ${#passed[@]} passed (${passed[*]:-none}), ${#failed[@]} failed (${failed[*]:-none})${notrun:+, not run: ${notrun[*]}}; PyTorch from $root${ran_sid:+ and $sid}"
