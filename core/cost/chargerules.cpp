@@ -247,7 +247,7 @@ std::optional<std::array<CollectiveCost, 2>> zeroGradientHalves(const Collective
                                                                  const sharding::Mesh &mesh,
                                                                  const Techniques &techniques)
 {
-    if (c.kind != sharding::CollectiveKind::AllReduce || c.phase != Phase::Backward)
+    if (techniques.zeroStage < 1 || c.kind != sharding::CollectiveKind::AllReduce || c.phase != Phase::Backward)
         return std::nullopt;
     const auto axis = std::find_if(mesh.axes.begin(), mesh.axes.end(), [&](const auto &a) { return a.name == c.axis; });
     if (!zeroSplitsAllReduce(parameter, stored, mesh, static_cast<std::size_t>(axis - mesh.axes.begin()), techniques))
