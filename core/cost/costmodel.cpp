@@ -158,7 +158,7 @@ PlanCost evaluateOps(const ir::Graph &graph, const sharding::Mesh &mesh, const s
             sums.push_back({t.index(), {k, {}}});
             std::vector<CollectiveCost> &list = sums.back().second.second;
             appendReshard(list, graph.tensor(t), from, to, phase, reason, graph.op(ops[k]).name, mesh);
-            if (!techniques)
+            if (!techniques || techniques->zeroStage < 1)
                 return;
             std::vector<CollectiveCost> listed;
             for (const CollectiveCost &c : list)

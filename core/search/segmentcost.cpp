@@ -1280,8 +1280,7 @@ const SegmentCoster::OpOutcome &SegmentCoster::opOutcome(ir::OpId id, const std:
     }
     // The inputs, with the small parameters it decides.
     const std::vector<ShardingSpec> &stored = found->second.stored;
-    const sharding::OpStrategy &strategy = found->second.strategy;
-    const sharding::OpStrategy &s = strategy;
+    const sharding::OpStrategy &s = found->second.strategy;
     std::vector<ShardingSpec> outputs;
     out.outputs.resize(op.outputs.size());
     for (std::size_t o = 0; o < op.outputs.size(); ++o) {

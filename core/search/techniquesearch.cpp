@@ -210,14 +210,17 @@ namespace {
 
 // The setting, after the first, under which `specs` fit and run in the least
 // step time, when that time is `fastest`: the first setting's fastest plan,
-// whose step time no plan of any setting undercuts.
-std::optional<std::size_t> settingAtBound(const ir::Graph &graph, const sharding::Mesh &mesh,
-                                          const cost::CostOptions &options,
-                                          const std::vector<cost::Techniques> &candidates,
-                                          const std::vector<sharding::ShardingSpec> &specs, double fastest)
+// whose step time no plan of any setting undercuts. With the specs' cost
+// under it (totals).
+std::optional<std::pair<std::size_t, cost::PlanCost>> settingAtBound(const ir::Graph &graph,
+                                                                     const sharding::Mesh &mesh,
+                                                                     const cost::CostOptions &options,
+                                                                     const std::vector<cost::Techniques> &candidates,
+                                                                     const std::vector<sharding::ShardingSpec> &specs,
+                                                                     double fastest)
 {
     cost::PlanCoster coster(graph, mesh, options);
-    std::optional<std::pair<std::size_t, cost::Objective>> pick;
+    std::optional<std::pair<std::size_t, cost::PlanCost>> pick;
     for (std::size_t i = 1; i < candidates.size(); ++i) {
         // The host holds the optimizer only where nothing fits on the device.
         if (candidates[i].offloadOptimizer || microBatchProblem(graph, specs, mesh, candidates[i].microBatches))
@@ -225,12 +228,13 @@ std::optional<std::size_t> settingAtBound(const ir::Graph &graph, const sharding
         cost::CostOptions o = options;
         o.techniques = candidates[i];
         coster.setOptions(o);
-        const auto objective = cost::Objective::of(coster.totals(specs));
-        if (objective.fits() && (!pick || objective < pick->second))
-            pick = {i, objective};
+        cost::PlanCost c = coster.totals(specs);
+        const auto objective = cost::Objective::of(c);
+        if (objective.fits() && (!pick || objective < cost::Objective::of(pick->second)))
+            pick = {i, std::move(c)};
     }
     if (pick && pick->second.stepTime <= fastest * (1 + 1e-9))
-        return pick->first;
+        return pick;
     return std::nullopt;
 }
 
@@ -348,30 +352,29 @@ SearchResult searchTechniques(const std::function<SearchResult(const sharding::M
     probe(0);
     const double fastest = bounds.front().second;
     if (!best && firstProbe && !firstProbe->planSpecs.empty())
-        if (const auto setting = settingAtBound(graph, mesh, options.cost, candidates, firstProbe->planSpecs, fastest)) {
+        if (auto setting = settingAtBound(graph, mesh, options.cost, candidates, firstProbe->planSpecs, fastest)) {
             // That plan, costed under another setting, fits and runs there
             // in the first setting's step time, which no plan of any
             // setting undercuts: the setting holds the best plan of all,
             // and its own search (with the memory limit, for the plan that
             // communicates least among those that fit) is the only one left.
+            auto &[index, probeCost] = *setting;
             SearchOptions o = reporting(options, true);
-            o.cost.techniques = candidates[*setting];
+            o.cost.techniques = candidates[index];
             SearchResult r = search(mesh, o);
             finished();
             ++tried;
             evaluated += r.stats.plansEvaluated;
             // Tap's search under a memory limit may miss the plan that fits
             // (a heuristic across classes): the probe's plan is one.
-            cost::PlanCoster coster(graph, mesh, o.cost);
-            const cost::PlanCost probed = coster.totals(firstProbe->planSpecs);
-            if (cost::Objective::of(probed) < objectiveOf(r.plan)) {
+            if (cost::Objective::of(probeCost) < objectiveOf(r.plan)) {
                 r.plan = firstProbe->plan;
                 r.plan.costOptions = o.cost;
-                r.plan.cost = probed;
+                r.plan.cost = std::move(probeCost);
                 r.planSpecs = firstProbe->planSpecs;
                 r.stats.copiesApart = firstProbe->stats.copiesApart;
             }
-            settled.push_back(candidates[*setting]);
+            settled.push_back(candidates[index]);
             consider(std::move(r));
         }
     bool noneFits = false;
